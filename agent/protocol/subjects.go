@@ -1,0 +1,55 @@
+// Package protocol is the bus contract shared by the agent, the operator CLI,
+// the bus and the stacks that render the bus's permissions: subject, stream and
+// consumer names here, message bodies beside them.
+package protocol
+
+// JetStream streams and consumers. The bus creates them at start; agents only
+// pull from their own consumer and the shared pool consumer.
+const (
+	StreamTasks   = "FLOCK_TASKS"   // tasks.>
+	StreamResults = "FLOCK_RESULTS" // task.result.>
+	StreamDead    = "FLOCK_DEAD"    // deadletter.>
+
+	ConsumerPool = "pool" // shared work queue on tasks.pool: one agent runs each task
+)
+
+// Subjects.
+const (
+	SubjectTasksAll    = "tasks.all"     // every agent runs it
+	SubjectTasksPool   = "tasks.pool"    // exactly one agent runs it
+	SubjectTasks       = "tasks.>"       // everything the task stream stores
+	SubjectResults     = "task.result.>" // every result, whoever sent it
+	SubjectBroadcast   = "broadcast"     // operator announcements
+	SubjectDead        = "deadletter.>"  // parked tasks
+	SubjectHeartbeats  = "agent.*.heartbeat"
+	SubjectEvents      = "agent.*.events"
+	OperatorUser       = "operator"
+	OperatorInboxToken = "operator"
+)
+
+// TaskSubject is where the operator sends a task for one agent.
+func TaskSubject(id string) string { return "tasks." + id }
+
+// ResultSubject is where an agent publishes results. The contract's
+// "task.result" gains the publisher's ID so the server, not the body, says
+// who sent a result: an agent may publish only on its own.
+func ResultSubject(id string) string { return "task.result." + id }
+
+// EventsSubject carries an agent's lifecycle events.
+func EventsSubject(id string) string { return "agent." + id + ".events" }
+
+// HeartbeatSubject carries an agent's periodic status.
+func HeartbeatSubject(id string) string { return "agent." + id + ".heartbeat" }
+
+// InboxSubject is an agent's mailbox: anyone may send, only it may read.
+func InboxSubject(id string) string { return "agent." + id + ".inbox" }
+
+// InboxPrefix is the reply-inbox prefix of a bus user (nats.CustomInboxPrefix):
+// replies to agent-1 arrive on _INBOX.agent-1.>, which no one else may read.
+func InboxPrefix(user string) string { return "_INBOX." + user }
+
+// AgentConsumer is the durable consumer of an agent's own tasks (tasks.<id> and tasks.all).
+func AgentConsumer(id string) string { return id }
+
+// DeadSubject is where the bus parks a task its consumer gave up on.
+func DeadSubject(consumer string) string { return "deadletter." + consumer }

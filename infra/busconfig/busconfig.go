@@ -1,0 +1,249 @@
+// Package busconfig renders the NATS server configuration and the JetStream
+// topology of a flock from its model: one nkey user per agent with exactly
+// the subjects of the bus contract, an operator user, JetStream with limits,
+// monitoring on 8222. The bus binary loads both files; the stacks ship them.
+package busconfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+// Ports of the bus.
+const (
+	ClientPort  = 4222
+	MonitorPort = 8222
+)
+
+// Paths inside the bus container.
+const (
+	ConfigDir    = "/etc/flock/bus"
+	ConfigFile   = ConfigDir + "/nats.conf"
+	TopologyFile = ConfigDir + "/topology.json"
+	StoreDir     = "/data"
+)
+
+// PublicKeys are the nkey public keys of every bus user.
+type PublicKeys struct {
+	Operator string
+	Agents   map[string]string // agent ID -> public key
+}
+
+// Options tune the rendering per target.
+type Options struct {
+	// MonitorHost is the address the monitoring endpoint listens on. The dev
+	// stack binds it to the bus's own network address so agents, which reach
+	// the bus only through their per-agent networks, cannot read it.
+	MonitorHost string
+	StoreDir    string // JetStream store directory; StoreDir by default
+}
+
+// Permissions is a NATS user's permission block.
+type Permissions struct {
+	Publish   Rule `json:"publish"`
+	Subscribe Rule `json:"subscribe"`
+}
+
+// Rule lists allowed subjects (everything else is denied).
+type Rule struct {
+	Allow []string `json:"allow"`
+}
+
+type user struct {
+	Nkey        string      `json:"nkey"`
+	Permissions Permissions `json:"permissions"`
+}
+
+type serverConfig struct {
+	ServerName    string `json:"server_name"`
+	Listen        string `json:"listen"`
+	HTTP          string `json:"http"`
+	MaxPayload    int    `json:"max_payload"`
+	MaxPending    int64  `json:"max_pending"`
+	MaxConn       int    `json:"max_connections"`
+	PingInterval  string `json:"ping_interval"`
+	WriteDeadline string `json:"write_deadline"`
+	JetStream     struct {
+		StoreDir       string `json:"store_dir"`
+		MaxFileStore   int64  `json:"max_file_store"`
+		MaxMemoryStore int64  `json:"max_memory_store"`
+	} `json:"jetstream"`
+	Authorization struct {
+		Timeout float64 `json:"timeout"`
+		Users   []user  `json:"users"`
+	} `json:"authorization"`
+}
+
+// ackSubjects covers both JetStream ack subject layouts: the classic
+// $JS.ACK.<stream>.<consumer>.… and the one with domain and account hash
+// tokens ($JS.ACK.<domain>.<account>.<stream>.<consumer>.…) that newer
+// servers use. Permissions are tested against the shipped server version.
+func ackSubjects(stream, consumer string) []string {
+	return []string{
+		"$JS.ACK." + stream + "." + consumer + ".>",
+		"$JS.ACK.*.*." + stream + "." + consumer + ".>",
+	}
+}
+
+// AgentPermissions is exactly what one agent may do on the bus: publish its
+// own results, events and heartbeats, message any agent's inbox, pull and ack
+// its own consumer and the pool; read its own inbox, its own replies and broadcast.
+func AgentPermissions(id string) Permissions {
+	pub := []string{
+		protocol.ResultSubject(id),
+		protocol.EventsSubject(id),
+		protocol.HeartbeatSubject(id),
+		"agent.*.inbox",
+	}
+	for _, c := range []string{protocol.AgentConsumer(id), protocol.ConsumerPool} {
+		pub = append(pub,
+			"$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+"."+c,
+			"$JS.API.CONSUMER.INFO."+protocol.StreamTasks+"."+c)
+		pub = append(pub, ackSubjects(protocol.StreamTasks, c)...)
+	}
+	return Permissions{
+		Publish: Rule{Allow: pub},
+		Subscribe: Rule{Allow: []string{
+			protocol.InboxPrefix(id) + ".>",
+			protocol.InboxSubject(id),
+			protocol.SubjectBroadcast,
+		}},
+	}
+}
+
+// OperatorPermissions: send tasks, inbox messages and broadcasts, use the
+// JetStream API (results, dead letters); watch results, events, heartbeats.
+// It cannot publish as an agent (results, events, heartbeats).
+func OperatorPermissions() Permissions {
+	return Permissions{
+		Publish: Rule{Allow: []string{
+			protocol.SubjectTasks, "agent.*.inbox", protocol.SubjectBroadcast,
+			"$JS.API.>", "$JS.ACK.>", "$JS.FC.>",
+		}},
+		Subscribe: Rule{Allow: []string{
+			protocol.InboxPrefix(protocol.OperatorInboxToken) + ".>",
+			protocol.SubjectResults, protocol.SubjectEvents, protocol.SubjectHeartbeats,
+			protocol.SubjectDead, protocol.SubjectBroadcast,
+		}},
+	}
+}
+
+// Render returns the NATS server configuration (JSON, which nats-server reads
+// as its config format) for the flock.
+func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
+	if keys.Operator == "" {
+		return nil, fmt.Errorf("busconfig: no operator key")
+	}
+	var c serverConfig
+	c.ServerName = m.ResourceName("bus")
+	c.Listen = net.JoinHostPort("0.0.0.0", strconv.Itoa(ClientPort))
+	host := opt.MonitorHost
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	c.HTTP = net.JoinHostPort(host, strconv.Itoa(MonitorPort))
+	c.MaxPayload = m.Bus.MaxPayloadBytes
+	c.MaxPending = 64 << 20
+	c.MaxConn = len(m.Agents)*4 + 64
+	c.PingInterval = "20s"
+	c.WriteDeadline = "10s"
+	c.JetStream.StoreDir = opt.StoreDir
+	if c.JetStream.StoreDir == "" {
+		c.JetStream.StoreDir = StoreDir
+	}
+	c.JetStream.MaxFileStore = m.Bus.JetStreamMaxBytes
+	c.JetStream.MaxMemoryStore = 64 << 20
+	c.Authorization.Timeout = 5
+	c.Authorization.Users = append(c.Authorization.Users, user{Nkey: keys.Operator, Permissions: OperatorPermissions()})
+	for _, a := range m.Agents {
+		k := keys.Agents[a.ID]
+		if k == "" {
+			return nil, fmt.Errorf("busconfig: no key for agent %q", a.ID)
+		}
+		c.Authorization.Users = append(c.Authorization.Users, user{Nkey: k, Permissions: AgentPermissions(a.ID)})
+	}
+	return json.MarshalIndent(c, "", "  ")
+}
+
+// Topology is the JetStream layout the bus creates and keeps in step: the
+// streams and every durable consumer. Consumers on the task stream that it
+// does not list (an agent that was removed) are deleted, so interest-based
+// retention never waits on an agent that is gone.
+type Topology struct {
+	Streams   []jetstream.StreamConfig `json:"streams"`
+	Consumers []Consumer               `json:"consumers"`
+}
+
+// Consumer is a durable consumer of a stream.
+type Consumer struct {
+	Stream string                   `json:"stream"`
+	Config jetstream.ConsumerConfig `json:"config"`
+}
+
+// BuildTopology derives the streams and consumers from the model.
+func BuildTopology(m flock.Model) Topology {
+	b := m.Bus
+	t := Topology{Streams: []jetstream.StreamConfig{
+		{
+			// Interest retention: a task stays until every consumer that
+			// should run it has acked it; DiscardNew makes a full stream
+			// refuse new tasks (the publisher sees an error) instead of
+			// dropping old ones.
+			Name: protocol.StreamTasks, Subjects: []string{protocol.SubjectTasks},
+			Retention: jetstream.InterestPolicy, Discard: jetstream.DiscardNew,
+			Storage: jetstream.FileStorage, MaxAge: b.StreamMaxAge, MaxBytes: b.StreamMaxBytes,
+			MaxMsgSize: int32(b.MaxPayloadBytes), Duplicates: 2 * time.Minute, Replicas: 1,
+		},
+		{
+			Name: protocol.StreamResults, Subjects: []string{protocol.SubjectResults},
+			Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
+			Storage: jetstream.FileStorage, MaxAge: b.StreamMaxAge, MaxBytes: b.StreamMaxBytes,
+			MaxMsgSize: int32(b.MaxPayloadBytes), Replicas: 1,
+		},
+		{
+			Name: protocol.StreamDead, Subjects: []string{protocol.SubjectDead},
+			Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew,
+			Storage: jetstream.FileStorage, MaxAge: b.StreamMaxAge, MaxBytes: b.StreamMaxBytes,
+			Replicas: 1,
+		},
+	}}
+	pending := 0
+	for _, a := range m.Agents {
+		pending += a.Limits.Concurrency
+		t.Consumers = append(t.Consumers, Consumer{Stream: protocol.StreamTasks, Config: jetstream.ConsumerConfig{
+			Durable:         protocol.AgentConsumer(a.ID),
+			Description:     "tasks of agent " + a.ID + " (its own and tasks.all)",
+			FilterSubjects:  []string{protocol.TaskSubject(a.ID), protocol.SubjectTasksAll},
+			DeliverPolicy:   jetstream.DeliverAllPolicy,
+			AckPolicy:       jetstream.AckExplicitPolicy,
+			AckWait:         b.AckWait,
+			MaxDeliver:      b.MaxDeliver,
+			MaxAckPending:   a.Limits.Concurrency,
+			MaxRequestBatch: a.Limits.Concurrency,
+		}})
+	}
+	t.Consumers = append(t.Consumers, Consumer{Stream: protocol.StreamTasks, Config: jetstream.ConsumerConfig{
+		Durable:       protocol.ConsumerPool,
+		Description:   "shared work queue: each tasks.pool task goes to one agent",
+		FilterSubject: protocol.SubjectTasksPool,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       b.AckWait,
+		MaxDeliver:    b.MaxDeliver,
+		MaxAckPending: max(pending, 1),
+	}})
+	return t
+}
+
+// RenderTopology returns the topology as JSON.
+func RenderTopology(m flock.Model) ([]byte, error) {
+	return json.MarshalIndent(BuildTopology(m), "", "  ")
+}

@@ -1,0 +1,366 @@
+// Package dockerflock declares the dev flock on a Docker engine: the agent and
+// bus images, one internal network per agent, the bus, the hardened agent
+// containers, and the host steps (directories, credentials, process limits)
+// that pulumi-docker cannot express.
+package dockerflock
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+
+	"github.com/pulumi/pulumi-command/sdk/go/command/local"
+	"github.com/pulumi/pulumi-docker/sdk/v4/go/docker"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/ai-flock/ai-flock/infra/busconfig"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+// Labels put on everything the flock creates on the engine.
+const (
+	LabelFlock = "ai-flock.flock"
+	LabelRole  = "ai-flock.role"
+	LabelAgent = "ai-flock.agent"
+)
+
+// Args configure the dev flock.
+type Args struct {
+	Model flock.Model
+	Host  Host
+	// AgentContext is the docker build context holding the Dockerfile and the
+	// prebuilt binaries (bin/flock-agent, bin/flock-bus).
+	AgentContext string
+	// BaseImage overrides the Dockerfile's BASE build argument ("scratch" builds offline).
+	BaseImage string
+	// Seeds are the agents' NATS nkey seeds (agent ID -> seed), kept secret.
+	Seeds map[string]string
+	// BusConfig and BusTopology are the rendered bus files (public keys only).
+	BusConfig   []byte
+	BusTopology []byte
+}
+
+// Flock is the dev flock component.
+type Flock struct {
+	pulumi.ResourceState
+
+	BusURL     pulumi.StringOutput `pulumi:"busUrl"`
+	MonitorURL pulumi.StringOutput `pulumi:"monitorUrl"`
+}
+
+// BusAddress is the bus network (the pool's slot-0 subnet) and the bus's
+// address on it (.2; .1 is the gateway). Monitoring listens there only, so
+// agents, which reach the bus only through their own networks, cannot read it.
+func BusAddress(m flock.Model) (netip.Prefix, netip.Addr) {
+	p := netip.PrefixFrom(m.Network.Pool.Masked().Addr(), m.Network.PrefixLength)
+	return p, p.Addr().Next().Next()
+}
+
+// New declares the dev flock.
+func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOption) (*Flock, error) {
+	f := &Flock{}
+	if err := ctx.RegisterComponentResource("flock:docker:Flock", name, f, opts...); err != nil {
+		return nil, err
+	}
+	d := declarer{ctx: ctx, name: name, args: args, m: args.Model, parent: pulumi.Parent(f)}
+	if err := d.declare(); err != nil {
+		return nil, err
+	}
+	f.BusURL = pulumi.String(fmt.Sprintf("nats://127.0.0.1:%d", busconfig.ClientPort)).ToStringOutput()
+	f.MonitorURL = pulumi.String(fmt.Sprintf("http://127.0.0.1:%d", busconfig.MonitorPort)).ToStringOutput()
+	return f, ctx.RegisterResourceOutputs(f, pulumi.Map{"busUrl": f.BusURL, "monitorUrl": f.MonitorURL})
+}
+
+type declarer struct {
+	ctx    *pulumi.Context
+	name   string
+	args   Args
+	m      flock.Model
+	parent pulumi.ResourceOption
+
+	agentImage, busImage *docker.Image
+	layout, busConfig    *local.Command
+	bus                  *docker.Container
+}
+
+// n names a child from the component's name.
+func (d *declarer) n(parts ...string) string {
+	s := d.name
+	for _, p := range parts {
+		s += "-" + p
+	}
+	return s
+}
+
+func (d *declarer) declare() error {
+	var err error
+	if d.agentImage, err = d.image("agent"); err != nil {
+		return fmt.Errorf("agent image: %w", err)
+	}
+	if d.busImage, err = d.image("bus"); err != nil {
+		return fmt.Errorf("bus image: %w", err)
+	}
+	if d.layout, err = local.NewCommand(d.ctx, d.n("host-layout"), &local.CommandArgs{
+		Create: pulumi.String(d.args.Host.ShellCommand()),
+		Stdin:  pulumi.String(LayoutScript(d.m)),
+	}, d.parent); err != nil {
+		return fmt.Errorf("host layout: %w", err)
+	}
+	if err := d.declareBus(); err != nil {
+		return err
+	}
+	for _, a := range d.m.Agents {
+		if err := d.declareAgent(a); err != nil {
+			return fmt.Errorf("agent %s: %w", a.ID, err)
+		}
+	}
+	return nil
+}
+
+// image builds one target of agent/Dockerfile from prebuilt static binaries.
+func (d *declarer) image(target string) (*docker.Image, error) {
+	build := &docker.DockerBuildArgs{
+		Context:        pulumi.String(d.args.AgentContext),
+		Dockerfile:     pulumi.String(d.args.AgentContext + "/Dockerfile"),
+		Target:         pulumi.String(target),
+		Platform:       pulumi.String("linux/amd64"),
+		BuilderVersion: docker.BuilderVersionBuilderV1,
+	}
+	if d.args.BaseImage != "" {
+		build.Args = pulumi.StringMap{"BASE": pulumi.String(d.args.BaseImage)}
+	}
+	return docker.NewImage(d.ctx, d.n(target, "image"), &docker.ImageArgs{
+		ImageName: pulumi.String(fmt.Sprintf("ai-flock/%s-%s:latest", d.name, target)),
+		SkipPush:  pulumi.Bool(true),
+		Build:     build,
+	}, d.parent)
+}
+
+func (d *declarer) labels(role, agent string) docker.ContainerLabelArray {
+	l := docker.ContainerLabelArray{
+		docker.ContainerLabelArgs{Label: pulumi.String(LabelFlock), Value: pulumi.String(d.name)},
+		docker.ContainerLabelArgs{Label: pulumi.String(LabelRole), Value: pulumi.String(role)},
+	}
+	if agent != "" {
+		l = append(l, docker.ContainerLabelArgs{Label: pulumi.String(LabelAgent), Value: pulumi.String(agent)})
+	}
+	return l
+}
+
+func (d *declarer) netLabels(role, agent string) docker.NetworkLabelArray {
+	var out docker.NetworkLabelArray
+	for _, l := range d.labels(role, agent) {
+		a := l.(docker.ContainerLabelArgs)
+		out = append(out, docker.NetworkLabelArgs{Label: a.Label, Value: a.Value})
+	}
+	return out
+}
+
+func (d *declarer) declareBus() error {
+	var err error
+	busName := d.n("bus")
+	if d.busConfig, err = local.NewCommand(d.ctx, d.n("bus-config"), &local.CommandArgs{
+		Create:      pulumi.String(d.args.Host.ShellCommand()),
+		Stdin:       pulumi.String(BusConfigScript(d.m, d.args.BusConfig, d.args.BusTopology, busName)),
+		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
+	}, d.parent, pulumi.DependsOn([]pulumi.Resource{d.layout})); err != nil {
+		return fmt.Errorf("bus config: %w", err)
+	}
+
+	subnet, ip := BusAddress(d.m)
+	busNet, err := docker.NewNetwork(d.ctx, d.n("bus-net"), &docker.NetworkArgs{
+		Name:   pulumi.String(d.n("bus-net")),
+		Driver: pulumi.String("bridge"),
+		IpamConfigs: docker.NetworkIpamConfigArray{docker.NetworkIpamConfigArgs{
+			Subnet: pulumi.String(subnet.String()), Gateway: pulumi.String(subnet.Addr().Next().String()),
+		}},
+		Options: pulumi.StringMap{
+			// Only the bus lives here: the network exists to publish the operator
+			// and monitoring ports, and binds published ports to loopback by default.
+			"com.docker.network.bridge.enable_icc":        pulumi.String("false"),
+			"com.docker.network.bridge.host_binding_ipv4": pulumi.String("127.0.0.1"),
+		},
+		Labels: d.netLabels("bus", ""),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("bus network: %w", err)
+	}
+
+	args := hardened(d.m.Bus.Limits, d.m.Bus.UID, d.m.Runtime)
+	args.Name = pulumi.String(busName)
+	args.Hostname = pulumi.String("bus")
+	args.Image = d.busImage.RepoDigest
+	args.Envs = pulumi.StringArray{
+		pulumi.String("FLOCK_BUS_CONFIG=" + busconfig.ConfigFile),
+		pulumi.String("FLOCK_BUS_TOPOLOGY=" + busconfig.TopologyFile),
+	}
+	args.Mounts = docker.ContainerMountArray{
+		bindMount(d.m.Shared.BusDir()+"/config", busconfig.ConfigDir, true),
+		bindMount(d.m.Shared.BusDir()+"/data", busconfig.StoreDir, false),
+	}
+	args.NetworksAdvanced = docker.ContainerNetworksAdvancedArray{docker.ContainerNetworksAdvancedArgs{
+		Name: busNet.Name, Ipv4Address: pulumi.String(ip.String()), Aliases: pulumi.StringArray{pulumi.String("bus")},
+	}}
+	args.Ports = docker.ContainerPortArray{
+		loopbackPort(busconfig.ClientPort), loopbackPort(busconfig.MonitorPort),
+	}
+	args.Healthcheck = healthcheck("/flock-bus")
+	args.Labels = d.labels("bus", "")
+	// The bus reloads its bind-mounted config on SIGHUP: a new agent never needs a new bus.
+	d.bus, err = docker.NewContainer(d.ctx, busName, args, d.parent, pulumi.DependsOn([]pulumi.Resource{d.busConfig}))
+	if err != nil {
+		return fmt.Errorf("bus container: %w", err)
+	}
+	return nil
+}
+
+func (d *declarer) declareAgent(a flock.Agent) error {
+	seed, ok := d.args.Seeds[a.ID]
+	if !ok {
+		return fmt.Errorf("no credentials")
+	}
+	prepare, err := local.NewCommand(d.ctx, d.n(a.ID, "prepare"), &local.CommandArgs{
+		Create: pulumi.String(d.args.Host.ShellCommand()),
+		// The script carries the agent's seed: it is a secret, passed on stdin.
+		Stdin: pulumi.ToSecret(pulumi.String(AgentScript(d.m, a, seed))).(pulumi.StringOutput),
+	}, d.parent, pulumi.DependsOn([]pulumi.Resource{d.layout}))
+	if err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+
+	netName := d.n(a.ID, "net")
+	network, err := docker.NewNetwork(d.ctx, netName, &docker.NetworkArgs{
+		Name:     pulumi.String(netName),
+		Driver:   pulumi.String("bridge"),
+		Internal: pulumi.Bool(true),
+		IpamConfigs: docker.NetworkIpamConfigArray{docker.NetworkIpamConfigArgs{
+			Subnet: pulumi.String(a.Subnet.String()), Gateway: pulumi.String(a.Subnet.Addr().Next().String()),
+		}},
+		Options: pulumi.StringMap{
+			// internal removes the route out; inhibit_ipv4 also keeps the
+			// gateway address off the host's bridge, so the agent cannot reach
+			// the host (the VM) through it. Only the agent and the bus are here.
+			"com.docker.network.bridge.inhibit_ipv4": pulumi.String("true"),
+		},
+		Labels: d.netLabels("agent", a.ID),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+
+	// The bus joins each agent network by a per-agent step, so adding an
+	// agent neither replaces the bus nor touches the other agents.
+	link, err := local.NewCommand(d.ctx, d.n(a.ID, "bus-link"), &local.CommandArgs{
+		Create:      pulumi.Sprintf("docker network connect --alias bus %s %s 2>&1 | grep -v 'already exists' || true; docker network inspect -f '{{range .Containers}}{{.Name}} {{end}}' %s | grep -qw %s", netName, d.n("bus"), netName, d.n("bus")),
+		Delete:      pulumi.Sprintf("docker network disconnect -f %s %s >/dev/null 2>&1 || true", netName, d.n("bus")),
+		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
+		Triggers:    pulumi.Array{d.bus.ID(), network.ID()},
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("bus link: %w", err)
+	}
+
+	args := hardened(a.Limits, a.UID, d.m.Runtime)
+	args.Name = pulumi.String(d.n(a.ID))
+	args.Hostname = pulumi.String(a.ID)
+	args.Image = d.agentImage.RepoDigest
+	args.Envs = pulumi.StringArray{
+		pulumi.String("AGENT_ID=" + a.ID),
+		pulumi.String(fmt.Sprintf("NATS_URL=nats://bus:%d", busconfig.ClientPort)),
+		pulumi.String("SHARED_DIR=" + flock.ContainerSharedDir),
+		pulumi.String("NATS_NKEY_FILE=" + flock.ContainerCredsFile),
+		pulumi.String("HEARTBEAT_INTERVAL=" + d.m.Bus.Heartbeat.String()),
+		pulumi.String("TASK_TIMEOUT=" + a.Limits.TaskTimeout.String()),
+		pulumi.String("CONCURRENCY=" + strconv.Itoa(a.Limits.Concurrency)),
+	}
+	args.Mounts = docker.ContainerMountArray{
+		bindMount(d.m.Shared.AgentDir(a.ID), flock.ContainerAgentDir(a.ID), false),
+		bindMount(d.m.Shared.CommonDir(), flock.ContainerCommonDir(), true),
+		bindMount(d.m.Shared.LogFile(a.ID), flock.ContainerLogFile(a.ID), false),
+		bindMount(d.m.Shared.CredsFile(a.ID), flock.ContainerCredsFile, true),
+	}
+	args.NetworksAdvanced = docker.ContainerNetworksAdvancedArray{docker.ContainerNetworksAdvancedArgs{Name: network.Name}}
+	args.Healthcheck = healthcheck("/flock-agent")
+	args.Labels = d.labels("agent", a.ID)
+	container, err := docker.NewContainer(d.ctx, d.n(a.ID), args, d.parent,
+		pulumi.DependsOn([]pulumi.Resource{prepare, link}))
+	if err != nil {
+		return fmt.Errorf("container: %w", err)
+	}
+
+	// pulumi-docker has no pids_limit: set the cgroup PIDs limit through the
+	// Engine API right after creation, and again whenever the container is
+	// replaced. The nproc ulimit (per UID, and every agent has its own UID)
+	// holds in the moment between creation and this step.
+	if _, err := local.NewCommand(d.ctx, d.n(a.ID, "pids-limit"), &local.CommandArgs{
+		Create:      pulumi.Sprintf("docker update --pids-limit %d %s >/dev/null", a.Limits.Pids, d.n(a.ID)),
+		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
+		Triggers:    pulumi.Array{container.ID(), pulumi.Int(a.Limits.Pids)},
+	}, d.parent); err != nil {
+		return fmt.Errorf("pids limit: %w", err)
+	}
+	return nil
+}
+
+// hardened returns container args with what every flock container shares:
+// its own non-root UID, read-only root, small noexec tmpfs for /tmp and /run,
+// no capabilities, no-new-privileges, CPU/memory/process limits, an init,
+// a bounded restart policy (CIS 5.15) and bounded logs.
+func hardened(l flock.Limits, uid int, runtimeName string) *docker.ContainerArgs {
+	tmpfs := fmt.Sprintf("rw,noexec,nosuid,nodev,size=%dm,mode=1777", l.TmpfsMiB)
+	args := &docker.ContainerArgs{
+		User:         pulumi.String(fmt.Sprintf("%d:%d", uid, uid)),
+		ReadOnly:     pulumi.Bool(true),
+		Tmpfs:        pulumi.StringMap{"/tmp": pulumi.String(tmpfs), "/run": pulumi.String(tmpfs)},
+		Capabilities: docker.ContainerCapabilitiesArgs{Drops: pulumi.StringArray{pulumi.String("ALL")}},
+		SecurityOpts: pulumi.StringArray{pulumi.String("no-new-privileges:true")},
+		Privileged:   pulumi.Bool(false),
+		Memory:       pulumi.Int(l.MemoryMiB), // MiB: the provider multiplies by 1024*1024
+		MemorySwap:   pulumi.Int(l.MemoryMiB), // = memory: no swap, and no perpetual diff
+		Cpus:         pulumi.String(strconv.FormatFloat(l.CPUs, 'f', -1, 64)),
+		CpuShares:    pulumi.Int(512),
+		Ulimits: docker.ContainerUlimitArray{
+			docker.ContainerUlimitArgs{Name: pulumi.String("nproc"), Soft: pulumi.Int(l.Pids), Hard: pulumi.Int(l.Pids)},
+			docker.ContainerUlimitArgs{Name: pulumi.String("nofile"), Soft: pulumi.Int(1024), Hard: pulumi.Int(4096)},
+			docker.ContainerUlimitArgs{Name: pulumi.String("core"), Soft: pulumi.Int(0), Hard: pulumi.Int(0)},
+		},
+		Init:          pulumi.Bool(true),
+		Restart:       pulumi.String("on-failure"),
+		MaxRetryCount: pulumi.Int(5),
+		LogDriver:     pulumi.String("json-file"),
+		LogOpts:       pulumi.StringMap{"max-size": pulumi.String("10m"), "max-file": pulumi.String("3")},
+		StopSignal:    pulumi.String("SIGTERM"),
+		StopTimeout:   pulumi.Int(30),
+		// Stop gracefully on destroy too: the agent drains its task first.
+		DestroyGraceSeconds: pulumi.Int(30),
+		MustRun:             pulumi.Bool(true),
+	}
+	if runtimeName != "" {
+		args.Runtime = pulumi.String(runtimeName)
+	}
+	return args
+}
+
+func healthcheck(binary string) docker.ContainerHealthcheckPtrInput {
+	return docker.ContainerHealthcheckArgs{
+		Tests:       pulumi.StringArray{pulumi.String("CMD"), pulumi.String(binary), pulumi.String("health")},
+		Interval:    pulumi.String("10s"),
+		Timeout:     pulumi.String("3s"),
+		StartPeriod: pulumi.String("5s"),
+		Retries:     pulumi.Int(3),
+	}
+}
+
+func bindMount(source, target string, readOnly bool) docker.ContainerMountArgs {
+	return docker.ContainerMountArgs{
+		Type:        pulumi.String("bind"),
+		Source:      pulumi.String(source),
+		Target:      pulumi.String(target),
+		ReadOnly:    pulumi.Bool(readOnly),
+		BindOptions: docker.ContainerMountBindOptionsArgs{Propagation: pulumi.String("rprivate")},
+	}
+}
+
+func loopbackPort(port int) docker.ContainerPortArgs {
+	return docker.ContainerPortArgs{Internal: pulumi.Int(port), External: pulumi.Int(port), Ip: pulumi.String("127.0.0.1"), Protocol: pulumi.String("tcp")}
+}

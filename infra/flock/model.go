@@ -1,0 +1,166 @@
+// Package flock is the one source of truth for a flock: its agents, their
+// UIDs, limits and shared directories, the bus settings and the network plan.
+// It is plain Go (no Pulumi types) so that every stack, the bus config
+// renderer, the policy pack and the tests read the same validated value.
+package flock
+
+import (
+	"fmt"
+	"net/netip"
+	"path"
+	"time"
+)
+
+// Target names where a flock is deployed.
+type Target string
+
+const (
+	TargetDocker Target = "docker"
+	TargetAWS    Target = "aws"
+)
+
+// Model is a validated flock. Build it with Config.Validate; a Model that did
+// not come from there may break the invariants the stacks rely on.
+type Model struct {
+	Name    string // prefix of every resource name
+	Target  Target
+	Agents  []Agent // sorted by Slot
+	Shared  Shared
+	Bus     Bus
+	Network Network
+	// Runtime is the OCI runtime of agent containers ("" = engine default, or "runsc").
+	Runtime string
+}
+
+// Agent is one member of the flock. ID, Slot, UID, GID and Subnet never
+// depend on the other agents, so adding or removing one leaves the rest alone.
+type Agent struct {
+	ID     string
+	Slot   int
+	UID    int
+	GID    int
+	Subnet netip.Prefix // the agent's own network (docker target)
+	Limits Limits
+}
+
+// Limits bound what one agent may use.
+type Limits struct {
+	CPUs        float64       // CPU quota in cores
+	MemoryMiB   int           // memory limit; swap is held equal (no swap)
+	Pids        int           // process/thread count limit
+	TmpfsMiB    int           // size of each of /tmp and /run
+	TaskTimeout time.Duration // default timeout of one task
+	Concurrency int           // tasks run at once
+}
+
+// Shared is the host layout of the shared directory and the flock's state.
+type Shared struct {
+	Root      string // <root>/agents/<id>, <root>/common, <root>/logs/<id>.log
+	StateRoot string // bus config, JetStream store, per-agent credentials
+}
+
+// Bus holds the NATS and JetStream settings.
+type Bus struct {
+	UID               int
+	Heartbeat         time.Duration
+	AckWait           time.Duration
+	MaxDeliver        int
+	MaxPayloadBytes   int
+	StreamMaxAge      time.Duration
+	StreamMaxBytes    int64
+	JetStreamMaxBytes int64 // file store cap for the whole server
+	Limits            Limits
+}
+
+// Network is the address plan for per-agent networks (docker target).
+type Network struct {
+	Pool         netip.Prefix
+	PrefixLength int
+}
+
+// Paths inside every agent container.
+const (
+	ContainerSharedDir = "/shared"
+	ContainerCredsFile = "/etc/flock/nats.nk"
+)
+
+// AgentDir is the host path of an agent's private directory.
+func (s Shared) AgentDir(id string) string { return path.Join(s.Root, "agents", id) }
+
+// CommonDir is the host path of the read-only common directory.
+func (s Shared) CommonDir() string { return path.Join(s.Root, "common") }
+
+// LogFile is the host path of an agent's log file.
+func (s Shared) LogFile(id string) string { return path.Join(s.Root, "logs", id+".log") }
+
+// CredsFile is the host path of an agent's NATS credentials (0400, its UID).
+func (s Shared) CredsFile(id string) string { return path.Join(s.StateRoot, "creds", id+".nk") }
+
+// BusDir is the host directory of the bus config and JetStream store.
+func (s Shared) BusDir() string { return path.Join(s.StateRoot, "bus") }
+
+// ContainerAgentDir is where an agent sees its own directory.
+func ContainerAgentDir(id string) string { return path.Join(ContainerSharedDir, "agents", id) }
+
+// ContainerLogFile is where an agent writes its log.
+func ContainerLogFile(id string) string { return path.Join(ContainerSharedDir, "logs", id+".log") }
+
+// ContainerCommonDir is where every agent sees common, read-only.
+func ContainerCommonDir() string { return path.Join(ContainerSharedDir, "common") }
+
+// Agent returns the agent with the given ID.
+func (m Model) Agent(id string) (Agent, bool) {
+	for _, a := range m.Agents {
+		if a.ID == id {
+			return a, true
+		}
+	}
+	return Agent{}, false
+}
+
+// AgentIDs lists the agent IDs in slot order.
+func (m Model) AgentIDs() []string {
+	ids := make([]string, len(m.Agents))
+	for i, a := range m.Agents {
+		ids[i] = a.ID
+	}
+	return ids
+}
+
+// ResourceName names a child resource of the flock: "<flock>-<parts...>".
+func (m Model) ResourceName(parts ...string) string {
+	n := m.Name
+	for _, p := range parts {
+		n += "-" + p
+	}
+	return n
+}
+
+// subnetFor returns the slot-th subnet of the pool.
+func (n Network) subnetFor(slot int) (netip.Prefix, error) {
+	if !n.Pool.Addr().Is4() {
+		return netip.Prefix{}, fmt.Errorf("pool %s is not IPv4", n.Pool)
+	}
+	size := uint32(1) << (32 - n.PrefixLength)
+	base := n.Pool.Masked().Addr().As4()
+	b := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	v := b + uint32(slot)*size
+	a := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	p := netip.PrefixFrom(a, n.PrefixLength)
+	if !n.Pool.Contains(a) {
+		return netip.Prefix{}, fmt.Errorf("slot %d is outside pool %s", slot, n.Pool)
+	}
+	return p, nil
+}
+
+// Capacity is how many per-agent subnets the pool holds (slot 0 is unused).
+func (n Network) Capacity() int {
+	bits := n.PrefixLength - n.Pool.Bits()
+	if bits < 0 {
+		return 0
+	}
+	if bits > 20 {
+		bits = 20
+	}
+	return 1 << bits
+}

@@ -1,0 +1,131 @@
+// Package stacks is the Pulumi program: it loads and validates the stack
+// configuration into the flock model, then hands it to the component of the
+// stack's target and exports the outputs operators use.
+package stacks
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
+
+	"github.com/ai-flock/ai-flock/infra/credentials"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+// Settings is everything a stack needs besides the flock model.
+type Settings struct {
+	Model      flock.Model
+	BusSecret  []byte // flock:busSecret, the master of every bus credential
+	DockerHost string // docker:host
+	Docker     DockerSettings
+}
+
+// DockerSettings is flock:docker.
+type DockerSettings struct {
+	BaseImage    string `json:"baseImage"`
+	AgentContext string `json:"agentContext"`
+}
+
+// Load reads every flock: key and validates it into Settings. All problems
+// are reported together, each naming its key and the rule it breaks; nothing
+// is declared until the configuration is valid.
+func Load(ctx *pulumi.Context) (Settings, error) {
+	var (
+		c    flock.Config
+		s    Settings
+		errs []error
+	)
+	str := func(key string, dst *string) {
+		v, err := config.Try(ctx, key)
+		if err == nil {
+			*dst = v
+		} else if !errors.Is(err, config.ErrMissingVar) {
+			errs = append(errs, &flock.Error{Key: key, Rule: err.Error()})
+		}
+	}
+	obj := func(key, want string, dst any) {
+		raw, err := config.Try(ctx, key)
+		if errors.Is(err, config.ErrMissingVar) {
+			return
+		}
+		if err == nil {
+			dec := json.NewDecoder(strings.NewReader(raw))
+			dec.DisallowUnknownFields() // a typo must not silently fall back to a default
+			err = dec.Decode(dst)
+		}
+		if err != nil {
+			errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf("must be %s: %v", want, jsonReason(err))})
+		}
+	}
+	str("flock:target", &c.Target)
+	str("flock:name", &c.Name)
+	str("flock:runtime", &c.Runtime)
+	obj("flock:agentCount", "a whole number", &c.AgentCount)
+	obj("flock:agents", "a list of {id, slot, limits}", &c.Agents)
+	obj("flock:overrides", "a map of agent ID to limits", &c.Overrides)
+	obj("flock:limits", "an object {cpus, memoryMiB, pids, tmpfsMiB, taskTimeout, concurrency}", &c.Limits)
+	obj("flock:uidBase", "a whole number", &c.UIDBase)
+	obj("flock:shared", "an object {root, stateRoot}", &c.Shared)
+	obj("flock:bus", "an object (see the README's configuration reference)", &c.Bus)
+	obj("flock:network", "an object {pool, prefixLength}", &c.Network)
+	obj("flock:docker", "an object {baseImage, agentContext}", &s.Docker)
+	if v, ok := ctx.GetConfig("docker:host"); ok {
+		s.DockerHost = v
+	}
+
+	m, err := c.Validate()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	secret, err := busSecret(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return Settings{}, fmt.Errorf("invalid stack configuration:\n%w", errors.Join(errs...))
+	}
+	s.Model, s.BusSecret = m, secret
+	if s.Docker.AgentContext == "" {
+		s.Docker.AgentContext = "agent"
+	}
+	return s, nil
+}
+
+const busSecretKey = "flock:busSecret"
+
+func busSecret(ctx *pulumi.Context) ([]byte, error) {
+	v, err := config.Try(ctx, busSecretKey)
+	switch {
+	case errors.Is(err, config.ErrMissingVar):
+		return nil, &flock.Error{Key: busSecretKey, Rule: "is required: set it once with `pulumi config set --secret flock:busSecret \"$(openssl rand -hex 32)\"` (make deploy does this for you)"}
+	case err != nil:
+		return nil, &flock.Error{Key: busSecretKey, Rule: err.Error()}
+	case !ctx.IsConfigSecret(busSecretKey):
+		return nil, &flock.Error{Key: busSecretKey, Rule: "must be stored as a secret (pulumi config set --secret), never in plain text"}
+	case len(v) < credentials.MinSecretLen:
+		return nil, &flock.Error{Key: busSecretKey, Rule: fmt.Sprintf("must be at least %d characters", credentials.MinSecretLen)}
+	}
+	return []byte(v), nil
+}
+
+func jsonReason(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("field %q cannot be a JSON %s", te.Field, te.Value)
+		}
+		return fmt.Sprintf("got a JSON %s", te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return "not valid JSON/YAML structure"
+	}
+	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field") {
+		return strings.TrimPrefix(msg, "json: ")
+	}
+	return err.Error()
+}

@@ -1,0 +1,121 @@
+package stacks
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/infra/busconfig"
+	"github.com/ai-flock/ai-flock/infra/credentials"
+	"github.com/ai-flock/ai-flock/infra/dockerflock"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+// Run is the Pulumi program of every stack: it dispatches on flock:target.
+func Run(ctx *pulumi.Context) error {
+	s, err := Load(ctx)
+	if err != nil {
+		return err
+	}
+	keys, err := deriveKeys(s)
+	if err != nil {
+		return err
+	}
+	switch s.Model.Target {
+	case flock.TargetDocker:
+		err = runDocker(ctx, s, keys)
+	case flock.TargetAWS:
+		err = runAWS(ctx, s, keys)
+	default:
+		err = fmt.Errorf("flock:target: unsupported target %q", s.Model.Target)
+	}
+	if err != nil {
+		return err
+	}
+	exportCommon(ctx, s.Model, keys)
+	return nil
+}
+
+// Keys are every bus user's credentials, derived from flock:busSecret.
+type Keys struct {
+	Operator credentials.Key
+	Agents   map[string]credentials.Key
+}
+
+func deriveKeys(s Settings) (Keys, error) {
+	k := Keys{Agents: map[string]credentials.Key{}}
+	var err error
+	if k.Operator, err = credentials.Derive(s.BusSecret, protocol.OperatorUser); err != nil {
+		return Keys{}, err
+	}
+	for _, a := range s.Model.Agents {
+		if k.Agents[a.ID], err = credentials.Derive(s.BusSecret, "agent/"+a.ID); err != nil {
+			return Keys{}, err
+		}
+	}
+	return k, nil
+}
+
+// PublicKeys are what the bus config needs: no seeds.
+func (k Keys) PublicKeys() busconfig.PublicKeys {
+	p := busconfig.PublicKeys{Operator: k.Operator.Public, Agents: map[string]string{}}
+	for id, key := range k.Agents {
+		p.Agents[id] = key.Public
+	}
+	return p
+}
+
+func runDocker(ctx *pulumi.Context, s Settings, keys Keys) error {
+	host, err := dockerflock.ParseHost(s.DockerHost)
+	if err != nil {
+		return err
+	}
+	_, busIP := dockerflock.BusAddress(s.Model)
+	conf, err := busconfig.Render(s.Model, keys.PublicKeys(), busconfig.Options{MonitorHost: busIP.String()})
+	if err != nil {
+		return err
+	}
+	topology, err := busconfig.RenderTopology(s.Model)
+	if err != nil {
+		return err
+	}
+	seeds := map[string]string{}
+	for id, k := range keys.Agents {
+		seeds[id] = k.Seed
+	}
+	f, err := dockerflock.New(ctx, s.Model.Name, dockerflock.Args{
+		Model: s.Model, Host: host, AgentContext: s.Docker.AgentContext, BaseImage: s.Docker.BaseImage,
+		Seeds: seeds, BusConfig: conf, BusTopology: topology,
+	})
+	if err != nil {
+		return fmt.Errorf("dev flock: %w", err)
+	}
+	ctx.Export("busUrl", f.BusURL)
+	ctx.Export("monitorUrl", f.MonitorURL)
+	return nil
+}
+
+func runAWS(ctx *pulumi.Context, s Settings, keys Keys) error {
+	return fmt.Errorf("flock:target: the aws target is not implemented yet (issue 5); use the dev stack (flock:target: docker)")
+}
+
+// exportCommon exports what every target shares: the agents and the
+// operator's credential (a secret: `pulumi stack output operatorSeed --show-secrets`).
+func exportCommon(ctx *pulumi.Context, m flock.Model, keys Keys) {
+	agents := pulumi.Array{}
+	for _, a := range m.Agents {
+		agents = append(agents, pulumi.Map{
+			"id":      pulumi.String(a.ID),
+			"slot":    pulumi.Int(a.Slot),
+			"uid":     pulumi.Int(a.UID),
+			"gid":     pulumi.Int(a.GID),
+			"dir":     pulumi.String(m.Shared.AgentDir(a.ID)),
+			"logFile": pulumi.String(m.Shared.LogFile(a.ID)),
+			"subnet":  pulumi.String(a.Subnet.String()),
+		})
+	}
+	ctx.Export("agents", agents)
+	ctx.Export("sharedRoot", pulumi.String(m.Shared.Root))
+	ctx.Export("operatorSeed", pulumi.ToSecret(pulumi.String(keys.Operator.Seed)))
+}

@@ -1,0 +1,232 @@
+// Package capture runs the flock's Pulumi program under the mock engine and
+// records every resource it declares, with its inputs. The stack tests assert
+// the isolation invariants over the capture, the policy tests run the policy
+// pack over it, and the e2e suite replays it onto a real Docker engine.
+package capture
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"gopkg.in/yaml.v3"
+
+	"github.com/ai-flock/ai-flock/stacks"
+)
+
+// Resource is one declared resource.
+type Resource struct {
+	Type   string // e.g. docker:index/container:Container
+	Name   string // logical name
+	Custom bool
+	Parent string // parent URN
+	Deps   []string
+	Inputs resource.PropertyMap
+}
+
+// Stack is everything one run of the program declared.
+type Stack struct {
+	Resources []Resource
+	Outputs   resource.PropertyMap
+}
+
+// Types of the resources the stacks declare.
+const (
+	TypeContainer = "docker:index/container:Container"
+	TypeNetwork   = "docker:index/network:Network"
+	TypeImage     = "docker:index/image:Image"
+	TypeCommand   = "command:local:Command"
+	TypeFlock     = "flock:docker:Flock"
+	TypeStack     = "pulumi:pulumi:Stack"
+)
+
+// TestSecret is the flock:busSecret the captures use; never a real one.
+const TestSecret = "test-only-bus-secret-0123456789abcdef0123456789abcdef"
+
+// Config is stack configuration: keys like "flock:agentCount" mapped to
+// their values as Pulumi passes them (objects and lists JSON-encoded).
+type Config map[string]string
+
+// Secrets lists the config keys that are secrets.
+type run struct {
+	mu    sync.Mutex
+	stack Stack
+}
+
+func (r *run) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	res := Resource{Type: args.TypeToken, Name: args.Name, Custom: args.Custom, Inputs: args.Inputs}
+	if rpc := args.RegisterRPC; rpc != nil {
+		res.Parent = rpc.GetParent()
+		res.Deps = rpc.GetDependencies()
+	}
+	r.mu.Lock()
+	r.stack.Resources = append(r.stack.Resources, res)
+	r.mu.Unlock()
+
+	state := args.Inputs.Copy()
+	if args.TypeToken == TypeImage {
+		// A local image's repoDigest is its image ID.
+		sum := sha256.Sum256([]byte(args.Name))
+		state["repoDigest"] = resource.NewStringProperty("sha256:" + hex.EncodeToString(sum[:]))
+	}
+	return args.Name + "-id", state, nil
+}
+
+func (r *run) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	return CallMock(args)
+}
+
+// CallMock answers the provider functions (invokes) the stacks call.
+// Replaced by the aws stack's mocks where needed.
+var CallMock = func(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	return nil, fmt.Errorf("capture: no mock for invoke %s", args.Token)
+}
+
+// Run runs the program with cfg (secret keys listed in secretKeys) and
+// returns what it declared, or the program's error.
+func Run(stackName string, cfg Config, secretKeys ...string) (*Stack, error) {
+	r := &run{}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		if err := stacks.Run(ctx); err != nil {
+			return err
+		}
+		return nil
+	}, pulumi.WithMocks("ai-flock", stackName, r), func(info *pulumi.RunInfo) {
+		info.Config = cfg
+		info.ConfigSecretKeys = secretKeys
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, res := range r.stack.Resources {
+		if res.Type == TypeStack {
+			r.stack.Outputs = res.Inputs
+		}
+	}
+	return &r.stack, nil
+}
+
+// WithSecret adds the test bus secret to cfg and returns the secret keys.
+func WithSecret(cfg Config) (Config, []string) {
+	out := Config{"flock:busSecret": TestSecret}
+	for k, v := range cfg {
+		out[k] = v
+	}
+	return out, []string{"flock:busSecret"}
+}
+
+// RunDev captures the dev stack as Pulumi.dev.yaml declares it, with the
+// given keys overriding or adding to its config.
+func RunDev(overrides Config) (*Stack, error) {
+	cfg, err := StackConfig("dev")
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range overrides {
+		cfg[k] = v
+	}
+	cfg, secrets := WithSecret(cfg)
+	return Run("dev", cfg, secrets...)
+}
+
+// StackConfig reads Pulumi.<stack>.yaml from the project root.
+func StackConfig(stack string) (Config, error) {
+	root, err := ProjectRoot()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "Pulumi."+stack+".yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Config map[string]any `yaml:"config"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("Pulumi.%s.yaml: %w", stack, err)
+	}
+	cfg := Config{}
+	for k, v := range doc.Config {
+		if s, ok := v.(string); ok {
+			cfg[k] = s
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("Pulumi.%s.yaml: %s: %w", stack, k, err)
+		}
+		cfg[k] = string(b)
+	}
+	return cfg, nil
+}
+
+// ProjectRoot finds the directory holding Pulumi.yaml above the working directory.
+func ProjectRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "Pulumi.yaml")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("capture: no Pulumi.yaml above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// ByType returns the resources of one type, sorted by name.
+func (s *Stack) ByType(t string) []Resource {
+	var out []Resource
+	for _, r := range s.Resources {
+		if r.Type == t {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Get returns the resource of type t named name.
+func (s *Stack) Get(t, name string) (Resource, bool) {
+	for _, r := range s.Resources {
+		if r.Type == t && r.Name == name {
+			return r, true
+		}
+	}
+	return Resource{}, false
+}
+
+// Plain returns the inputs as plain Go values (secrets unwrapped).
+func (r Resource) Plain() map[string]any {
+	return r.Inputs.Mappable()
+}
+
+// String is a string input ("" when absent or not a string).
+func (r Resource) String(key string) string {
+	v, ok := r.Inputs[resource.PropertyKey(key)]
+	if !ok {
+		return ""
+	}
+	if v.IsSecret() {
+		v = v.SecretValue().Element
+	}
+	if v.IsString() {
+		return v.StringValue()
+	}
+	return ""
+}
+
+// HasPrefix reports whether the resource's name starts with prefix.
+func (r Resource) HasPrefix(prefix string) bool { return strings.HasPrefix(r.Name, prefix) }

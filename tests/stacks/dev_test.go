@@ -1,0 +1,367 @@
+package stacks_test
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+
+	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/tests/capture"
+)
+
+func dev(t testing.TB, overrides capture.Config) *capture.Stack {
+	t.Helper()
+	s, err := capture.RunDev(overrides)
+	if err != nil {
+		t.Fatalf("dev stack: %v", err)
+	}
+	return s
+}
+
+func count(n int) capture.Config { return capture.Config{"flock:agentCount": strconv.Itoa(n)} }
+
+// agentContainers returns the agent containers keyed by agent ID.
+func agentContainers(t testing.TB, s *capture.Stack) map[string]capture.Resource {
+	out := map[string]capture.Resource{}
+	for _, c := range s.ByType(capture.TypeContainer) {
+		if label(c, "ai-flock.role") == "agent" {
+			out[label(c, "ai-flock.agent")] = c
+		}
+	}
+	return out
+}
+
+func label(r capture.Resource, key string) string {
+	for _, l := range list(r, "labels") {
+		m := l.(map[string]any)
+		if m["label"] == key {
+			return m["value"].(string)
+		}
+	}
+	return ""
+}
+
+func list(r capture.Resource, key string) []any {
+	v, _ := r.Plain()[key].([]any)
+	return v
+}
+
+func obj(r capture.Resource, key string) map[string]any {
+	v, _ := r.Plain()[key].(map[string]any)
+	return v
+}
+
+func num(r capture.Resource, key string) float64 {
+	v, _ := r.Plain()[key].(float64)
+	return v
+}
+
+func boolean(r capture.Resource, key string) bool {
+	v, _ := r.Plain()[key].(bool)
+	return v
+}
+
+func TestDevStackInvariants(t *testing.T) {
+	for _, n := range []int{3, 50} {
+		t.Run(fmt.Sprintf("%d agents", n), func(t *testing.T) {
+			s := dev(t, count(n))
+			agents := agentContainers(t, s)
+			if len(agents) != n {
+				t.Fatalf("declared %d agent containers, want %d", len(agents), n)
+			}
+			checkAgentContainers(t, s, agents)
+			checkNetworks(t, s, agents)
+			checkMounts(t, s, agents)
+			checkProcessLimits(t, s, agents)
+			checkBus(t, s, n)
+		})
+	}
+}
+
+var tmpfsOpts = regexp.MustCompile(`(^|,)noexec(,|$)`)
+
+func checkAgentContainers(t *testing.T, s *capture.Stack, agents map[string]capture.Resource) {
+	uids := map[string]string{}
+	for id, c := range agents {
+		user := c.String("user")
+		uid, gid, ok := strings.Cut(user, ":")
+		if !ok || uid == "0" || uid == "" || gid == "0" {
+			t.Errorf("%s: user %q: must be an explicit non-root uid:gid", id, user)
+		}
+		if n, _ := strconv.Atoi(uid); n < 1000 {
+			t.Errorf("%s: uid %s is a system UID", id, uid)
+		}
+		if other, dup := uids[uid]; dup {
+			t.Errorf("%s and %s share UID %s", id, other, uid)
+		}
+		uids[uid] = id
+		if !boolean(c, "readOnly") {
+			t.Errorf("%s: root filesystem is not read-only", id)
+		}
+		tmpfs := obj(c, "tmpfs")
+		if len(tmpfs) != 2 {
+			t.Errorf("%s: tmpfs %v: want exactly /tmp and /run", id, tmpfs)
+		}
+		for _, dir := range []string{"/tmp", "/run"} {
+			o, _ := tmpfs[dir].(string)
+			if !tmpfsOpts.MatchString(o) || !strings.Contains(o, "nosuid") || !strings.Contains(o, "size=") {
+				t.Errorf("%s: tmpfs %s options %q: want noexec, nosuid and a size", id, dir, o)
+			}
+		}
+		caps := obj(c, "capabilities")
+		if !reflect.DeepEqual(caps["drops"], []any{"ALL"}) || len(asList(caps["adds"])) != 0 {
+			t.Errorf("%s: capabilities %v: want drop ALL, add none", id, caps)
+		}
+		opts := list(c, "securityOpts")
+		if !contains(opts, "no-new-privileges:true") {
+			t.Errorf("%s: securityOpts %v lack no-new-privileges:true", id, opts)
+		}
+		for _, o := range opts {
+			if strings.Contains(o.(string), "unconfined") {
+				t.Errorf("%s: securityOpt %q disables a confinement", id, o)
+			}
+		}
+		if boolean(c, "privileged") {
+			t.Errorf("%s: privileged", id)
+		}
+		for _, k := range []string{"networkMode", "pidMode", "ipcMode", "usernsMode", "cgroupParent"} {
+			if v := c.String(k); v != "" {
+				t.Errorf("%s: %s = %q: must be left to the engine's private default", id, k, v)
+			}
+		}
+		if len(list(c, "devices")) != 0 || len(list(c, "ports")) != 0 || len(list(c, "volumes")) != 0 || boolean(c, "publishAllPorts") {
+			t.Errorf("%s: devices, ports or volumes declared: %v %v %v", id, list(c, "devices"), list(c, "ports"), list(c, "volumes"))
+		}
+		if mem, swap := num(c, "memory"), num(c, "memorySwap"); mem < 32 || swap != mem {
+			t.Errorf("%s: memory %v MiB, memorySwap %v: want a limit and swap equal to it", id, mem, swap)
+		}
+		if cpus, err := strconv.ParseFloat(c.String("cpus"), 64); err != nil || cpus <= 0 {
+			t.Errorf("%s: cpus %q: want a CPU quota", id, c.String("cpus"))
+		}
+		if sh := num(c, "cpuShares"); sh == 0 || sh == 1024 {
+			t.Errorf("%s: cpuShares %v: CIS 5.11 wants a deliberate CPU priority", id, sh)
+		}
+		if !boolean(c, "init") {
+			t.Errorf("%s: no init process", id)
+		}
+		if r := c.String("restart"); r != "on-failure" || num(c, "maxRetryCount") < 1 || num(c, "maxRetryCount") > 5 {
+			t.Errorf("%s: restart %q max %v: CIS 5.15 wants on-failure with at most 5 retries", id, r, num(c, "maxRetryCount"))
+		}
+		hc := obj(c, "healthcheck")
+		if tests := asList(hc["tests"]); len(tests) < 2 || tests[0] != "CMD" {
+			t.Errorf("%s: healthcheck %v: want an exec-form test", id, hc)
+		}
+		if lo := obj(c, "logOpts"); c.String("logDriver") != "json-file" || lo["max-size"] == nil || lo["max-file"] == nil {
+			t.Errorf("%s: logs are not bounded: driver %q opts %v", id, c.String("logDriver"), lo)
+		}
+		env := strings.Join(toStrings(list(c, "envs")), "\n")
+		if strings.Contains(env, "SU") && regexp.MustCompile(`=SU[A-Z2-7]{50,}`).MatchString(env) {
+			t.Errorf("%s: an nkey seed is in the container environment", id)
+		}
+	}
+}
+
+func checkNetworks(t *testing.T, s *capture.Stack, agents map[string]capture.Resource) {
+	nets := map[string]capture.Resource{}
+	for _, n := range s.ByType(capture.TypeNetwork) {
+		nets[n.String("name")] = n
+	}
+	subnets := map[string]string{}
+	for id, c := range agents {
+		attached := list(c, "networksAdvanced")
+		if len(attached) != 1 {
+			t.Fatalf("%s: attached to %d networks, want exactly its own", id, len(attached))
+		}
+		name := attached[0].(map[string]any)["name"].(string)
+		n, ok := nets[name]
+		if !ok {
+			t.Fatalf("%s: network %q is not declared by the flock", id, name)
+		}
+		if label(n, "ai-flock.agent") != id {
+			t.Errorf("%s: joins network %s which belongs to %q", id, name, label(n, "ai-flock.agent"))
+		}
+		if !boolean(n, "internal") {
+			t.Errorf("%s: network %s is not internal", id, name)
+		}
+		if obj(n, "options")["com.docker.network.bridge.inhibit_ipv4"] != "true" {
+			t.Errorf("%s: network %s puts a gateway address on the host bridge", id, name)
+		}
+		ipam := list(n, "ipamConfigs")
+		if len(ipam) != 1 {
+			t.Fatalf("%s: network %s: want one explicit subnet, got %v", id, name, ipam)
+		}
+		subnet := ipam[0].(map[string]any)["subnet"].(string)
+		p, err := netip.ParsePrefix(subnet)
+		if err != nil || !netip.MustParsePrefix("10.210.0.0/16").Contains(p.Addr()) {
+			t.Errorf("%s: subnet %q outside the configured pool", id, subnet)
+		}
+		if other, dup := subnets[subnet]; dup {
+			t.Errorf("%s and %s share subnet %s", id, other, subnet)
+		}
+		subnets[subnet] = id
+		// Nothing but this agent (and the bus, joined by its link step) is on it.
+		for other, oc := range agents {
+			if other != id && list(oc, "networksAdvanced")[0].(map[string]any)["name"] == name {
+				t.Errorf("%s shares network %s with %s", other, name, id)
+			}
+		}
+		link, ok := s.Get(capture.TypeCommand, "flock-"+id+"-bus-link")
+		if !ok || !strings.Contains(link.String("create"), "network connect --alias bus "+name+" flock-bus") {
+			t.Errorf("%s: no step joins the bus to %s: %q", id, name, link.String("create"))
+		}
+	}
+}
+
+func checkMounts(t *testing.T, s *capture.Stack, agents map[string]capture.Resource) {
+	root := "/srv/flock/shared"
+	for id, c := range agents {
+		got := map[string]string{}
+		for _, m := range list(c, "mounts") {
+			mm := m.(map[string]any)
+			mode := "rw"
+			if mm["readOnly"] == true {
+				mode = "ro"
+			}
+			if mm["type"] != "bind" {
+				t.Errorf("%s: mount %v is not a bind mount", id, mm)
+			}
+			if p := asMap(mm["bindOptions"])["propagation"]; p == "shared" || p == "rshared" {
+				t.Errorf("%s: mount %v propagates to the host", id, mm)
+			}
+			got[mm["target"].(string)] = mm["source"].(string) + " " + mode
+		}
+		want := map[string]string{
+			"/shared/agents/" + id:        root + "/agents/" + id + " rw",
+			"/shared/common":              root + "/common ro",
+			"/shared/logs/" + id + ".log": root + "/logs/" + id + ".log rw",
+			flock.ContainerCredsFile:      "/srv/flock/state/creds/" + id + ".nk ro",
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: mounts\n got %v\nwant %v", id, got, want)
+		}
+		for _, src := range got {
+			if strings.Contains(src, "docker.sock") || src == root+" rw" || src == root+" ro" {
+				t.Errorf("%s: mounts %q", id, src)
+			}
+		}
+		prep, ok := s.Get(capture.TypeCommand, "flock-"+id+"-prepare")
+		if !ok {
+			t.Fatalf("%s: no prepare step", id)
+		}
+		if !prep.Inputs["stdin"].IsSecret() {
+			t.Errorf("%s: the prepare script carries the agent's seed but is not a secret", id)
+		}
+		uid := strings.Split(c.String("user"), ":")[0]
+		script := prep.String("stdin")
+		for _, want := range []string{
+			fmt.Sprintf("install -d -o %s -g %s -m 0700 %s/agents/%s", uid, uid, root, id),
+			fmt.Sprintf("chown %s:%s \"$log\"\nchmod 0600", uid, uid),
+			fmt.Sprintf("chmod 0400 /srv/flock/state/creds/%s.nk.new", id),
+		} {
+			if !strings.Contains(script, want) {
+				t.Errorf("%s: prepare script lacks %q", id, want)
+			}
+		}
+	}
+	layout, _ := s.Get(capture.TypeCommand, "flock-host-layout")
+	if !strings.Contains(layout.String("stdin"), "-m 0711 "+root+"/agents "+root+"/logs") {
+		t.Errorf("the agents and logs roots are not traverse-only: %q", layout.String("stdin"))
+	}
+}
+
+func checkProcessLimits(t *testing.T, s *capture.Stack, agents map[string]capture.Resource) {
+	for id, c := range agents {
+		var nproc float64
+		for _, u := range list(c, "ulimits") {
+			if m := u.(map[string]any); m["name"] == "nproc" {
+				nproc = m["hard"].(float64)
+			}
+		}
+		if nproc < 16 {
+			t.Errorf("%s: no nproc ulimit", id)
+		}
+		step, ok := s.Get(capture.TypeCommand, "flock-"+id+"-pids-limit")
+		if !ok {
+			t.Fatalf("%s: no step sets the cgroup PIDs limit", id)
+		}
+		if want := fmt.Sprintf("docker update --pids-limit %d flock-%s", int(nproc), id); !strings.Contains(step.String("create"), want) {
+			t.Errorf("%s: pids step %q, want %q", id, step.String("create"), want)
+		}
+		// Re-run whenever the container is replaced: its ID is a trigger.
+		triggers := step.Inputs["triggers"]
+		if !triggers.IsArray() || len(triggers.ArrayValue()) == 0 || !dependsOn(step, c) {
+			t.Errorf("%s: the pids step is not tied to the container (triggers %v)", id, triggers)
+		}
+	}
+}
+
+func checkBus(t *testing.T, s *capture.Stack, n int) {
+	bus, ok := s.Get(capture.TypeContainer, "flock-bus")
+	if !ok {
+		t.Fatal("no bus container")
+	}
+	if u := bus.String("user"); strings.HasPrefix(u, "0:") || u == "" {
+		t.Errorf("bus runs as %q", u)
+	}
+	if !boolean(bus, "readOnly") || !reflect.DeepEqual(obj(bus, "capabilities")["drops"], []any{"ALL"}) || num(bus, "memory") == 0 {
+		t.Errorf("bus is not hardened like the agents")
+	}
+	for _, p := range list(bus, "ports") {
+		if pm := p.(map[string]any); pm["ip"] != "127.0.0.1" {
+			t.Errorf("bus publishes %v beyond loopback", pm)
+		}
+	}
+	if len(list(bus, "ports")) != 2 {
+		t.Errorf("bus ports %v: want the operator and monitoring ports only", list(bus, "ports"))
+	}
+	links := 0
+	for _, c := range s.ByType(capture.TypeCommand) {
+		if strings.HasSuffix(c.Name, "-bus-link") {
+			links++
+		}
+	}
+	if links != n {
+		t.Errorf("%d bus links, want one per agent (%d)", links, n)
+	}
+	cfg, _ := s.Get(capture.TypeCommand, "flock-bus-config")
+	if script := cfg.String("stdin"); !strings.Contains(script, `"http": "10.210.0.2:8222"`) || regexp.MustCompile(`SU[A-Z2-7]{50,}`).MatchString(script) {
+		t.Errorf("bus config: monitoring must listen on the bus network only and hold no seeds")
+	}
+}
+
+// dependsOn reports whether step lists c (by URN) among its dependencies.
+func dependsOn(step, c capture.Resource) bool {
+	for _, d := range step.Deps {
+		if strings.HasSuffix(d, "::"+c.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(l []any, s string) bool {
+	for _, v := range l {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func asList(v any) []any         { l, _ := v.([]any); return l }
+func asMap(v any) map[string]any { m, _ := v.(map[string]any); return m }
+func toStrings(l []any) []string {
+	out := make([]string, 0, len(l))
+	for _, v := range l {
+		out = append(out, fmt.Sprint(v))
+	}
+	return out
+}
+
+var _ = resource.PropertyKey("")
