@@ -190,6 +190,10 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Ag
 			es.add("flock:agentCount", "must be between 1 and %d (got %d)", MaxAgents, n)
 			return nil
 		}
+		if n >= net.Capacity() {
+			es.add("flock:agentCount", "must be between 1 and %d (the per-agent subnets flock:network.pool %s holds at /%d) (got %d)", net.Capacity()-1, net.Pool, net.PrefixLength, n)
+			return nil
+		}
 		for i := 1; i <= n; i++ {
 			entries = append(entries, entry{key: "flock:agentCount", id: "agent-" + strconv.Itoa(i)})
 		}

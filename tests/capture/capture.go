@@ -17,6 +17,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 	"gopkg.in/yaml.v3"
 
 	"github.com/ai-flock/ai-flock/stacks"
@@ -35,7 +36,13 @@ type Resource struct {
 // Stack is everything one run of the program declared.
 type Stack struct {
 	Resources []Resource
-	Outputs   resource.PropertyMap
+	Outputs   map[string]Output
+}
+
+// Output is one stack output, resolved.
+type Output struct {
+	Value  any
+	Secret bool
 }
 
 // Types of the resources the stacks declare.
@@ -98,6 +105,14 @@ func Run(stackName string, cfg Config, secretKeys ...string) (*Stack, error) {
 		if err := stacks.Run(ctx); err != nil {
 			return err
 		}
+		r.stack.Outputs = map[string]Output{}
+		for name, in := range ctx.GetCurrentExportMap() {
+			res, err := internals.UnsafeAwaitOutput(ctx.Context(), pulumi.ToOutput(in))
+			if err != nil {
+				return fmt.Errorf("output %s: %w", name, err)
+			}
+			r.stack.Outputs[name] = Output{Value: res.Value, Secret: res.Secret}
+		}
 		return nil
 	}, pulumi.WithMocks("ai-flock", stackName, r), func(info *pulumi.RunInfo) {
 		info.Config = cfg
@@ -105,11 +120,6 @@ func Run(stackName string, cfg Config, secretKeys ...string) (*Stack, error) {
 	})
 	if err != nil {
 		return nil, err
-	}
-	for _, res := range r.stack.Resources {
-		if res.Type == TypeStack {
-			r.stack.Outputs = res.Inputs
-		}
 	}
 	return &r.stack, nil
 }
@@ -131,6 +141,10 @@ func RunDev(overrides Config) (*Stack, error) {
 		return nil, err
 	}
 	for k, v := range overrides {
+		if v == "" {
+			delete(cfg, k) // an empty override removes the key
+			continue
+		}
 		cfg[k] = v
 	}
 	cfg, secrets := WithSecret(cfg)

@@ -365,3 +365,25 @@ func toStrings(l []any) []string {
 }
 
 var _ = resource.PropertyKey("")
+
+// Operators get what they need from the outputs, and nothing secret in plain text.
+func TestDevStackOutputs(t *testing.T) {
+	s := dev(t, count(3))
+	if got := s.Outputs["busUrl"].Value; got != "nats://127.0.0.1:4222" {
+		t.Errorf("busUrl = %v", got)
+	}
+	agents, _ := s.Outputs["agents"].Value.([]any)
+	if len(agents) != 3 {
+		t.Fatalf("agents output: %v", s.Outputs["agents"].Value)
+	}
+	a1 := agents[0].(map[string]any)
+	if a1["id"] != "agent-1" || fmt.Sprint(a1["uid"]) != "20001" || a1["dir"] != "/srv/flock/shared/agents/agent-1" || a1["logFile"] != "/srv/flock/shared/logs/agent-1.log" {
+		t.Errorf("agent-1 output: %v", a1)
+	}
+	seed := regexp.MustCompile(`SU[A-Z2-7]{50,}`)
+	for name, o := range s.Outputs {
+		if !o.Secret && seed.MatchString(fmt.Sprint(o.Value)) {
+			t.Errorf("output %s holds a seed in plain text", name)
+		}
+	}
+}

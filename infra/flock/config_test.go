@@ -1,0 +1,180 @@
+package flock
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+func ip(n int) *int         { return &n }
+func fp(f float64) *float64 { return &f }
+func sp(s string) *string   { return &s }
+func base(n int) Config     { return Config{Target: "docker", AgentCount: &n} }
+func with(f func(*Config)) Config {
+	c := base(3)
+	f(&c)
+	return c
+}
+
+// Every validation rule, each with the key it must name and the words of its rule.
+func TestValidateRules(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  Config
+		key  string
+		rule string
+	}{
+		{"target missing", Config{AgentCount: ip(1)}, "flock:target", "is required"},
+		{"target unknown", with(func(c *Config) { c.Target = "k8s" }), "flock:target", `must be one of "docker", "aws" (got "k8s")`},
+		{"name pattern", with(func(c *Config) { c.Name = "Flock_1" }), "flock:name", "must match"},
+		{"runtime unknown", with(func(c *Config) { c.Runtime = "kata" }), "flock:runtime", `(got "kata")`},
+		{"uidBase low", with(func(c *Config) { c.UIDBase = ip(0) }), "flock:uidBase", "never run as root"},
+		{"count and list", with(func(c *Config) { c.Agents = []AgentConfig{{ID: "agent-1"}} }), "flock:agentCount", "not both"},
+		{"no agents", Config{Target: "docker"}, "flock:agentCount", "is required"},
+		{"count zero", base(0), "flock:agentCount", "between 1 and 1000 (got 0)"},
+		{"count too many", base(1001), "flock:agentCount", "between 1 and 1000 (got 1001)"},
+		{"id pattern", Config{Target: "docker", Agents: []AgentConfig{{ID: "Agent_1", Slot: ip(1)}}}, "flock:agents[0].id", "must match ^[a-z][a-z0-9-]{0,30}$"},
+		{"id too long", Config{Target: "docker", Agents: []AgentConfig{{ID: "a" + strings.Repeat("b", 31), Slot: ip(1)}}}, "flock:agents[0].id", "must match"},
+		{"id reserved", Config{Target: "docker", Agents: []AgentConfig{{ID: "pool", Slot: ip(1)}}}, "flock:agents[0].id", "reserved"},
+		{"id duplicate", Config{Target: "docker", Agents: []AgentConfig{{ID: "agent-1"}, {ID: "agent-1", Slot: ip(2)}}}, "flock:agents[1].id", "duplicates flock:agents[0]"},
+		{"slot required", Config{Target: "docker", Agents: []AgentConfig{{ID: "researcher"}}}, "flock:agents[0].slot", "is required for agent \"researcher\""},
+		{"slot range", Config{Target: "docker", Agents: []AgentConfig{{ID: "researcher", Slot: ip(0)}}}, "flock:agents[0].slot", "between 1 and 8191 (the per-agent subnets"},
+		{"slot duplicate", Config{Target: "docker", Agents: []AgentConfig{{ID: "agent-2"}, {ID: "writer", Slot: ip(2)}}}, "flock:agents[1].slot", "duplicates the slot of agent-2"},
+		{"override unknown", with(func(c *Config) { c.Overrides = map[string]LimitsConfig{"agent-9": {}} }), "flock:overrides.agent-9", "names no agent of this flock"},
+		{"cpus", with(func(c *Config) { c.Limits.CPUs = fp(0) }), "flock:limits.cpus", "more than 0"},
+		{"memory", with(func(c *Config) { c.Limits.MemoryMiB = ip(8) }), "flock:limits.memoryMiB", "between 32 and"},
+		{"pids", with(func(c *Config) { c.Limits.Pids = ip(4) }), "flock:limits.pids", "between 16 and"},
+		{"tmpfs", with(func(c *Config) { c.Limits.TmpfsMiB = ip(0) }), "flock:limits.tmpfsMiB", "between 1 and"},
+		{"tmpfs vs memory", with(func(c *Config) { c.Limits.TmpfsMiB = ip(200) }), "flock:limits.tmpfsMiB", "must fit in memoryMiB 256"},
+		{"concurrency", with(func(c *Config) { c.Limits.Concurrency = ip(0) }), "flock:limits.concurrency", "between 1 and 64"},
+		{"timeout syntax", with(func(c *Config) { c.Limits.TaskTimeout = sp("5 minutes") }), "flock:limits.taskTimeout", "Go duration"},
+		{"timeout range", with(func(c *Config) { c.Limits.TaskTimeout = sp("1ms") }), "flock:limits.taskTimeout", "between 1s and 24h0m0s"},
+		{"agent limits", Config{Target: "docker", Agents: []AgentConfig{{ID: "agent-1", Limits: LimitsConfig{Pids: ip(1)}}}}, "flock:agents[0].limits.pids", "between 16"},
+		{"override limits", with(func(c *Config) { c.Overrides = map[string]LimitsConfig{"agent-2": {MemoryMiB: ip(1)}} }), "flock:overrides.agent-2.memoryMiB", "between 32"},
+		{"shared relative", with(func(c *Config) { c.Shared.Root = "srv/shared" }), "flock:shared.root", "clean absolute path"},
+		{"shared shell chars", with(func(c *Config) { c.Shared.Root = "/srv/a;rm -rf" }), "flock:shared.root", "shell characters"},
+		{"shared system dir", with(func(c *Config) { c.Shared.Root = "/etc" }), "flock:shared.root", "system directory /etc"},
+		{"state overlaps", with(func(c *Config) { c.Shared.StateRoot = "/srv/flock/shared/state" }), "flock:shared.stateRoot", "must not overlap"},
+		{"heartbeat", with(func(c *Config) { c.Bus.Heartbeat = sp("100ms") }), "flock:bus.heartbeatInterval", "between 1s"},
+		{"ackWait", with(func(c *Config) { c.Bus.AckWait = sp("x") }), "flock:bus.ackWait", "Go duration"},
+		{"maxDeliver", with(func(c *Config) { c.Bus.MaxDeliver = ip(0) }), "flock:bus.maxDeliver", "between 1 and 100"},
+		{"payload", with(func(c *Config) { c.Bus.MaxPayloadKiB = ip(1 << 20) }), "flock:bus.maxPayloadKiB", "between 1 and 65536"},
+		{"streams fit", with(func(c *Config) { c.Bus.StreamMaxMiB = ip(2048) }), "flock:bus.streamMaxMiB", "must fit in flock:bus.jetStreamMaxMiB"},
+		{"bus limits", with(func(c *Config) { c.Bus.Limits.MemoryMiB = ip(1) }), "flock:bus.limits.memoryMiB", "between 32"},
+		{"pool syntax", with(func(c *Config) { c.Network.Pool = "10.210.0.0" }), "flock:network.pool", "IPv4 CIDR"},
+		{"pool public", with(func(c *Config) { c.Network.Pool = "8.8.0.0/16" }), "flock:network.pool", "private IPv4"},
+		{"pool unmasked", with(func(c *Config) { c.Network.Pool = "10.210.0.1/16" }), "flock:network.pool", "network address: 10.210.0.0/16"},
+		{"prefix range", with(func(c *Config) { c.Network.PrefixLength = ip(30) }), "flock:network.prefixLength", "between 24 and 29"},
+		{"prefix vs pool", with(func(c *Config) { c.Network.Pool = "10.210.0.0/28"; c.Network.PrefixLength = ip(24) }), "flock:network.prefixLength", "longer than the pool's /28"},
+		{"pool too small", func() Config { c := base(4); c.Network.Pool = "10.210.0.0/27"; return c }(), "flock:agentCount", "between 1 and 3 (the per-agent subnets flock:network.pool 10.210.0.0/27 holds at /29) (got 4)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.cfg.Validate()
+			if err == nil {
+				t.Fatalf("accepted; want an error on %s", tc.key)
+			}
+			var found bool
+			for _, e := range unwrap(err) {
+				var fe *Error
+				if errors.As(e, &fe) && fe.Key == tc.key && strings.Contains(fe.Rule, tc.rule) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("want %s: …%s…\n got: %v", tc.key, tc.rule, err)
+			}
+		})
+	}
+}
+
+func unwrap(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// All problems come back at once, not one per preview.
+func TestValidateReportsEveryProblem(t *testing.T) {
+	c := with(func(c *Config) { c.Target = "nope"; c.Limits.Pids = ip(1); c.Network.PrefixLength = ip(99) })
+	_, err := c.Validate()
+	if n := len(unwrap(err)); n != 3 {
+		t.Fatalf("got %d errors, want 3: %v", n, err)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	m, err := base(3).Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "flock" || len(m.Agents) != 3 || m.Agents[0].Limits != DefaultLimits || m.Bus.Heartbeat != 30*time.Second {
+		t.Fatalf("defaults not applied: %+v", m)
+	}
+	want := []Agent{
+		{ID: "agent-1", Slot: 1, UID: 20001, GID: 20001, Subnet: netip.MustParsePrefix("10.210.0.8/29"), Limits: DefaultLimits},
+		{ID: "agent-2", Slot: 2, UID: 20002, GID: 20002, Subnet: netip.MustParsePrefix("10.210.0.16/29"), Limits: DefaultLimits},
+		{ID: "agent-3", Slot: 3, UID: 20003, GID: 20003, Subnet: netip.MustParsePrefix("10.210.0.24/29"), Limits: DefaultLimits},
+	}
+	for i, a := range m.Agents {
+		if a != want[i] {
+			t.Errorf("agent %d = %+v, want %+v", i, a, want[i])
+		}
+	}
+	if m.Bus.UID != 20000 {
+		t.Errorf("bus UID %d: slot 0 of the UID range belongs to the bus", m.Bus.UID)
+	}
+}
+
+// An agent's UID, slot and subnet depend on it alone: not on who else is in the flock.
+func TestAgentIdentityIsStable(t *testing.T) {
+	three, err := base(3).Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	explicit, err := Config{Target: "docker", Agents: []AgentConfig{{ID: "agent-3"}, {ID: "researcher", Slot: ip(7)}}}.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a3, _ := three.Agent("agent-3")
+	b3, _ := explicit.Agent("agent-3")
+	if a3 != b3 {
+		t.Fatalf("agent-3 changed when agents 1 and 2 left and researcher came: %+v vs %+v", a3, b3)
+	}
+	r, _ := explicit.Agent("researcher")
+	if r.UID != 20007 || r.Subnet.String() != "10.210.0.56/29" {
+		t.Fatalf("researcher: %+v", r)
+	}
+}
+
+func TestOverridesApplyToOneAgent(t *testing.T) {
+	m, err := with(func(c *Config) {
+		c.Limits.MemoryMiB = ip(512)
+		c.Overrides = map[string]LimitsConfig{"agent-2": {MemoryMiB: ip(1024), Pids: ip(64)}}
+	}).Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, _ := m.Agent("agent-1")
+	a2, _ := m.Agent("agent-2")
+	if a1.Limits.MemoryMiB != 512 || a2.Limits.MemoryMiB != 1024 || a2.Limits.Pids != 64 || a2.Limits.CPUs != DefaultLimits.CPUs {
+		t.Fatalf("agent-1 %+v agent-2 %+v", a1.Limits, a2.Limits)
+	}
+}
+
+func TestFiveHundredAgentsFitTheDefaultPool(t *testing.T) {
+	m, err := base(500).Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[netip.Prefix]bool{}
+	for _, a := range m.Agents {
+		if seen[a.Subnet] || !m.Network.Pool.Contains(a.Subnet.Addr()) {
+			t.Fatalf("%s: subnet %s reused or outside the pool", a.ID, a.Subnet)
+		}
+		seen[a.Subnet] = true
+	}
+}
