@@ -81,10 +81,16 @@ func (r *run) NewResource(args pulumi.MockResourceArgs) (string, resource.Proper
 	state := args.Inputs.Copy()
 	if args.TypeToken == TypeImage {
 		// A local image's repoDigest is its image ID.
-		sum := sha256.Sum256([]byte(args.Name))
-		state["repoDigest"] = resource.NewStringProperty("sha256:" + hex.EncodeToString(sum[:]))
+		state["repoDigest"] = resource.NewStringProperty(MockDigest(args.Name))
 	}
 	return args.Name + "-id", state, nil
+}
+
+// MockDigest is the image ID the mocks give the image resource named name;
+// the e2e replay swaps it for the ID of the image it really built.
+func MockDigest(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func (r *run) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {

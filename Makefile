@@ -1,0 +1,83 @@
+# AI Flock. `make deploy` deploys the dev stack; `make check` runs every test.
+SHELL := /bin/bash
+GO ?= go
+STACK ?= dev
+BIN := agent/bin
+GOFLAGS_STATIC := CGO_ENABLED=0 GOOS=linux GOARCH=amd64
+OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
+
+.PHONY: all bin deploy destroy preview operator-key test check deps vet e2e provision-check actionlint bench \
+        vm-up vm-down vm-ssh flock-test flock-logs flock-watch
+
+all: bin test
+
+## bin: the static agent and bus binaries the images are built from
+bin:
+	$(GOFLAGS_STATIC) $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/flock-agent ./agent/cmd/flock-agent
+	$(GOFLAGS_STATIC) $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/flock-bus ./agent/cmd/flock-bus
+
+## deploy: pulumi up of the dev stack (creates the stack and its bus secret on first use)
+deploy: bin
+	@pulumi whoami >/dev/null 2>&1 || pulumi login --local
+	@pulumi stack select $(STACK) 2>/dev/null || pulumi stack init $(STACK)
+	@pulumi config get flock:busSecret -s $(STACK) >/dev/null 2>&1 || \
+	  pulumi config set --secret flock:busSecret "$$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" -s $(STACK)
+	pulumi up --yes -s $(STACK)
+	@$(MAKE) --no-print-directory operator-key
+
+## preview: what a deploy would change, with the policy pack
+preview: bin
+	pulumi preview --diff -s $(STACK) --policy-pack infra/policy
+
+destroy:
+	pulumi destroy --yes -s $(STACK)
+
+## operator-key: the operator's bus credential, for the operator CLI
+operator-key:
+	@mkdir -p $(dir $(OPERATOR_KEY)) && umask 077 && \
+	  pulumi stack output operatorSeed --show-secrets -s $(STACK) > $(OPERATOR_KEY) && \
+	  echo "operator key written to $(OPERATOR_KEY)"
+
+## test: unit and mock-engine tests (fast; no Docker needed)
+test:
+	$(GO) test ./...
+
+vet:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$unformatted" ] || { echo "not gofmt-formatted: $$unformatted"; exit 1; }
+
+## check: every test: vet, unit + mock, e2e on the real Docker engine, provisioning, workflows
+check: deps vet
+	FLOCK_E2E=1 $(GO) test -count=1 -timeout 30m ./...
+
+deps:
+	@bash tests/setup.sh
+
+e2e: deps
+	FLOCK_E2E=1 $(GO) test -count=1 -timeout 30m -v ./tests/e2e/
+
+provision-check:
+	bash tests/provision/run.sh
+
+actionlint:
+	bash tests/policy/actionlint.sh
+
+## bench: every benchmark, with the figures the README quotes
+bench:
+	bash tests/bench.sh
+
+# The VM (see Vagrantfile and provision/).
+vm-up:
+	vagrant up
+vm-down:
+	vagrant halt
+vm-ssh:
+	vagrant ssh
+
+## flock-test: send a task to every agent and wait for the results
+flock-test:
+	$(GO) run ./agent/cmd/flock-agent task --nkey $(OPERATOR_KEY) --all -- echo hello from the operator
+flock-watch:
+	$(GO) run ./agent/cmd/flock-agent watch --nkey $(OPERATOR_KEY)
+flock-logs:
+	@for c in $$(docker ps --filter label=ai-flock.flock --format '{{.Names}}'); do echo "== $$c"; docker logs --tail 20 $$c; done

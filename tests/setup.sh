@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh Debian/Ubuntu machine and makes
+# sure a Docker engine answers. Idempotent; needs root for the installs
+# (it only installs what is missing). Used by `make check` and .ci/run.
+set -euo pipefail
+
+need=()
+command -v docker >/dev/null 2>&1 || need+=(docker.io)
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+command -v ruby >/dev/null 2>&1 || need+=(ruby)
+command -v fuse-overlayfs >/dev/null 2>&1 || need+=(fuse-overlayfs)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing ${need[*]}; run as root (sudo $0) to install them" >&2
+    exit 1
+  fi
+  echo "setup: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  export PATH="/usr/local/go/bin:$PATH"
+fi
+command -v go >/dev/null 2>&1 || { echo "setup: Go is required (https://go.dev/dl/); provision/ installs it in the VM" >&2; exit 1; }
+
+wait_docker() {
+  for _ in $(seq 1 "$1"); do
+    docker info >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  return 1
+}
+
+if ! docker info >/dev/null 2>&1; then
+  [ "$(id -u)" -eq 0 ] || { echo "setup: the Docker engine does not answer and only root can start it" >&2; exit 1; }
+  echo "setup: starting dockerd"
+  (dockerd >/var/log/flock-dockerd.log 2>&1 &)
+  if ! wait_docker 30; then
+    # Nested in a container, overlayfs on overlayfs fails: use fuse-overlayfs.
+    pkill dockerd || true
+    sleep 2
+    echo "setup: retrying dockerd with the fuse-overlayfs storage driver"
+    (dockerd --storage-driver fuse-overlayfs >/var/log/flock-dockerd.log 2>&1 &)
+    wait_docker 60 || { echo "setup: dockerd did not start; see /var/log/flock-dockerd.log" >&2; tail -20 /var/log/flock-dockerd.log >&2; exit 1; }
+  fi
+fi
+echo "setup: docker $(docker version -f '{{.Server.Version}}') ready"
