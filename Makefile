@@ -3,11 +3,14 @@ SHELL := /bin/bash
 GO ?= go
 STACK ?= dev
 BIN := agent/bin
-GOFLAGS_STATIC := CGO_ENABLED=0 GOOS=linux GOARCH=amd64
+# The images run on the Docker host: build for its architecture (GOARCH=arm64 for an
+# Apple-silicon VM when deploying from an amd64 host, and the other way round).
+GOARCH ?= $(shell $(GO) env GOARCH)
+GOFLAGS_STATIC := CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH)
 OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
 
 .PHONY: all bin deploy destroy preview operator-key test check deps vet e2e provision-check actionlint bench \
-        vm-up vm-down vm-ssh flock-test flock-logs flock-watch
+        vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy flock-test flock-logs flock-watch
 
 all: bin test
 
@@ -49,6 +52,7 @@ vet:
 ## check: every test: vet, unit + mock, e2e on the real Docker engine, provisioning, workflows
 check: deps vet
 	FLOCK_E2E=1 $(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory provision-check
 
 deps:
 	@bash tests/setup.sh
@@ -73,6 +77,16 @@ vm-down:
 	vagrant halt
 vm-ssh:
 	vagrant ssh
+vm-provision:
+	vagrant provision
+vm-verify:
+	vagrant ssh -c 'sudo /vagrant/provision/verify-vm.sh'
+vm-deploy:
+	vagrant ssh -c 'cd /vagrant && make deploy'
+vm-shared:
+	provision/pull-shared.sh
+vm-destroy:
+	vagrant destroy -f
 
 ## flock-test: send a task to every agent and wait for the results
 flock-test:

@@ -122,8 +122,7 @@ func (d *declarer) image(target string) (*docker.Image, error) {
 	build := &docker.DockerBuildArgs{
 		Context:        pulumi.String(d.args.AgentContext),
 		Dockerfile:     pulumi.String(d.args.AgentContext + "/Dockerfile"),
-		Target:         pulumi.String(target),
-		Platform:       pulumi.String("linux/amd64"),
+		Target:         pulumi.String(target), // the engine's own platform: the binaries are built for it
 		BuilderVersion: docker.BuilderVersionBuilderV1,
 	}
 	if d.args.BaseImage != "" {
@@ -307,7 +306,10 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 // no capabilities, no-new-privileges, CPU/memory/process limits, an init,
 // a bounded restart policy (CIS 5.15) and bounded logs.
 func hardened(l flock.Limits, uid int, runtimeName string) *docker.ContainerArgs {
-	tmpfs := fmt.Sprintf("rw,noexec,nosuid,nodev,size=%dm,mode=1777", l.TmpfsMiB)
+	// Owned by the container's own UID, 0700. (A mode=1777 tmpfs comes back
+	// root-owned 0755 after a container restart on Docker 20.10, which left a
+	// restarted agent unable to write /run; uid/gid options survive restarts.)
+	tmpfs := fmt.Sprintf("rw,noexec,nosuid,nodev,size=%dm,uid=%d,gid=%d,mode=0700", l.TmpfsMiB, uid, uid)
 	args := &docker.ContainerArgs{
 		User:         pulumi.String(fmt.Sprintf("%d:%d", uid, uid)),
 		ReadOnly:     pulumi.Bool(true),

@@ -113,6 +113,9 @@ func checkAgentContainers(t *testing.T, s *capture.Stack, agents map[string]capt
 			if !tmpfsOpts.MatchString(o) || !strings.Contains(o, "nosuid") || !strings.Contains(o, "size=") {
 				t.Errorf("%s: tmpfs %s options %q: want noexec, nosuid and a size", id, dir, o)
 			}
+			if !strings.Contains(o, "uid="+uid+",gid="+gid+",mode=0700") {
+				t.Errorf("%s: tmpfs %s options %q: want it owned by the agent alone (uid/gid/mode=0700)", id, dir, o)
+			}
 		}
 		caps := obj(c, "capabilities")
 		if !reflect.DeepEqual(caps["drops"], []any{"ALL"}) || len(asList(caps["adds"])) != 0 {
