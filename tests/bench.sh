@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Every benchmark the README quotes, printed as one table. Run from the repo
+# root (make bench). Figures are this machine's; CI does not run this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v /usr/bin/time >/dev/null || { echo "bench: needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+row() { printf '| %-58s | %-28s | %-22s |\n' "$1" "$2" "$3"; }
+
+# stack_bench NAME PATTERN TARGET: the program under the mock engine, one run
+# in its own process so its peak RSS is the program's alone.
+stack_bench() {
+  local name=$1 pattern=$2 target=$3
+  go test -c -o "$out/stacks.test" ./tests/stacks >/dev/null
+  (cd tests/stacks && /usr/bin/time -v "$out/stacks.test" -test.run '^$' -test.bench "$pattern" -test.benchtime 1x) >"$out/b.txt" 2>"$out/t.txt"
+  local ns rss
+  ns=$(awk '/^Benchmark/ {print $3}' "$out/b.txt")
+  rss=$(awk -F': ' '/Maximum resident/ {print $2}' "$out/t.txt")
+  [ -n "$ns" ] || { cat "$out/b.txt" "$out/t.txt" >&2; echo "bench: $pattern did not run" >&2; exit 1; }
+  row "$name" "$(awk -v n="$ns" 'BEGIN {printf "%.2f s", n/1e9}'), $((rss / 1024)) MiB peak RSS" "$target"
+}
+
+row "benchmark" "measured" "target"
+row "---" "---" "---"
+stack_bench "dev stack, 500 agents, mock engine" 'BenchmarkDevStack500$' "< 10 s, < 1 GiB"
+if grep -q 'func BenchmarkAWSStack500' tests/stacks/*_test.go 2>/dev/null; then
+  stack_bench "aws stack, 500 agents, mock engine" 'BenchmarkAWSStack500$' "< 15 s"
+fi
+if [ -x agent/bench.sh ]; then
+  bash agent/bench.sh
+fi
