@@ -53,6 +53,7 @@ vet:
 check: deps vet
 	FLOCK_E2E=1 $(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory provision-check
+	$(MAKE) --no-print-directory actionlint
 
 deps:
 	@bash tests/setup.sh

@@ -12,6 +12,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
+	"github.com/ai-flock/ai-flock/infra/awsflock"
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/flock"
 )
@@ -22,6 +23,7 @@ type Settings struct {
 	BusSecret  []byte // flock:busSecret, the master of every bus credential
 	DockerHost string // docker:host
 	Docker     DockerSettings
+	AWS        awsflock.Args // flock:aws, validated (aws target only)
 }
 
 // DockerSettings is flock:docker.
@@ -80,6 +82,11 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	m, err := c.Validate()
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if c.Target == string(flock.TargetAWS) {
+		var awsErrs []error
+		s.AWS, awsErrs = loadAWS(ctx, m)
+		errs = append(errs, awsErrs...)
 	}
 	secret, err := busSecret(ctx)
 	if err != nil {

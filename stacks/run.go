@@ -6,6 +6,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/infra/awsflock"
 	"github.com/ai-flock/ai-flock/infra/busconfig"
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/dockerflock"
@@ -97,7 +98,34 @@ func runDocker(ctx *pulumi.Context, s Settings, keys Keys) error {
 }
 
 func runAWS(ctx *pulumi.Context, s Settings, keys Keys) error {
-	return fmt.Errorf("flock:target: the aws target is not implemented yet (issue 5); use the dev stack (flock:target: docker)")
+	args := s.AWS
+	var err error
+	// Monitoring listens on every address of the bus task: its security
+	// group admits the monitoring port from the operator task only.
+	if args.BusConfig, err = busconfig.Render(s.Model, keys.PublicKeys(), busconfig.Options{StoreDir: busconfig.StoreDir}); err != nil {
+		return err
+	}
+	if args.BusTopology, err = busconfig.RenderTopology(s.Model); err != nil {
+		return err
+	}
+	args.Seeds = map[string]string{}
+	for id, k := range keys.Agents {
+		args.Seeds[id] = k.Seed
+	}
+	args.OperatorSeed = keys.Operator.Seed
+	f, err := awsflock.New(ctx, s.Model.Name, args)
+	if err != nil {
+		return fmt.Errorf("aws flock: %w", err)
+	}
+	ctx.Export("busUrl", f.BusURL)
+	ctx.Export("monitorUrl", f.MonitorURL)
+	ctx.Export("cluster", f.ClusterName)
+	ctx.Export("repositoryUrl", f.RepositoryURL)
+	ctx.Export("fileSystemId", f.FileSystemID)
+	ctx.Export("operatorTaskDefinition", f.OperatorTaskDefinition)
+	ctx.Export("operatorSecurityGroup", f.OperatorSecurityGroupID)
+	ctx.Export("subnets", f.SubnetIDs)
+	return nil
 }
 
 // exportCommon exports what every target shares: the agents and the
@@ -105,17 +133,22 @@ func runAWS(ctx *pulumi.Context, s Settings, keys Keys) error {
 func exportCommon(ctx *pulumi.Context, m flock.Model, keys Keys) {
 	agents := pulumi.Array{}
 	for _, a := range m.Agents {
-		agents = append(agents, pulumi.Map{
-			"id":      pulumi.String(a.ID),
-			"slot":    pulumi.Int(a.Slot),
-			"uid":     pulumi.Int(a.UID),
-			"gid":     pulumi.Int(a.GID),
-			"dir":     pulumi.String(m.Shared.AgentDir(a.ID)),
-			"logFile": pulumi.String(m.Shared.LogFile(a.ID)),
-			"subnet":  pulumi.String(a.Subnet.String()),
-		})
+		out := pulumi.Map{
+			"id":   pulumi.String(a.ID),
+			"slot": pulumi.Int(a.Slot),
+			"uid":  pulumi.Int(a.UID),
+			"gid":  pulumi.Int(a.GID),
+		}
+		if m.Target == flock.TargetDocker { // host paths and subnets exist on the Docker host only
+			out["dir"] = pulumi.String(m.Shared.AgentDir(a.ID))
+			out["logFile"] = pulumi.String(m.Shared.LogFile(a.ID))
+			out["subnet"] = pulumi.String(a.Subnet.String())
+		}
+		agents = append(agents, out)
 	}
 	ctx.Export("agents", agents)
-	ctx.Export("sharedRoot", pulumi.String(m.Shared.Root))
+	if m.Target == flock.TargetDocker {
+		ctx.Export("sharedRoot", pulumi.String(m.Shared.Root))
+	}
 	ctx.Export("operatorSeed", pulumi.ToSecret(pulumi.String(keys.Operator.Seed)))
 }

@@ -83,6 +83,9 @@ func (r *run) NewResource(args pulumi.MockResourceArgs) (string, resource.Proper
 		// A local image's repoDigest is its image ID.
 		state["repoDigest"] = resource.NewStringProperty(MockDigest(args.Name))
 	}
+	if ResourceMock != nil {
+		ResourceMock(args, state)
+	}
 	return args.Name + "-id", state, nil
 }
 
@@ -96,6 +99,10 @@ func MockDigest(name string) string {
 func (r *run) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
 	return CallMock(args)
 }
+
+// ResourceMock, when set, adds what a provider would compute (ARNs, URLs)
+// to a new resource's state. The aws stack's mocks set it (awsmocks.go).
+var ResourceMock func(args pulumi.MockResourceArgs, state resource.PropertyMap)
 
 // CallMock answers the provider functions (invokes) the stacks call.
 // Replaced by the aws stack's mocks where needed.

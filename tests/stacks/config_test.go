@@ -67,3 +67,20 @@ func TestInvalidConfigDeclaresNothing(t *testing.T) {
 		t.Fatalf("accepted invalid config; declared %d resources", len(s.Resources))
 	}
 }
+
+// On the aws stack, flock:aws problems come in the same list as the model's.
+func TestAWSConfigErrorsReportedWithTheRest(t *testing.T) {
+	cfg, secrets := capture.WithSecret(capture.Config{
+		"flock:target": "aws", "aws:region": "eu-west-1", "flock:agentCount": "0",
+		"flock:aws": `{"egress": "teleport"}`,
+	})
+	_, err := capture.Run("aws", cfg, secrets...)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"flock:agentCount: must be between 1 and 1000", "flock:aws.egress"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in:\n%v", want, err)
+		}
+	}
+}

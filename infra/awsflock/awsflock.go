@@ -1,0 +1,283 @@
+// Package awsflock declares the flock on AWS: ECS Fargate tasks in private
+// subnets, one EFS access point per agent directory and log, the bus found
+// through Cloud Map DNS, credentials in Secrets Manager, logs in CloudWatch,
+// images in ECR. It renders the same flock model as the dev component and
+// holds the same invariants (DESIGN.md section 3, its AWS paragraph).
+package awsflock
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ecr"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ecs"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/efs"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/servicediscovery"
+	"github.com/pulumi/pulumi-docker/sdk/v4/go/docker"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/ai-flock/ai-flock/infra/awsflock/busenv"
+	"github.com/ai-flock/ai-flock/infra/busconfig"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+// Egress is how tasks reach the AWS APIs they need (ECR, CloudWatch Logs,
+// Secrets Manager) from subnets without public IPs.
+type Egress string
+
+const (
+	// EgressEndpoints: VPC interface endpoints (and the S3 gateway endpoint
+	// for image layers). No route to the internet exists. The default.
+	EgressEndpoints Egress = "endpoints"
+	// EgressNAT: a NAT gateway. Tasks' security groups must then allow 443 to
+	// anywhere, so agents can reach the internet on 443.
+	EgressNAT Egress = "nat"
+)
+
+// Tags put on every resource of the flock: the keys of the dev flock's
+// docker labels, which the policy pack reads on both targets. The role is
+// "agent" or "bus" for what belongs to them, else what the resource serves.
+const (
+	TagFlock = "ai-flock.flock"
+	TagRole  = "ai-flock.role"
+	TagAgent = "ai-flock.agent"
+)
+
+// NobodyUID is the identity agents read common with (through its read-only
+// access point): they see what is world-readable and own nothing there.
+const NobodyUID = 65534
+
+// OperatorUID is the operator task's UID, the owner of common: the slot
+// below the bus's (flock:uidBase - 1), so no agent or the bus shares it.
+func OperatorUID(m flock.Model) int { return m.Bus.UID - 1 }
+
+// Defaults of flock:aws.
+var (
+	DefaultCIDR             = netip.MustParsePrefix("10.220.0.0/16")
+	DefaultAZCount          = 2
+	DefaultLogRetentionDays = 30
+)
+
+// Paths inside the tasks.
+const (
+	ScratchTmp = "/tmp"
+	ScratchRun = "/run"
+	// BusRuntimeDir is where the bus writes the config it receives through
+	// its environment (busenv.Materialize), on its ephemeral /run volume.
+	BusRuntimeDir = busenv.Dir
+)
+
+// Network says where the tasks run.
+type Network struct {
+	VpcID         string   // "" creates a VPC
+	SubnetIDs     []string // with VpcID: private subnets, one per availability zone
+	RouteTableIDs []string // with VpcID and EgressEndpoints: the route tables of SubnetIDs (S3 gateway endpoint)
+	CIDR          netip.Prefix
+	AZCount       int
+	Egress        Egress
+}
+
+// Args configure the aws flock.
+type Args struct {
+	Model   flock.Model
+	Network Network
+	// LogRetentionDays is the retention of every log group.
+	LogRetentionDays int
+	// Namespace is the Cloud Map private DNS namespace; the bus is bus.<Namespace>.
+	Namespace string
+	// OperatorCIDRs may reach the bus's client port (e.g. a VPN's range). Empty by default.
+	OperatorCIDRs []string
+	// AgentContext is the docker build context (agent/Dockerfile and prebuilt binaries).
+	AgentContext string
+	// BaseImage overrides the Dockerfile's BASE build argument.
+	BaseImage string
+	// ImageTag tags both images (prefixed agent- and bus-); ContextTag derives one.
+	ImageTag string
+	// Seeds are the agents' NATS nkey seeds (agent ID -> seed); OperatorSeed the operator's.
+	Seeds        map[string]string
+	OperatorSeed string
+	// BusConfig and BusTopology are the rendered bus files (public keys only).
+	BusConfig   []byte
+	BusTopology []byte
+}
+
+// Flock is the aws flock component.
+type Flock struct {
+	pulumi.ResourceState
+
+	BusURL                  pulumi.StringOutput      `pulumi:"busUrl"`
+	MonitorURL              pulumi.StringOutput      `pulumi:"monitorUrl"`
+	ClusterName             pulumi.StringOutput      `pulumi:"clusterName"`
+	RepositoryURL           pulumi.StringOutput      `pulumi:"repositoryUrl"`
+	FileSystemID            pulumi.StringOutput      `pulumi:"fileSystemId"`
+	OperatorTaskDefinition  pulumi.StringOutput      `pulumi:"operatorTaskDefinition"`
+	OperatorSecurityGroupID pulumi.StringOutput      `pulumi:"operatorSecurityGroupId"`
+	SubnetIDs               pulumi.StringArrayOutput `pulumi:"subnetIds"`
+}
+
+// New declares the aws flock.
+func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOption) (*Flock, error) {
+	if err := args.check(); err != nil {
+		return nil, err
+	}
+	f := &Flock{}
+	if err := ctx.RegisterComponentResource("flock:aws:Flock", name, f, opts...); err != nil {
+		return nil, err
+	}
+	p := pulumi.Parent(f)
+	d := &declarer{ctx: ctx, name: name, args: args, m: args.Model, parent: p, invoke: p}
+	if err := d.declare(); err != nil {
+		return nil, err
+	}
+	host := BusHost(args.Namespace)
+	f.BusURL = pulumi.String(fmt.Sprintf("nats://%s:%d", host, busconfig.ClientPort)).ToStringOutput()
+	f.MonitorURL = pulumi.String(fmt.Sprintf("http://%s:%d", host, busconfig.MonitorPort)).ToStringOutput()
+	f.ClusterName = d.cluster.Name
+	f.RepositoryURL = d.repo.RepositoryUrl
+	f.FileSystemID = d.fs.ID().ToStringOutput()
+	f.OperatorTaskDefinition = d.operatorTask.Family
+	f.OperatorSecurityGroupID = d.sg.operator.ID().ToStringOutput()
+	f.SubnetIDs = d.subnets.ToStringArrayOutput()
+	return f, ctx.RegisterResourceOutputs(f, pulumi.Map{
+		"busUrl": f.BusURL, "monitorUrl": f.MonitorURL, "clusterName": f.ClusterName,
+		"repositoryUrl": f.RepositoryURL, "fileSystemId": f.FileSystemID,
+		"operatorTaskDefinition": f.OperatorTaskDefinition, "operatorSecurityGroupId": f.OperatorSecurityGroupID,
+		"subnetIds": f.SubnetIDs,
+	})
+}
+
+// BusHost is the bus's DNS name in the namespace.
+func BusHost(namespace string) string { return "bus." + namespace }
+
+func (a Args) check() error {
+	if a.Namespace == "" || a.ImageTag == "" || a.AgentContext == "" || a.LogRetentionDays <= 0 {
+		return fmt.Errorf("aws flock: Namespace, ImageTag, AgentContext and LogRetentionDays are required")
+	}
+	for _, ag := range a.Model.Agents {
+		if a.Seeds[ag.ID] == "" {
+			return fmt.Errorf("aws flock: agent %s: no credentials", ag.ID)
+		}
+	}
+	if a.OperatorSeed == "" {
+		return fmt.Errorf("aws flock: no operator credentials")
+	}
+	return nil
+}
+
+type securityGroups struct {
+	agents, bus, efs, endpoints, operator *ec2.SecurityGroup
+}
+
+type declarer struct {
+	ctx    *pulumi.Context
+	name   string
+	args   Args
+	m      flock.Model
+	parent pulumi.ResourceOption
+	invoke pulumi.InvokeOption // the same parent, for provider functions
+
+	partition, region, account string
+
+	vpcID       pulumi.StringOutput
+	subnets     pulumi.StringArray
+	routeTables pulumi.StringArray
+	sg          securityGroups
+	// ready are what every task needs before it can start: routes or
+	// endpoints to AWS, EFS mount targets, the file system policy.
+	ready []pulumi.Resource
+
+	fs               *efs.FileSystem
+	commonAP, busAP  *efs.AccessPoint
+	commonWriterAP   *efs.AccessPoint
+	repo             *ecr.Repository
+	registryAuth     ecr.GetAuthorizationTokenResultOutput
+	agentImg, busImg *docker.Image
+	cluster          *ecs.Cluster
+	namespace        *servicediscovery.PrivateDnsNamespace
+	busDiscovery     *servicediscovery.Service
+	operatorTask     *ecs.TaskDefinition
+}
+
+// n names a child from the component's name.
+func (d *declarer) n(parts ...string) string {
+	return strings.Join(append([]string{d.name}, parts...), "-")
+}
+
+// scope prefixes the names AWS requires to be unique in an account and
+// region (log groups, task definition families): the stack and the flock,
+// in the characters a task definition family allows.
+func (d *declarer) scope() string {
+	return familySafe.ReplaceAllString(d.ctx.Stack(), "-") + "-" + d.name
+}
+
+var familySafe = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+func (d *declarer) tags(role, agent string) pulumi.StringMap {
+	t := pulumi.StringMap{TagFlock: pulumi.String(d.name), TagRole: pulumi.String(role)}
+	if agent != "" {
+		t[TagAgent] = pulumi.String(agent)
+	}
+	return t
+}
+
+func (d *declarer) declare() error {
+	// The account, region and partition go into trust policies, log
+	// configuration and endpoint service names.
+	id, err := aws.GetCallerIdentity(d.ctx, nil, d.invoke)
+	if err != nil {
+		return fmt.Errorf("caller identity: %w", err)
+	}
+	region, err := aws.GetRegion(d.ctx, nil, d.invoke)
+	if err != nil {
+		return fmt.Errorf("region: %w", err)
+	}
+	part, err := aws.GetPartition(d.ctx, nil, d.invoke)
+	if err != nil {
+		return fmt.Errorf("partition: %w", err)
+	}
+	d.account, d.region, d.partition = id.AccountId, region.Name, part.Partition
+
+	if err := d.network(part.ReverseDnsPrefix); err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	if err := d.storage(); err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	if err := d.repository(); err != nil {
+		return fmt.Errorf("images: %w", err)
+	}
+	if d.agentImg, err = d.image("agent"); err != nil {
+		return fmt.Errorf("agent image: %w", err)
+	}
+	if d.busImg, err = d.image("bus"); err != nil {
+		return fmt.Errorf("bus image: %w", err)
+	}
+	if err := d.platform(); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	if err := d.declareBus(); err != nil {
+		return fmt.Errorf("bus: %w", err)
+	}
+	if err := d.declareOperator(); err != nil {
+		return fmt.Errorf("operator: %w", err)
+	}
+	for _, a := range d.m.Agents {
+		if err := d.declareAgent(a); err != nil {
+			return fmt.Errorf("agent %s: %w", a.ID, err)
+		}
+	}
+	return nil
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,89 @@
+package awsflock
+
+import (
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+func TestSizeFor(t *testing.T) {
+	for _, c := range []struct {
+		cpus float64
+		mem  int
+		want TaskSize
+	}{
+		{0.25, 256, TaskSize{256, 512}},
+		{0.25, 1500, TaskSize{256, 2048}},
+		{0.25, 3000, TaskSize{512, 3072}},
+		{0.5, 256, TaskSize{512, 1024}},
+		{1, 512, TaskSize{1024, 2048}},
+		{1, 9000, TaskSize{2048, 9216}},
+		{3, 4096, TaskSize{4096, 8192}},
+		{8, 20000, TaskSize{8192, 20480}},
+		{16, 122880, TaskSize{16384, 122880}},
+	} {
+		got, err := SizeFor(flock.Limits{CPUs: c.cpus, MemoryMiB: c.mem})
+		if err != nil || got != c.want {
+			t.Errorf("%v vCPU %d MiB: %+v %v, want %+v", c.cpus, c.mem, got, err, c.want)
+		}
+	}
+	for _, l := range []flock.Limits{{CPUs: 17, MemoryMiB: 512}, {CPUs: 1, MemoryMiB: 130000}} {
+		if _, err := SizeFor(l); err == nil {
+			t.Errorf("%+v accepted", l)
+		}
+	}
+}
+
+func TestSubnet(t *testing.T) {
+	cidr := netip.MustParsePrefix("10.220.0.0/16")
+	for i, want := range map[int]string{0: "10.220.0.0/20", 1: "10.220.16.0/20", 15: "10.220.240.0/20"} {
+		if got, err := Subnet(cidr, i); err != nil || got.String() != want {
+			t.Errorf("subnet %d: %v %v, want %s", i, got, err, want)
+		}
+	}
+	if _, err := Subnet(cidr, 16); err == nil {
+		t.Error("subnet 16 of 16 accepted")
+	}
+	if c := PrivateCapacity(netip.MustParsePrefix("10.0.0.0/22"), 2); c != 2*(64-5-5) {
+		t.Errorf("capacity %d", c)
+	}
+}
+
+func TestContextTag(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\n"), 0o644)
+	a, err := ContextTag(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := ContextTag(dir)
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nUSER 1000\n"), 0o644)
+	c, _ := ContextTag(dir)
+	if a != b || a == c || len(a) != 17 {
+		t.Errorf("tags %q %q %q: want stable for one content, new for another", a, b, c)
+	}
+	if _, err := ContextTag(filepath.Join(dir, "missing")); err != nil {
+		t.Errorf("missing context: %v", err)
+	}
+}
+
+func TestPolicies(t *testing.T) {
+	var p PolicyDocument
+	if err := json.Unmarshal([]byte(MountPolicy("fs", []string{"ap1", "ap2"}, []string{"common"})), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Statement) != 2 || len(p.Statement[0].Action) != 2 || len(p.Statement[1].Action) != 1 {
+		t.Fatalf("mount policy %+v", p)
+	}
+	if err := json.Unmarshal([]byte(ExecPolicy("repo", "lg", []string{"s2", "s1"})), &p); err != nil {
+		t.Fatal(err)
+	}
+	last := p.Statement[len(p.Statement)-1]
+	if last.Resource[0] != "s1" || last.Resource[1] != "s2" {
+		t.Errorf("secrets not sorted: %v", last.Resource)
+	}
+}

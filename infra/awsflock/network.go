@@ -1,0 +1,318 @@
+package awsflock
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/ai-flock/ai-flock/infra/busconfig"
+)
+
+// Ports the security groups open.
+const (
+	portNFS   = 2049
+	portHTTPS = 443
+)
+
+// InterfaceEndpoints are the AWS services a Fargate task of the flock calls
+// through its own network interface: image pulls (ECR API and registry),
+// awslogs, and secrets injection. Layers come from S3 (a gateway endpoint).
+var InterfaceEndpoints = []string{"ecr.api", "ecr.dkr", "logs", "secretsmanager"}
+
+// Subnet returns the i-th of the 16 equal subnets of the VPC range: 0 … AZCount-1
+// are private (one per zone); the last one is the public subnet of the NAT gateway.
+func Subnet(cidr netip.Prefix, i int) (netip.Prefix, error) {
+	bits := cidr.Bits() + 4
+	if !cidr.Addr().Is4() || bits > 28 || i < 0 || i > 15 {
+		return netip.Prefix{}, fmt.Errorf("cannot take subnet %d of %s", i, cidr)
+	}
+	base := cidr.Masked().Addr().As4()
+	v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	v += uint32(i) << (32 - bits)
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), bits), nil
+}
+
+// PrivateCapacity is how many task addresses the private subnets hold (AWS
+// reserves 5 addresses of each subnet; endpoints and mount targets take one each).
+func PrivateCapacity(cidr netip.Prefix, azs int) int {
+	per := 1<<(32-(cidr.Bits()+4)) - 5 - len(InterfaceEndpoints) - 1
+	return per * azs
+}
+
+func (d *declarer) network(reverseDNS string) error {
+	n := d.args.Network
+	if n.VpcID != "" {
+		d.vpcID = pulumi.String(n.VpcID).ToStringOutput()
+		d.subnets = pulumi.ToStringArray(n.SubnetIDs)
+		d.routeTables = pulumi.ToStringArray(n.RouteTableIDs)
+	} else if err := d.newVPC(); err != nil {
+		return err
+	}
+	if err := d.securityGroups(); err != nil {
+		return err
+	}
+	switch n.Egress {
+	case EgressEndpoints:
+		return d.endpoints(reverseDNS)
+	case EgressNAT:
+		return nil // routes made with the VPC, or the existing VPC's own
+	default:
+		return fmt.Errorf("egress %q: must be %q or %q", n.Egress, EgressEndpoints, EgressNAT)
+	}
+}
+
+// newVPC declares a VPC with one private subnet per availability zone and,
+// for NAT egress, one public subnet holding the NAT gateway.
+func (d *declarer) newVPC() error {
+	n := d.args.Network
+	azs, err := aws.GetAvailabilityZones(d.ctx, &aws.GetAvailabilityZonesArgs{State: pulumi.StringRef("available")}, d.invoke)
+	if err != nil {
+		return fmt.Errorf("availability zones: %w", err)
+	}
+	if len(azs.Names) < n.AZCount {
+		return fmt.Errorf("flock:aws.availabilityZones: the region has %d available zones, %d asked", len(azs.Names), n.AZCount)
+	}
+	vpc, err := ec2.NewVpc(d.ctx, d.n("vpc"), &ec2.VpcArgs{
+		CidrBlock: pulumi.String(n.CIDR.String()),
+		// Both are needed by interface endpoints' private DNS and by Cloud Map.
+		EnableDnsSupport:   pulumi.Bool(true),
+		EnableDnsHostnames: pulumi.Bool(true),
+		Tags:               d.tags("network", ""),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("vpc: %w", err)
+	}
+	d.vpcID = vpc.ID().ToStringOutput()
+	// Nothing uses the VPC's default security group; strip its rules so nothing can.
+	if _, err := ec2.NewDefaultSecurityGroup(d.ctx, d.n("default-sg"), &ec2.DefaultSecurityGroupArgs{
+		VpcId: vpc.ID(), Tags: d.tags("network", ""),
+	}, d.parent); err != nil {
+		return fmt.Errorf("default security group: %w", err)
+	}
+	rt, err := ec2.NewRouteTable(d.ctx, d.n("private-rt"), &ec2.RouteTableArgs{VpcId: vpc.ID(), Tags: d.tags("network", "")}, d.parent)
+	if err != nil {
+		return fmt.Errorf("route table: %w", err)
+	}
+	d.routeTables = pulumi.StringArray{rt.ID()}
+	for i := 0; i < n.AZCount; i++ {
+		cidr, err := Subnet(n.CIDR, i)
+		if err != nil {
+			return err
+		}
+		name := d.n("private", strconv.Itoa(i+1))
+		sub, err := ec2.NewSubnet(d.ctx, name, &ec2.SubnetArgs{
+			VpcId: vpc.ID(), CidrBlock: pulumi.String(cidr.String()),
+			AvailabilityZone:    pulumi.String(azs.Names[i]),
+			MapPublicIpOnLaunch: pulumi.Bool(false),
+			Tags:                d.tags("network", ""),
+		}, d.parent)
+		if err != nil {
+			return fmt.Errorf("subnet %s: %w", name, err)
+		}
+		if _, err := ec2.NewRouteTableAssociation(d.ctx, name, &ec2.RouteTableAssociationArgs{
+			SubnetId: sub.ID(), RouteTableId: rt.ID(),
+		}, d.parent); err != nil {
+			return fmt.Errorf("route table association %s: %w", name, err)
+		}
+		d.subnets = append(d.subnets, sub.ID())
+	}
+	if n.Egress != EgressNAT {
+		return nil
+	}
+	// One NAT gateway in the first zone: half the price of one per zone; if
+	// that zone fails, tasks elsewhere keep running but cannot pull or log.
+	igw, err := ec2.NewInternetGateway(d.ctx, d.n("igw"), &ec2.InternetGatewayArgs{VpcId: vpc.ID(), Tags: d.tags("network", "")}, d.parent)
+	if err != nil {
+		return fmt.Errorf("internet gateway: %w", err)
+	}
+	cidr, err := Subnet(n.CIDR, 15)
+	if err != nil {
+		return err
+	}
+	pub, err := ec2.NewSubnet(d.ctx, d.n("public-1"), &ec2.SubnetArgs{
+		VpcId: vpc.ID(), CidrBlock: pulumi.String(cidr.String()),
+		AvailabilityZone: pulumi.String(azs.Names[0]), MapPublicIpOnLaunch: pulumi.Bool(false),
+		Tags: d.tags("network", ""),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("public subnet: %w", err)
+	}
+	pubRT, err := ec2.NewRouteTable(d.ctx, d.n("public-rt"), &ec2.RouteTableArgs{VpcId: vpc.ID(), Tags: d.tags("network", "")}, d.parent)
+	if err != nil {
+		return fmt.Errorf("public route table: %w", err)
+	}
+	if _, err := ec2.NewRoute(d.ctx, d.n("public-default"), &ec2.RouteArgs{
+		RouteTableId: pubRT.ID(), DestinationCidrBlock: pulumi.String("0.0.0.0/0"), GatewayId: igw.ID(),
+	}, d.parent); err != nil {
+		return fmt.Errorf("public route: %w", err)
+	}
+	if _, err := ec2.NewRouteTableAssociation(d.ctx, d.n("public-1"), &ec2.RouteTableAssociationArgs{
+		SubnetId: pub.ID(), RouteTableId: pubRT.ID(),
+	}, d.parent); err != nil {
+		return fmt.Errorf("public route table association: %w", err)
+	}
+	eip, err := ec2.NewEip(d.ctx, d.n("nat-ip"), &ec2.EipArgs{Domain: pulumi.String("vpc"), Tags: d.tags("network", "")}, d.parent)
+	if err != nil {
+		return fmt.Errorf("nat address: %w", err)
+	}
+	nat, err := ec2.NewNatGateway(d.ctx, d.n("nat"), &ec2.NatGatewayArgs{
+		AllocationId: eip.ID(), SubnetId: pub.ID(), Tags: d.tags("network", ""),
+	}, d.parent, pulumi.DependsOn([]pulumi.Resource{igw}))
+	if err != nil {
+		return fmt.Errorf("nat gateway: %w", err)
+	}
+	route, err := ec2.NewRoute(d.ctx, d.n("private-default"), &ec2.RouteArgs{
+		RouteTableId: rt.ID(), DestinationCidrBlock: pulumi.String("0.0.0.0/0"), NatGatewayId: nat.ID(),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("private default route: %w", err)
+	}
+	d.ready = append(d.ready, route)
+	return nil
+}
+
+// securityGroups: agents accept nothing and reach only the bus, EFS and the
+// AWS endpoints; the bus accepts 4222 from agents and the operator; EFS
+// accepts 2049 from agents, the bus and the operator; the endpoints accept
+// 443 from the flock's tasks. Rules are separate resources: the groups refer
+// to each other. (The provider removes AWS's default allow-all egress rule.)
+func (d *declarer) securityGroups() error {
+	mk := func(name, desc string) (*ec2.SecurityGroup, error) {
+		role := map[string]string{"agents": "agent", "efs": "storage", "endpoints": "network"}[name]
+		if role == "" {
+			role = name
+		}
+		sg, err := ec2.NewSecurityGroup(d.ctx, d.n(name, "sg"), &ec2.SecurityGroupArgs{
+			VpcId: d.vpcID, Description: pulumi.String(desc),
+			RevokeRulesOnDelete: pulumi.Bool(true),
+			Tags:                d.tags(role, ""),
+		}, d.parent)
+		if err != nil {
+			return nil, fmt.Errorf("security group %s: %w", name, err)
+		}
+		return sg, nil
+	}
+	var err error
+	if d.sg.agents, err = mk("agents", "AI Flock agents: no ingress; egress to the bus, EFS and AWS endpoints only"); err != nil {
+		return err
+	}
+	if d.sg.bus, err = mk("bus", "AI Flock bus: NATS 4222 from agents and the operator"); err != nil {
+		return err
+	}
+	if d.sg.efs, err = mk("efs", "AI Flock EFS: NFS 2049 from the flock's tasks"); err != nil {
+		return err
+	}
+	if d.sg.operator, err = mk("operator", "AI Flock operator task: no ingress; egress to the bus, EFS and AWS endpoints only"); err != nil {
+		return err
+	}
+	if d.args.Network.Egress == EgressEndpoints {
+		if d.sg.endpoints, err = mk("endpoints", "AI Flock VPC endpoints: HTTPS 443 from the flock's tasks"); err != nil {
+			return err
+		}
+	}
+
+	type rule struct {
+		name  string
+		sg    *ec2.SecurityGroup
+		kind  string // ingress | egress
+		port  int
+		peer  *ec2.SecurityGroup
+		cidrs []string
+		desc  string
+	}
+	rules := []rule{
+		{"bus-from-agents", d.sg.bus, "ingress", busconfig.ClientPort, d.sg.agents, nil, "NATS from agents"},
+		{"bus-from-operator", d.sg.bus, "ingress", busconfig.ClientPort, d.sg.operator, nil, "NATS from the operator task"},
+		{"bus-monitor-from-operator", d.sg.bus, "ingress", busconfig.MonitorPort, d.sg.operator, nil, "NATS monitoring from the operator task"},
+		{"agents-to-bus", d.sg.agents, "egress", busconfig.ClientPort, d.sg.bus, nil, "NATS to the bus"},
+		{"operator-to-bus", d.sg.operator, "egress", busconfig.ClientPort, d.sg.bus, nil, "NATS to the bus"},
+		{"operator-to-bus-monitor", d.sg.operator, "egress", busconfig.MonitorPort, d.sg.bus, nil, "NATS monitoring of the bus"},
+	}
+	if len(d.args.OperatorCIDRs) > 0 {
+		rules = append(rules, rule{"bus-from-operator-cidrs", d.sg.bus, "ingress", busconfig.ClientPort, nil, d.args.OperatorCIDRs, "NATS from the operator network (flock:aws.operatorCidrs)"})
+	}
+	for _, c := range []struct {
+		role string
+		sg   *ec2.SecurityGroup
+	}{{"agents", d.sg.agents}, {"bus", d.sg.bus}, {"operator", d.sg.operator}} {
+		rules = append(rules,
+			rule{"efs-from-" + c.role, d.sg.efs, "ingress", portNFS, c.sg, nil, "NFS from " + c.role},
+			rule{c.role + "-to-efs", c.sg, "egress", portNFS, d.sg.efs, nil, "NFS to EFS"},
+		)
+		switch d.args.Network.Egress {
+		case EgressEndpoints:
+			rules = append(rules,
+				rule{"endpoints-from-" + c.role, d.sg.endpoints, "ingress", portHTTPS, c.sg, nil, "HTTPS from " + c.role},
+				rule{c.role + "-to-endpoints", c.sg, "egress", portHTTPS, d.sg.endpoints, nil, "HTTPS to the VPC endpoints"},
+			)
+		case EgressNAT:
+			rules = append(rules, rule{c.role + "-to-aws", c.sg, "egress", portHTTPS, nil, []string{"0.0.0.0/0"}, "HTTPS to AWS APIs through the NAT gateway"})
+		}
+	}
+	for _, r := range rules {
+		args := &ec2.SecurityGroupRuleArgs{
+			Type: pulumi.String(r.kind), SecurityGroupId: r.sg.ID(),
+			Protocol: pulumi.String("tcp"), FromPort: pulumi.Int(r.port), ToPort: pulumi.Int(r.port),
+			Description: pulumi.String(r.desc),
+		}
+		if r.peer != nil {
+			args.SourceSecurityGroupId = r.peer.ID()
+		}
+		if r.cidrs != nil {
+			args.CidrBlocks = pulumi.ToStringArray(r.cidrs)
+		}
+		if _, err := ec2.NewSecurityGroupRule(d.ctx, d.n("sg", r.name), args, d.parent); err != nil {
+			return fmt.Errorf("security group rule %s: %w", r.name, err)
+		}
+	}
+	return nil
+}
+
+// endpoints declares the interface endpoints (private DNS, so the SDKs in
+// ECS and Fargate find them under the usual names) and the S3 gateway
+// endpoint for ECR's layers, then lets the tasks reach S3 through its prefix list.
+func (d *declarer) endpoints(reverseDNS string) error {
+	for _, svc := range InterfaceEndpoints {
+		ep, err := ec2.NewVpcEndpoint(d.ctx, d.n("endpoint", svc), &ec2.VpcEndpointArgs{
+			VpcId: d.vpcID, ServiceName: pulumi.Sprintf("%s.%s.%s", reverseDNS, d.region, svc),
+			VpcEndpointType:   pulumi.String("Interface"),
+			PrivateDnsEnabled: pulumi.Bool(true),
+			SubnetIds:         d.subnets,
+			SecurityGroupIds:  pulumi.StringArray{d.sg.endpoints.ID()},
+			Tags:              d.tags("network", ""),
+		}, d.parent)
+		if err != nil {
+			return fmt.Errorf("endpoint %s: %w", svc, err)
+		}
+		d.ready = append(d.ready, ep)
+	}
+	s3, err := ec2.NewVpcEndpoint(d.ctx, d.n("endpoint", "s3"), &ec2.VpcEndpointArgs{
+		VpcId: d.vpcID, ServiceName: pulumi.Sprintf("%s.%s.s3", reverseDNS, d.region),
+		VpcEndpointType: pulumi.String("Gateway"),
+		RouteTableIds:   d.routeTables,
+		Policy:          pulumi.String(ECRLayerBucketPolicy(d.partition, d.region)),
+		Tags:            d.tags("network", ""),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("endpoint s3: %w", err)
+	}
+	d.ready = append(d.ready, s3)
+	for _, c := range []struct {
+		role string
+		sg   *ec2.SecurityGroup
+	}{{"agents", d.sg.agents}, {"bus", d.sg.bus}, {"operator", d.sg.operator}} {
+		if _, err := ec2.NewSecurityGroupRule(d.ctx, d.n("sg", c.role+"-to-s3"), &ec2.SecurityGroupRuleArgs{
+			Type: pulumi.String("egress"), SecurityGroupId: c.sg.ID(),
+			Protocol: pulumi.String("tcp"), FromPort: pulumi.Int(portHTTPS), ToPort: pulumi.Int(portHTTPS),
+			PrefixListIds: pulumi.StringArray{s3.PrefixListId},
+			Description:   pulumi.String("HTTPS to S3 (image layers) through the gateway endpoint"),
+		}, d.parent); err != nil {
+			return fmt.Errorf("security group rule %s-to-s3: %w", c.role, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,497 @@
+package awsflock
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/cloudwatch"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ecs"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/efs"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/iam"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/secretsmanager"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/servicediscovery"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/ai-flock/ai-flock/infra/awsflock/busenv"
+	"github.com/ai-flock/ai-flock/infra/busconfig"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+// SeedVar is the environment variable ECS fills with an agent's NATS nkey
+// seed from Secrets Manager (on Docker the seed is a file, NATS_NKEY_FILE).
+// OperatorSeedVar is the operator CLI's (on Docker: FLOCK_NKEY_FILE).
+const (
+	SeedVar         = "NATS_NKEY_SEED"
+	OperatorSeedVar = "FLOCK_NKEY_SEED"
+)
+
+// Names of the task volumes.
+const (
+	VolumeAgent  = "agent"
+	VolumeLogs   = "logs"
+	VolumeCommon = "common"
+	VolumeStore  = "store"
+	VolumeTmp    = "tmp"
+	VolumeRun    = "run"
+)
+
+// platform declares the cluster and the Cloud Map namespace the bus registers in.
+func (d *declarer) platform() error {
+	var err error
+	d.cluster, err = ecs.NewCluster(d.ctx, d.n("cluster"), &ecs.ClusterArgs{
+		Settings: ecs.ClusterSettingArray{ecs.ClusterSettingArgs{Name: pulumi.String("containerInsights"), Value: pulumi.String("enabled")}},
+		Tags:     d.tags("cluster", ""),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	d.namespace, err = servicediscovery.NewPrivateDnsNamespace(d.ctx, d.n("namespace"), &servicediscovery.PrivateDnsNamespaceArgs{
+		Name: pulumi.String(d.args.Namespace), Vpc: d.vpcID,
+		Description: pulumi.String("AI Flock " + d.name + ": the bus is bus." + d.args.Namespace),
+		Tags:        d.tags("discovery", ""),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("namespace: %w", err)
+	}
+	d.busDiscovery, err = servicediscovery.NewService(d.ctx, d.n("bus-discovery"), &servicediscovery.ServiceArgs{
+		Name: pulumi.String("bus"),
+		DnsConfig: servicediscovery.ServiceDnsConfigArgs{
+			NamespaceId:   d.namespace.ID(),
+			DnsRecords:    servicediscovery.ServiceDnsConfigDnsRecordArray{servicediscovery.ServiceDnsConfigDnsRecordArgs{Ttl: pulumi.Int(10), Type: pulumi.String("A")}},
+			RoutingPolicy: pulumi.String("MULTIVALUE"),
+		},
+		// ECS reports the task's health: an unhealthy bus leaves DNS.
+		HealthCheckCustomConfig: servicediscovery.ServiceHealthCheckCustomConfigArgs{FailureThreshold: pulumi.Int(1)},
+		ForceDestroy:            pulumi.Bool(true),
+		Tags:                    d.tags("discovery", ""),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("bus discovery: %w", err)
+	}
+	return nil
+}
+
+// volume is an EFS access point mounted in a task.
+type volume struct {
+	name     string
+	ap       *efs.AccessPoint
+	path     string
+	readOnly bool
+}
+
+// secretRef is an environment variable filled from a secret.
+type secretRef struct {
+	env string
+	arn pulumi.StringOutput
+}
+
+// task is one task definition of the flock.
+type task struct {
+	key      string // name of its resources: <flock>-<key>-…
+	role     string // ai-flock:role tag
+	agent    string // ai-flock:agent tag
+	uid, gid int
+	limits   flock.Limits
+	image    pulumi.StringOutput
+	env      map[string]string
+	secrets  []secretRef
+	volumes  []volume
+	rw, ro   []*efs.AccessPoint // what its task role may mount read-write and read-only
+	ports    []PortMapping
+	health   []string
+	command  []string
+	logGroup *cloudwatch.LogGroup
+	// deps are resources its tasks need before they start (policies, secret values).
+	deps []pulumi.Resource
+}
+
+func (d *declarer) logGroup(key, role, agent, name string) (*cloudwatch.LogGroup, error) {
+	lg, err := cloudwatch.NewLogGroup(d.ctx, d.n(key, "logs"), &cloudwatch.LogGroupArgs{
+		Name:            pulumi.String(name),
+		RetentionInDays: pulumi.Int(d.args.LogRetentionDays),
+		Tags:            d.tags(role, agent),
+	}, d.parent)
+	if err != nil {
+		return nil, fmt.Errorf("log group: %w", err)
+	}
+	return lg, nil
+}
+
+// LogGroupName is the CloudWatch log group of an agent.
+func LogGroupName(stack, flockName, id string) string {
+	return "/ai-flock/" + stack + "/" + flockName + "/agents/" + id
+}
+
+// secret stores value (a Pulumi secret) in Secrets Manager. The secret's
+// name is generated (autonamed): a replaced secret never waits for the
+// deleted one's recovery window to free its name.
+func (d *declarer) secret(name, role, agent, desc string, value pulumi.StringInput) (*secretsmanager.Secret, *secretsmanager.SecretVersion, error) {
+	s, err := secretsmanager.NewSecret(d.ctx, d.n(name), &secretsmanager.SecretArgs{
+		Description:          pulumi.String(desc),
+		RecoveryWindowInDays: pulumi.Int(7),
+		Tags:                 d.tags(role, agent),
+	}, d.parent)
+	if err != nil {
+		return nil, nil, fmt.Errorf("secret %s: %w", name, err)
+	}
+	v, err := secretsmanager.NewSecretVersion(d.ctx, d.n(name), &secretsmanager.SecretVersionArgs{
+		SecretId: s.ID(), SecretString: value,
+	}, d.parent)
+	if err != nil {
+		return nil, nil, fmt.Errorf("secret value %s: %w", name, err)
+	}
+	return s, v, nil
+}
+
+// define declares a task's roles and task definition.
+func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
+	size, err := SizeFor(t.limits)
+	if err != nil {
+		return nil, err
+	}
+	// Execution role: what ECS does for the task (pull, log, inject secrets).
+	exec, err := iam.NewRole(d.ctx, d.n(t.key, "exec-role"), &iam.RoleArgs{
+		Description:      pulumi.String("AI Flock " + d.name + " " + t.key + ": pull its image, write its logs, read its own secrets"),
+		AssumeRolePolicy: pulumi.String(ExecTrustPolicy()),
+		Tags:             d.tags(t.role, t.agent),
+	}, d.parent)
+	if err != nil {
+		return nil, fmt.Errorf("execution role: %w", err)
+	}
+	arns := make([]any, 0, 2+len(t.secrets))
+	arns = append(arns, d.repo.Arn, t.logGroup.Arn)
+	for _, s := range t.secrets {
+		arns = append(arns, s.arn)
+	}
+	execPolicy, err := iam.NewRolePolicy(d.ctx, d.n(t.key, "exec-policy"), &iam.RolePolicyArgs{
+		Role: exec.ID(),
+		Policy: pulumi.All(arns...).ApplyT(func(v []any) string {
+			var secrets []string
+			for _, s := range v[2:] {
+				secrets = append(secrets, s.(string))
+			}
+			return ExecPolicy(v[0].(string), v[1].(string), secrets)
+		}).(pulumi.StringOutput),
+	}, d.parent)
+	if err != nil {
+		return nil, fmt.Errorf("execution policy: %w", err)
+	}
+	// Task role: what the task's own code may do, which is mount its access points.
+	role, err := iam.NewRole(d.ctx, d.n(t.key, "task-role"), &iam.RoleArgs{
+		Description:      pulumi.String("AI Flock " + d.name + " " + t.key + ": mount its own EFS access points"),
+		AssumeRolePolicy: pulumi.String(TaskTrustPolicy(d.partition, d.region, d.account)),
+		Tags:             d.tags(t.role, t.agent),
+	}, d.parent)
+	if err != nil {
+		return nil, fmt.Errorf("task role: %w", err)
+	}
+	aps := []any{d.fs.Arn}
+	for _, ap := range append(append([]*efs.AccessPoint{}, t.rw...), t.ro...) {
+		aps = append(aps, ap.Arn)
+	}
+	nrw := len(t.rw)
+	taskPolicy, err := iam.NewRolePolicy(d.ctx, d.n(t.key, "task-policy"), &iam.RolePolicyArgs{
+		Role: role.ID(),
+		Policy: pulumi.All(aps...).ApplyT(func(v []any) string {
+			var rw, ro []string
+			for i, a := range v[1:] {
+				if i < nrw {
+					rw = append(rw, a.(string))
+				} else {
+					ro = append(ro, a.(string))
+				}
+			}
+			return MountPolicy(v[0].(string), rw, ro)
+		}).(pulumi.StringOutput),
+	}, d.parent)
+	if err != nil {
+		return nil, fmt.Errorf("task policy: %w", err)
+	}
+	t.deps = append(t.deps, execPolicy, taskPolicy)
+
+	volumes := ecs.TaskDefinitionVolumeArray{}
+	mounts := []MountPoint{}
+	for _, v := range t.volumes {
+		volumes = append(volumes, ecs.TaskDefinitionVolumeArgs{
+			Name: pulumi.String(v.name),
+			EfsVolumeConfiguration: ecs.TaskDefinitionVolumeEfsVolumeConfigurationArgs{
+				FileSystemId:      d.fs.ID(),
+				TransitEncryption: pulumi.String("ENABLED"),
+				AuthorizationConfig: ecs.TaskDefinitionVolumeEfsVolumeConfigurationAuthorizationConfigArgs{
+					AccessPointId: v.ap.ID(), Iam: pulumi.String("ENABLED"),
+				},
+			},
+		})
+		mounts = append(mounts, MountPoint{SourceVolume: v.name, ContainerPath: v.path, ReadOnly: v.readOnly})
+	}
+	// Writable scratch without a writable root: Fargate has no tmpfs, so
+	// /tmp and /run are ephemeral task volumes (task storage, gone with the task).
+	for _, s := range []struct{ name, path string }{{VolumeTmp, ScratchTmp}, {VolumeRun, ScratchRun}} {
+		volumes = append(volumes, ecs.TaskDefinitionVolumeArgs{Name: pulumi.String(s.name)})
+		mounts = append(mounts, MountPoint{SourceVolume: s.name, ContainerPath: s.path})
+	}
+
+	inputs := []any{t.image, t.logGroup.Name}
+	for _, s := range t.secrets {
+		inputs = append(inputs, s.arn)
+	}
+	cpu := ContainerCPU(t.limits)
+	if cpu > size.CPU {
+		cpu = size.CPU
+	}
+	defs := pulumi.All(inputs...).ApplyT(func(v []any) (string, error) {
+		secrets := []Secret{}
+		for i, s := range t.secrets {
+			secrets = append(secrets, Secret{Name: s.env, ValueFrom: v[2+i].(string)})
+		}
+		ports := t.ports
+		if ports == nil {
+			ports = []PortMapping{}
+		}
+		c := ContainerDefinition{
+			Name: t.role, Image: v[0].(string), Essential: true,
+			User:   fmt.Sprintf("%d:%d", t.uid, t.gid),
+			CPU:    cpu,
+			Memory: t.limits.MemoryMiB,
+			// Fargate offers no pids cgroup limit: RLIMIT_NPROC counts the
+			// processes of the task's UID, and each task is its own microVM.
+			Ulimits: []Ulimit{
+				{Name: "core", SoftLimit: 0, HardLimit: 0},
+				{Name: "nofile", SoftLimit: 1024, HardLimit: 4096},
+				{Name: "nproc", SoftLimit: t.limits.Pids, HardLimit: t.limits.Pids},
+			},
+			ReadonlyRootFilesystem: true,
+			LinuxParameters:        LinuxParameters{Capabilities: Capabilities{Add: []string{}, Drop: []string{"ALL"}}, InitProcessEnabled: true},
+			Environment:            env(t.env),
+			Secrets:                secrets,
+			MountPoints:            mounts,
+			PortMappings:           ports,
+			VolumesFrom:            []struct{}{},
+			SystemControls:         []struct{}{},
+			LogConfiguration: LogConfiguration{LogDriver: "awslogs", Options: map[string]string{
+				"awslogs-group": v[1].(string), "awslogs-region": d.region, "awslogs-stream-prefix": t.role,
+				// A slow CloudWatch never blocks the agent's writes to stdout.
+				"mode": "non-blocking", "max-buffer-size": "4m",
+			}},
+			StopTimeout: 30, // the agent drains its in-flight task on SIGTERM
+			Command:     t.command,
+		}
+		if t.health != nil {
+			c.HealthCheck = &HealthCheck{Command: t.health, Interval: 10, Timeout: 3, Retries: 3, StartPeriod: 10}
+		}
+		return ContainerDefinitions(c)
+	}).(pulumi.StringOutput)
+
+	td, err := ecs.NewTaskDefinition(d.ctx, d.n(t.key, "task"), &ecs.TaskDefinitionArgs{
+		Family:                  pulumi.String(d.scope() + "-" + t.key),
+		RequiresCompatibilities: pulumi.StringArray{pulumi.String("FARGATE")},
+		NetworkMode:             pulumi.String("awsvpc"),
+		Cpu:                     pulumi.String(strconv.Itoa(size.CPU)),
+		Memory:                  pulumi.String(strconv.Itoa(size.Memory)),
+		RuntimePlatform: ecs.TaskDefinitionRuntimePlatformArgs{
+			OperatingSystemFamily: pulumi.String("LINUX"), CpuArchitecture: pulumi.String("X86_64"),
+		},
+		ExecutionRoleArn:     exec.Arn,
+		TaskRoleArn:          role.Arn,
+		ContainerDefinitions: defs,
+		Volumes:              volumes,
+		Tags:                 d.tags(t.role, t.agent),
+	}, d.parent)
+	if err != nil {
+		return nil, fmt.Errorf("task definition: %w", err)
+	}
+	return td, nil
+}
+
+// serve runs a task definition as a service of exactly one task: never two
+// copies (a new task starts after the old one stopped: the bus's store and an
+// agent's directory have one writer), no public IP, rolled back by the
+// deployment circuit breaker when a new revision cannot start.
+func (d *declarer) serve(t *task, td *ecs.TaskDefinition, sg pulumi.StringInput, triggers pulumi.StringMap, registry *servicediscovery.Service) (*ecs.Service, error) {
+	args := &ecs.ServiceArgs{
+		Name:            pulumi.String(d.n(t.key)),
+		Cluster:         d.cluster.Arn,
+		TaskDefinition:  td.Arn,
+		DesiredCount:    pulumi.Int(1),
+		LaunchType:      pulumi.String("FARGATE"),
+		PlatformVersion: pulumi.String("LATEST"),
+		NetworkConfiguration: ecs.ServiceNetworkConfigurationArgs{
+			Subnets: d.subnets, SecurityGroups: pulumi.StringArray{sg}, AssignPublicIp: pulumi.Bool(false),
+		},
+		DeploymentCircuitBreaker:        ecs.ServiceDeploymentCircuitBreakerArgs{Enable: pulumi.Bool(true), Rollback: pulumi.Bool(true)},
+		DeploymentMinimumHealthyPercent: pulumi.Int(0),
+		DeploymentMaximumPercent:        pulumi.Int(100),
+		EnableExecuteCommand:            pulumi.Bool(false),
+		EnableEcsManagedTags:            pulumi.Bool(true),
+		PropagateTags:                   pulumi.String("SERVICE"),
+		// A changed secret (credentials, bus config) reaches a task only when
+		// it starts: the triggers hold a digest of it and roll the service.
+		Triggers:           triggers,
+		ForceNewDeployment: pulumi.Bool(true),
+		Tags:               d.tags(t.role, t.agent),
+	}
+	if registry != nil {
+		args.ServiceRegistries = ecs.ServiceServiceRegistriesArgs{RegistryArn: registry.Arn}
+	}
+	deps := append(append([]pulumi.Resource{}, d.ready...), t.deps...)
+	svc, err := ecs.NewService(d.ctx, d.n(t.key), args, d.parent, pulumi.DependsOn(deps),
+		// The name is fixed, and one copy at a time is the point.
+		pulumi.DeleteBeforeReplace(true))
+	if err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
+	return svc, nil
+}
+
+// digest is a short, non-reversible fingerprint of secret material.
+func digest(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func (d *declarer) busURL() string {
+	return fmt.Sprintf("nats://%s:%d", BusHost(d.args.Namespace), busconfig.ClientPort)
+}
+
+// declareBus: the bus as a one-task service, its config delivered from
+// Secrets Manager (busenv), its JetStream store on its own access point,
+// registered in Cloud Map as bus.<namespace>.
+func (d *declarer) declareBus() error {
+	lg, err := d.logGroup("bus", "bus", "", "/ai-flock/"+d.ctx.Stack()+"/"+d.name+"/bus")
+	if err != nil {
+		return err
+	}
+	t := &task{
+		key: "bus", role: "bus", uid: d.m.Bus.UID, gid: d.m.Bus.UID, limits: d.m.Bus.Limits,
+		image: d.busImg.RepoDigest, logGroup: lg,
+		env:     map[string]string{},
+		volumes: []volume{{name: VolumeStore, ap: d.busAP, path: busconfig.StoreDir}},
+		rw:      []*efs.AccessPoint{d.busAP},
+		ports: []PortMapping{
+			{ContainerPort: busconfig.ClientPort, HostPort: busconfig.ClientPort, Protocol: "tcp", Name: "nats"},
+			{ContainerPort: busconfig.MonitorPort, HostPort: busconfig.MonitorPort, Protocol: "tcp", Name: "monitor"},
+		},
+		health: []string{"CMD", "/flock-bus", "health"},
+	}
+	for _, f := range []struct {
+		prefix, name, what string
+		data               []byte
+	}{
+		{busenv.ConfigPrefix, "bus-config", "NATS server config", d.args.BusConfig},
+		{busenv.TopologyPrefix, "bus-topology", "JetStream topology", d.args.BusTopology},
+	} {
+		parts, err := busenv.Encode(f.data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		t.env[busenv.PartsVar(f.prefix)] = strconv.Itoa(len(parts))
+		for i, p := range parts {
+			// Public keys and permissions only: stored in Secrets Manager to
+			// reach the task without a host, not because they are secret.
+			s, v, err := d.secret(fmt.Sprintf("%s-%d", f.name, i+1), "bus", "",
+				fmt.Sprintf("AI Flock %s bus: %s, part %d of %d (gzip+base64)", d.name, f.what, i+1, len(parts)), pulumi.String(p))
+			if err != nil {
+				return err
+			}
+			t.secrets = append(t.secrets, secretRef{env: busenv.PartVar(f.prefix, i+1), arn: s.Arn})
+			t.deps = append(t.deps, v)
+		}
+	}
+	td, err := d.define(t)
+	if err != nil {
+		return err
+	}
+	_, err = d.serve(t, td, d.sg.bus.ID(), pulumi.StringMap{
+		"config": pulumi.String(digest(string(d.args.BusConfig), string(d.args.BusTopology))),
+	}, d.busDiscovery)
+	return err
+}
+
+// declareOperator: a task definition (no service) the operator runs on demand
+// (aws ecs run-task) to reach the bus from inside the VPC with the operator
+// credentials, and to fill common.
+func (d *declarer) declareOperator() error {
+	lg, err := d.logGroup("operator", "operator", "", "/ai-flock/"+d.ctx.Stack()+"/"+d.name+"/operator")
+	if err != nil {
+		return err
+	}
+	s, v, err := d.secret("operator-nkey", "operator", "", "AI Flock "+d.name+": the operator's NATS nkey seed",
+		pulumi.ToSecret(pulumi.String(d.args.OperatorSeed)).(pulumi.StringOutput))
+	if err != nil {
+		return err
+	}
+	t := &task{
+		key: "operator", role: "operator", uid: OperatorUID(d.m), gid: OperatorUID(d.m), limits: flock.DefaultLimits,
+		image: d.agentImg.RepoDigest, logGroup: lg,
+		env: map[string]string{
+			"FLOCK_NATS_URL": d.busURL(), "SHARED_DIR": flock.ContainerSharedDir,
+		},
+		secrets: []secretRef{{env: OperatorSeedVar, arn: s.Arn}},
+		// Run as is, it lists the agents; `aws ecs run-task --overrides`
+		// gives it any other operator command (infra/awsflock/README.md).
+		command: []string{"agents"},
+		volumes: []volume{{name: VolumeCommon, ap: d.commonWriterAP, path: flock.ContainerCommonDir()}},
+		rw:      []*efs.AccessPoint{d.commonWriterAP},
+		deps:    []pulumi.Resource{v},
+	}
+	d.operatorTask, err = d.define(t)
+	return err
+}
+
+// declareAgent: everything of one agent is its own (log group, secret,
+// roles, access points, task definition, service) and named after its ID,
+// so adding or removing an agent never touches another.
+func (d *declarer) declareAgent(a flock.Agent) error {
+	lg, err := d.logGroup(a.ID, "agent", a.ID, LogGroupName(d.ctx.Stack(), d.name, a.ID))
+	if err != nil {
+		return err
+	}
+	seed := d.args.Seeds[a.ID]
+	s, v, err := d.secret(a.ID+"-nkey", "agent", a.ID, "AI Flock "+d.name+": NATS nkey seed of agent "+a.ID,
+		pulumi.ToSecret(pulumi.String(seed)).(pulumi.StringOutput))
+	if err != nil {
+		return err
+	}
+	dir, err := d.accessPoint(a.ID+"-dir-ap", "agent", a.ID, EFSAgentDir(a.ID), a.UID, a.GID, "0700", a.UID)
+	if err != nil {
+		return err
+	}
+	logs, err := d.accessPoint(a.ID+"-log-ap", "agent", a.ID, EFSLogDir(a.ID), a.UID, a.GID, "0700", a.UID)
+	if err != nil {
+		return err
+	}
+	t := &task{
+		key: a.ID, role: "agent", agent: a.ID, uid: a.UID, gid: a.GID, limits: a.Limits,
+		image: d.agentImg.RepoDigest, logGroup: lg,
+		env: map[string]string{
+			"AGENT_ID":           a.ID,
+			"NATS_URL":           d.busURL(),
+			"SHARED_DIR":         flock.ContainerSharedDir,
+			"HEARTBEAT_INTERVAL": d.m.Bus.Heartbeat.String(),
+			"TASK_TIMEOUT":       a.Limits.TaskTimeout.String(),
+			"CONCURRENCY":        strconv.Itoa(a.Limits.Concurrency),
+		},
+		secrets: []secretRef{{env: SeedVar, arn: s.Arn}},
+		volumes: []volume{
+			{name: VolumeAgent, ap: dir, path: flock.ContainerAgentDir(a.ID)},
+			{name: VolumeCommon, ap: d.commonAP, path: flock.ContainerCommonDir(), readOnly: true},
+			{name: VolumeLogs, ap: logs, path: ContainerLogDir},
+		},
+		rw:     []*efs.AccessPoint{dir, logs},
+		ro:     []*efs.AccessPoint{d.commonAP},
+		health: []string{"CMD", "/flock-agent", "health"},
+		deps:   []pulumi.Resource{v},
+	}
+	td, err := d.define(t)
+	if err != nil {
+		return err
+	}
+	_, err = d.serve(t, td, d.sg.agents.ID(), pulumi.StringMap{"credentials": pulumi.String(digest("ai-flock/credentials", seed))}, nil)
+	return err
+}

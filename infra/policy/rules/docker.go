@@ -1,0 +1,413 @@
+package rules
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/ai-flock/ai-flock/infra/busconfig"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+// agentIDPattern is the flock model's rule for agent IDs.
+var agentIDPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
+
+func describe(v any) string {
+	if v == nil {
+		return "not set"
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// normOpt normalises a docker security option: "seccomp=unconfined" and
+// "seccomp:unconfined" are the same option.
+func normOpt(o string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(o), "=", ":"))
+}
+
+func containerNonRootUser(r Resource) []Finding {
+	v := r.get("user")
+	if isUnknown(v) {
+		return nil
+	}
+	const fix = `set user to the container's own non-root numeric "UID:GID" (an agent's comes from the flock model: flock:uidBase + its slot)`
+	user := strings.TrimSpace(str(v))
+	if user == "" {
+		return []Finding{r.finding(fix, "user is not set, so the container runs as its image's default user (often root)")}
+	}
+	uid, gid, ok := parseUser(user)
+	switch {
+	case !ok:
+		return []Finding{r.finding(fix, "user %q is not a numeric UID:GID; a user name can resolve to root inside the image", user)}
+	case uid == 0 || gid == 0:
+		return []Finding{r.finding(fix, "runs as root (user %q)", user)}
+	}
+	return nil
+}
+
+func containerReadOnlyRootfs(r Resource) []Finding {
+	v := r.get("readOnly")
+	if isUnknown(v) || truthy(v) {
+		return nil
+	}
+	return []Finding{r.finding("set readOnly: true and give writable scratch space as size-capped noexec tmpfs at /tmp and /run",
+		"the root filesystem is writable (readOnly is %s)", describe(v))}
+}
+
+func containerDropAllCapabilities(r Resource) []Finding {
+	caps := r.get("capabilities")
+	if isUnknown(caps) {
+		return nil
+	}
+	const fix = `set capabilities.drops to ["ALL"] and add none`
+	var out []Finding
+	drops := get(caps, "drops")
+	if !isUnknown(drops) {
+		all := false
+		for _, d := range strs(drops) {
+			if strings.EqualFold(strings.TrimPrefix(strings.ToUpper(d), "CAP_"), "ALL") {
+				all = true
+			}
+		}
+		if !all {
+			out = append(out, r.finding(fix, "capabilities.drops is %s, not [\"ALL\"]", describe(drops)))
+		}
+	}
+	if adds := get(caps, "adds"); !isUnknown(adds) && len(list(adds)) > 0 {
+		out = append(out, r.finding(fix, "adds the capabilities %v", adds))
+	}
+	return out
+}
+
+func containerNoNewPrivileges(r Resource) []Finding {
+	opts := r.get("securityOpts")
+	if isUnknown(opts) {
+		return nil
+	}
+	for _, o := range strs(opts) {
+		if n := normOpt(o); n == "no-new-privileges" || n == "no-new-privileges:true" {
+			return nil
+		}
+	}
+	return []Finding{r.finding(`add "no-new-privileges:true" to securityOpts`,
+		"securityOpts %s lack no-new-privileges:true, so a setuid binary in the image could raise its privileges", describe(opts))}
+}
+
+func containerNotPrivileged(r Resource) []Finding {
+	if !truthy(r.get("privileged")) {
+		return nil
+	}
+	return []Finding{r.finding("remove privileged (or set it to false)", "runs privileged: every device and capability of the host")}
+}
+
+func containerNoHostNamespaces(r Resource) []Finding {
+	const fix = "leave networkMode, pidMode, ipcMode, usernsMode and cgroupnsMode unset so the container gets private namespaces (agents join their own network through networksAdvanced)"
+	var out []Finding
+	for _, k := range []string{"networkMode", "pidMode", "ipcMode"} {
+		v := str(r.get(k))
+		if v == "host" || strings.HasPrefix(v, "container:") {
+			out = append(out, r.finding(fix, "%s is %q: it shares the host's or another container's %s namespace", k, v, strings.TrimSuffix(k, "Mode")))
+		}
+	}
+	for _, k := range []string{"usernsMode", "cgroupnsMode"} {
+		if v := str(r.get(k)); v == "host" {
+			out = append(out, r.finding(fix, "%s is %q: it shares the host's %s namespace", k, v, strings.TrimSuffix(k, "Mode")))
+		}
+	}
+	return out
+}
+
+func containerMemoryCPULimits(r Resource) []Finding {
+	const fix = "set memory (MiB) and memorySwap equal to it, and a CPU quota with cpus, from the flock's limits"
+	var out []Finding
+	if mem := r.get("memory"); !isUnknown(mem) {
+		m, ok := number(mem)
+		if !ok || m <= 0 {
+			out = append(out, r.finding(fix, "has no memory limit (memory is %s)", describe(mem)))
+		} else if swap := r.get("memorySwap"); !isUnknown(swap) {
+			if s, ok := number(swap); !ok || s != m {
+				out = append(out, r.finding(fix, "memorySwap is %s, not equal to memory %v: the container can swap beyond its memory limit", describe(swap), m))
+			}
+		}
+	}
+	cpus, quota := r.get("cpus"), r.get("cpuQuota")
+	if !isUnknown(cpus) && !isUnknown(quota) {
+		c, _ := number(cpus)
+		q, _ := number(quota)
+		if c <= 0 && q <= 0 {
+			out = append(out, r.finding(fix, "has no CPU limit (cpus is %s)", describe(cpus)))
+		}
+	}
+	return out
+}
+
+func containerProcessLimit(r Resource) []Finding {
+	ul := r.get("ulimits")
+	if isUnknown(ul) {
+		return nil
+	}
+	const fix = "add the ulimit {name: nproc, soft: N, hard: N} with the agent's process limit, and keep the per-container pids-limit step (docker update --pids-limit N) that sets the cgroup PIDs limit"
+	for _, u := range list(ul) {
+		m := obj(u)
+		if str(m["name"]) != "nproc" {
+			continue
+		}
+		if isUnknown(m["soft"]) || isUnknown(m["hard"]) {
+			return nil
+		}
+		soft, okS := number(m["soft"])
+		hard, okH := number(m["hard"])
+		if !okS || !okH || soft <= 0 || hard <= 0 || soft > hard {
+			return []Finding{r.finding(fix, "the nproc ulimit (soft %s, hard %s) does not bound the process count", describe(m["soft"]), describe(m["hard"]))}
+		}
+		return nil
+	}
+	return []Finding{r.finding(fix, "has no nproc ulimit, so nothing bounds its process count (a fork bomb takes the host)")}
+}
+
+// busPublishable are the bus ports that may be published, on loopback only.
+var busPublishable = map[float64]string{
+	busconfig.ClientPort:  "the operator port",
+	busconfig.MonitorPort: "the monitoring port",
+}
+
+const loopback = "127.0.0.1"
+
+func containerPublishedPorts(r Resource) []Finding {
+	role := dockerLabels(r)[LabelRole]
+	const fix = "remove the published port: agents are reached only through the bus; only the bus may publish 4222 (operator) and 8222 (monitoring), each with ip 127.0.0.1"
+	var out []Finding
+	if truthy(r.get("publishAllPorts")) {
+		out = append(out, r.finding(fix, "publishAllPorts is true: every exposed port is published on every host address"))
+	}
+	ports := r.get("ports")
+	if isUnknown(ports) {
+		return out
+	}
+	for _, p := range list(ports) {
+		m := obj(p)
+		internal, ip := m["internal"], m["ip"]
+		if isUnknown(internal) || isUnknown(ip) {
+			continue
+		}
+		n, _ := number(internal)
+		if _, ok := busPublishable[n]; ok && role == RoleBus && str(ip) == loopback {
+			continue
+		}
+		host := str(ip)
+		if host == "" {
+			host = "every host address (ip not set)"
+		}
+		out = append(out, r.finding(fix, "publishes container port %s on %s", describe(internal), host))
+	}
+	return out
+}
+
+// Host paths no container may mount: the engine's socket and state, and the
+// host's system directories (exactly, or anything under them).
+var (
+	sensitiveTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var/run", "/var/lib/docker", "/var/lib/containerd"}
+	sensitiveExact = []string{"/", "/home", "/var", "/srv", "/opt", "/mnt", "/media", "/tmp"}
+)
+
+func sensitiveHostPath(p string) bool {
+	p = path.Clean(p)
+	if strings.HasSuffix(p, ".sock") {
+		return true
+	}
+	for _, s := range sensitiveExact {
+		if p == s {
+			return true
+		}
+	}
+	for _, s := range sensitiveTrees {
+		if within(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether p is dir or below it.
+func within(dir, p string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+func containerNoSensitiveHostPaths(r Resource) []Finding {
+	const fix = "remove the mount: never give a container the Docker socket, the engine's state or a host system directory; agents get only their own shared directories"
+	var out []Finding
+	if mounts := r.get("mounts"); !isUnknown(mounts) {
+		for _, mt := range list(mounts) {
+			m := obj(mt)
+			src := m["source"]
+			if str(m["type"]) != "bind" || isUnknown(src) || str(src) == "" {
+				continue
+			}
+			if sensitiveHostPath(str(src)) {
+				out = append(out, r.finding(fix, "bind-mounts the host path %s at %s", str(src), describe(m["target"])))
+			}
+		}
+	}
+	if vols := r.get("volumes"); !isUnknown(vols) {
+		for _, v := range list(vols) {
+			m := obj(v)
+			if hp := m["hostPath"]; !isUnknown(hp) && str(hp) != "" && sensitiveHostPath(str(hp)) {
+				out = append(out, r.finding(fix, "mounts the host path %s at %s as a volume", str(hp), describe(m["containerPath"])))
+			}
+		}
+	}
+	if devs := r.get("devices"); !isUnknown(devs) && len(list(devs)) > 0 {
+		for _, d := range list(devs) {
+			out = append(out, r.finding(fix, "passes the host device %s into the container", describe(get(d, "hostPath"))))
+		}
+	}
+	return out
+}
+
+func containerNotDefaultBridge(r Resource) []Finding {
+	mode, nets := r.get("networkMode"), r.get("networksAdvanced")
+	if isUnknown(mode) || isUnknown(nets) || len(list(nets)) > 0 {
+		// With networksAdvanced the provider moves the container off the
+		// default bridge onto its own networks before starting it (networkMode
+		// then stays at the provider's default, "bridge").
+		return nil
+	}
+	const fix = "attach the container to its own network with networksAdvanced (an agent: its internal <flock>-<agent>-net) and leave networkMode unset"
+	switch m := str(mode); m {
+	case "", "bridge", "default":
+		return []Finding{r.finding(fix, "joins no network of its own (networkMode %s, networksAdvanced empty), so it runs on the default bridge, where every container can reach every other", describe(mode))}
+	}
+	return nil // "none", a user-defined network by name; "host" and "container:" are container-no-host-namespaces'
+}
+
+var unconfined = map[string]bool{
+	"seccomp:unconfined": true, "apparmor:unconfined": true, "label:disable": true, "systempaths:unconfined": true,
+}
+
+func containerNoUnconfinedProfile(r Resource) []Finding {
+	opts := r.get("securityOpts")
+	if isUnknown(opts) {
+		return nil
+	}
+	var out []Finding
+	for _, o := range strs(opts) {
+		if unconfined[normOpt(o)] {
+			out = append(out, r.finding(fmt.Sprintf("remove %q from securityOpts and keep the engine's default seccomp and AppArmor profiles", o),
+				"securityOpts has %q, which turns a kernel confinement off", o))
+		}
+	}
+	return out
+}
+
+func containerHealthcheck(r Resource) []Finding {
+	hc := r.get("healthcheck")
+	if isUnknown(hc) {
+		return nil
+	}
+	const fix = `add a healthcheck with an exec-form test, e.g. tests ["CMD", "/flock-agent", "health"]`
+	tests := get(hc, "tests")
+	if isUnknown(tests) {
+		return nil
+	}
+	t := strs(tests)
+	switch {
+	case len(t) == 0:
+		return []Finding{r.finding(fix, "has no healthcheck, so a hung process is never noticed")}
+	case strings.EqualFold(t[0], "NONE"):
+		return []Finding{r.finding(fix, "disables the image's healthcheck (tests [\"NONE\"])")}
+	}
+	return nil
+}
+
+// agentMount is one mount an agent container may have.
+type agentMount struct {
+	what      string // for messages
+	srcSuffix string // the host path must end so
+	readOnly  bool   // must be mounted read-only
+}
+
+// agentMounts are the only mounts of agent id: target -> what it must be.
+func agentMounts(id string) map[string]agentMount {
+	return map[string]agentMount{
+		flock.ContainerAgentDir(id): {what: "its own directory", srcSuffix: "/agents/" + id},
+		flock.ContainerLogFile(id):  {what: "its own log file", srcSuffix: "/logs/" + id + ".log"},
+		flock.ContainerCredsFile:    {what: "its own credentials", srcSuffix: "/creds/" + id + ".nk", readOnly: true},
+		flock.ContainerCommonDir():  {what: "the common directory", srcSuffix: "/common", readOnly: true},
+	}
+}
+
+func containerOwnSharedDirs(r Resource) []Finding {
+	labels := dockerLabels(r)
+	id := labels[LabelAgent]
+	if labels[LabelRole] != RoleAgent || id == "" { // docker-flock-labels reports agents without an ID
+		return nil
+	}
+	allowed := agentMounts(id)
+	fix := fmt.Sprintf("mount only %s (read-write), %s, %s and %s read-only, each from agent %s's own host path, never the shared root or another agent's",
+		flock.ContainerAgentDir(id), flock.ContainerLogFile(id), flock.ContainerCredsFile, flock.ContainerCommonDir(), id)
+	var out []Finding
+	if mounts := r.get("mounts"); !isUnknown(mounts) {
+		for _, mt := range list(mounts) {
+			m := obj(mt)
+			typ, target, src := str(m["type"]), m["target"], m["source"]
+			if typ == "tmpfs" || isUnknown(target) {
+				continue
+			}
+			t := path.Clean(str(target))
+			spec, ok := allowed[t]
+			if !ok {
+				out = append(out, r.finding(fix, "mounts %s at %s, which is none of the agent's own mounts", describe(src), t))
+				continue
+			}
+			if typ != "bind" {
+				out = append(out, r.finding(fix, "mounts %s at %s as a %q mount, not a bind mount of %s", describe(src), t, typ, spec.what))
+				continue
+			}
+			if !isUnknown(src) && !strings.HasSuffix(path.Clean(str(src)), spec.srcSuffix) {
+				out = append(out, r.finding(fix, "mounts the host path %s at %s, which is not %s (a path ending in %s)", describe(src), t, spec.what, spec.srcSuffix))
+			}
+			if ro := m["readOnly"]; spec.readOnly && !isUnknown(ro) && !truthy(ro) {
+				out = append(out, r.finding(fix, "mounts %s at %s read-write; it must be read-only", spec.what, t))
+			}
+		}
+	}
+	if vols := r.get("volumes"); !isUnknown(vols) && len(list(vols)) > 0 {
+		out = append(out, r.finding(fix, "declares volumes %v; an agent gets host data only through its own bind mounts", vols))
+	}
+	return out
+}
+
+func dockerFlockLabels(r Resource) []Finding {
+	if isUnknown(r.get("labels")) {
+		return nil
+	}
+	labels := dockerLabels(r)
+	const fix = "label it ai-flock.flock=<flock name>, ai-flock.role=agent or bus and, for an agent, ai-flock.agent=<agent ID>, as infra/dockerflock does; the per-agent policies recognise agents by these labels"
+	var out []Finding
+	if labels[LabelFlock] == "" {
+		out = append(out, r.finding(fix, "has no %s label", LabelFlock))
+	}
+	switch role := labels[LabelRole]; role {
+	case RoleAgent:
+		if id := labels[LabelAgent]; !agentIDPattern.MatchString(id) {
+			out = append(out, r.finding(fix, "is an agent whose %s label %q is not an agent ID", LabelAgent, id))
+		}
+	case RoleBus:
+	default:
+		out = append(out, r.finding(fix, "has the %s label %q, not %q or %q", LabelRole, role, RoleAgent, RoleBus))
+	}
+	return out
+}
+
+func networkAgentInternal(r Resource) []Finding {
+	if dockerLabels(r)[LabelRole] != RoleAgent {
+		return nil
+	}
+	v := r.get("internal")
+	if isUnknown(v) || truthy(v) {
+		return nil
+	}
+	return []Finding{r.finding("set internal: true (and the option com.docker.network.bridge.inhibit_ipv4=true) so the agent's network has no route out and no gateway on the host",
+		"is an agent network that is not internal (internal is %s): the agent can reach the host and the internet", describe(v))}
+}

@@ -1,0 +1,219 @@
+package stacks
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
+
+	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+// AWSConfig is flock:aws, the aws target's settings, before validation.
+type AWSConfig struct {
+	VpcID             string   `json:"vpcId"`
+	SubnetIDs         []string `json:"subnetIds"`
+	RouteTableIDs     []string `json:"routeTableIds"`
+	CIDR              string   `json:"cidr"`
+	AvailabilityZones *int     `json:"availabilityZones"`
+	Egress            string   `json:"egress"`
+	LogRetentionDays  *int     `json:"logRetentionDays"`
+	Namespace         string   `json:"namespace"`
+	OperatorCIDRs     []string `json:"operatorCidrs"`
+	AgentContext      string   `json:"agentContext"`
+	BaseImage         string   `json:"baseImage"`
+	ImageTag          string   `json:"imageTag"`
+}
+
+const awsKey = "flock:aws"
+
+var (
+	vpcIDPattern    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
+	subnetIDPattern = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
+	rtbIDPattern    = regexp.MustCompile(`^rtb-[0-9a-f]{8,17}$`)
+	dnsPattern      = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$`)
+	tagPattern      = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,100}$`)
+	// CloudWatch Logs accepts only these retention periods.
+	logRetentions = []int{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
+)
+
+// loadAWS reads and validates flock:aws into the component's arguments (all
+// but the credentials and the rendered bus files). It returns every problem,
+// each naming its key and the rule it breaks; Load reports them together
+// with the rest of the configuration's.
+func loadAWS(ctx *pulumi.Context, m flock.Model) (awsflock.Args, []error) {
+	var c AWSConfig
+	raw, err := config.Try(ctx, awsKey)
+	switch {
+	case errors.Is(err, config.ErrMissingVar):
+	case err != nil:
+		return awsflock.Args{}, []error{&flock.Error{Key: awsKey, Rule: err.Error()}}
+	default:
+		dec := json.NewDecoder(strings.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return awsflock.Args{}, []error{&flock.Error{Key: awsKey,
+				Rule: "must be an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag}: " + jsonReason(err)}}
+		}
+	}
+	a, errs := c.validate(m)
+	if len(errs) > 0 {
+		return awsflock.Args{}, errs
+	}
+	if a.ImageTag == "" {
+		if a.ImageTag, err = awsflock.ContextTag(a.AgentContext); err != nil {
+			return awsflock.Args{}, []error{&flock.Error{Key: awsKey + ".imageTag", Rule: err.Error()}}
+		}
+	}
+	return a, nil
+}
+
+func (c AWSConfig) validate(m flock.Model) (awsflock.Args, []error) {
+	var errs []error
+	add := func(key, format string, v ...any) {
+		errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf(format, v...)})
+	}
+	k := func(field string) string { return awsKey + "." + field }
+	a := awsflock.Args{
+		Model:            m,
+		LogRetentionDays: awsflock.DefaultLogRetentionDays,
+		Namespace:        m.Name + ".flock.internal",
+		AgentContext:     "agent",
+		BaseImage:        c.BaseImage,
+		ImageTag:         c.ImageTag,
+		Network: awsflock.Network{
+			CIDR: awsflock.DefaultCIDR, AZCount: awsflock.DefaultAZCount, Egress: awsflock.EgressEndpoints,
+		},
+	}
+	if awsflock.OperatorUID(m) < 1000 {
+		add("flock:uidBase", "must be at least 1001 on the aws target: the operator task runs as flock:uidBase - 1, which must not be a system UID (got %d)", m.Bus.UID)
+	}
+	if m.Runtime != "" {
+		add("flock:runtime", "must be empty on the aws target: Fargate runs every task in its own microVM and chooses the runtime (got %q)", m.Runtime)
+	}
+
+	n := &a.Network
+	switch awsflock.Egress(c.Egress) {
+	case "":
+	case awsflock.EgressEndpoints, awsflock.EgressNAT:
+		n.Egress = awsflock.Egress(c.Egress)
+	default:
+		add(k("egress"), "must be %q (VPC endpoints, no route to the internet) or %q (a NAT gateway) (got %q)", awsflock.EgressEndpoints, awsflock.EgressNAT, c.Egress)
+	}
+	if c.VpcID != "" {
+		if !vpcIDPattern.MatchString(c.VpcID) {
+			add(k("vpcId"), "must be a VPC ID such as vpc-0123456789abcdef0 (got %q)", c.VpcID)
+		}
+		n.VpcID = c.VpcID
+		if len(c.SubnetIDs) < 2 {
+			add(k("subnetIds"), "must list at least two private subnets of %s, in different availability zones (got %d)", c.VpcID, len(c.SubnetIDs))
+		}
+		seen := map[string]bool{}
+		for i, s := range c.SubnetIDs {
+			if !subnetIDPattern.MatchString(s) {
+				add(fmt.Sprintf("%s[%d]", k("subnetIds"), i), "must be a subnet ID such as subnet-0123456789abcdef0 (got %q)", s)
+			} else if seen[s] {
+				add(fmt.Sprintf("%s[%d]", k("subnetIds"), i), "duplicates %s", s)
+			}
+			seen[s] = true
+		}
+		n.SubnetIDs = c.SubnetIDs
+		if n.Egress == awsflock.EgressEndpoints && len(c.RouteTableIDs) == 0 {
+			add(k("routeTableIds"), "is required with %s and egress %q: the S3 gateway endpoint (image layers) is added to these route tables", k("vpcId"), awsflock.EgressEndpoints)
+		}
+		for i, r := range c.RouteTableIDs {
+			if !rtbIDPattern.MatchString(r) {
+				add(fmt.Sprintf("%s[%d]", k("routeTableIds"), i), "must be a route table ID such as rtb-0123456789abcdef0 (got %q)", r)
+			}
+		}
+		n.RouteTableIDs = c.RouteTableIDs
+		if c.CIDR != "" || c.AvailabilityZones != nil {
+			add(k("cidr"), "cidr and availabilityZones shape the VPC the stack creates: leave them unset with %s", k("vpcId"))
+		}
+		if n.Egress == awsflock.EgressNAT && len(c.RouteTableIDs) > 0 {
+			add(k("routeTableIds"), "is only used with egress %q; with %q the subnets' own routes must reach a NAT gateway", awsflock.EgressEndpoints, awsflock.EgressNAT)
+		}
+	} else {
+		if len(c.SubnetIDs) > 0 || len(c.RouteTableIDs) > 0 {
+			add(k("subnetIds"), "subnetIds and routeTableIds name parts of an existing VPC: set %s too, or leave them unset to create a VPC", k("vpcId"))
+		}
+		if c.AvailabilityZones != nil {
+			if v := *c.AvailabilityZones; v < 2 || v > 6 {
+				add(k("availabilityZones"), "must be between 2 and 6 (got %d)", v)
+			} else {
+				n.AZCount = v
+			}
+		}
+		if c.CIDR != "" {
+			p, err := netip.ParsePrefix(c.CIDR)
+			switch {
+			case err != nil || !p.Addr().Is4():
+				add(k("cidr"), "must be an IPv4 CIDR such as %s (got %q)", awsflock.DefaultCIDR, c.CIDR)
+			case !p.Addr().IsPrivate():
+				add(k("cidr"), "must be a private range (RFC 1918) (got %q)", c.CIDR)
+			case p.Masked() != p:
+				add(k("cidr"), "must be a network address: %s, not %s", p.Masked(), p)
+			case p.Bits() < 16 || p.Bits() > 22:
+				add(k("cidr"), "must be between /16 and /22: it splits into 16 subnets (got /%d)", p.Bits())
+			default:
+				n.CIDR = p
+			}
+		}
+		if capa := awsflock.PrivateCapacity(n.CIDR, n.AZCount); capa < len(m.Agents)+2 {
+			add(k("cidr"), "%s in %d zones holds %d task addresses; %d agents, the bus and the operator need %d: use a larger range or more zones", n.CIDR, n.AZCount, capa, len(m.Agents), len(m.Agents)+2)
+		}
+	}
+
+	if c.LogRetentionDays != nil {
+		ok := false
+		for _, d := range logRetentions {
+			ok = ok || d == *c.LogRetentionDays
+		}
+		if ok {
+			a.LogRetentionDays = *c.LogRetentionDays
+		} else {
+			add(k("logRetentionDays"), "must be one of CloudWatch's retention periods %v (got %d)", logRetentions, *c.LogRetentionDays)
+		}
+	}
+	if c.Namespace != "" {
+		if !dnsPattern.MatchString(c.Namespace) || len(c.Namespace) > 200 {
+			add(k("namespace"), "must be a lower-case DNS name with at least two labels such as %s.flock.internal (got %q)", m.Name, c.Namespace)
+		} else {
+			a.Namespace = c.Namespace
+		}
+	}
+	for i, s := range c.OperatorCIDRs {
+		p, err := netip.ParsePrefix(s)
+		switch {
+		case err != nil || !p.Addr().Is4():
+			add(fmt.Sprintf("%s[%d]", k("operatorCidrs"), i), "must be an IPv4 CIDR (got %q)", s)
+		case !p.Addr().IsPrivate() || p.Bits() < 8:
+			add(fmt.Sprintf("%s[%d]", k("operatorCidrs"), i), "must be a private range of at most /8 (a VPN or peered network): the bus is never open to the internet (got %q)", s)
+		case p.Masked() != p:
+			add(fmt.Sprintf("%s[%d]", k("operatorCidrs"), i), "must be a network address: %s, not %s", p.Masked(), p)
+		default:
+			a.OperatorCIDRs = append(a.OperatorCIDRs, s)
+		}
+	}
+	if c.AgentContext != "" {
+		a.AgentContext = c.AgentContext
+	}
+	if c.ImageTag != "" && !tagPattern.MatchString(c.ImageTag) {
+		add(k("imageTag"), "must be a docker tag (letters, digits, _ . -; at most 101 characters) (got %q)", c.ImageTag)
+	}
+	for _, ag := range m.Agents {
+		if _, err := awsflock.SizeFor(ag.Limits); err != nil {
+			add("flock:limits", "agent %s: %v", ag.ID, err)
+		}
+	}
+	if _, err := awsflock.SizeFor(m.Bus.Limits); err != nil {
+		add("flock:bus.limits", "%v", err)
+	}
+	return a, errs
+}

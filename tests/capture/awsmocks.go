@@ -1,0 +1,233 @@
+package capture
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// What the aws mocks answer: one account in one region.
+const (
+	MockAccount   = "123456789012"
+	MockRegion    = "eu-west-1"
+	MockPrefixS3  = "pl-6da54004"
+	TypeAWSFlock  = "flock:aws:Flock"
+	mockPartition = "aws"
+)
+
+// MockZones are the availability zones the mocks report.
+var MockZones = []string{"eu-west-1a", "eu-west-1b", "eu-west-1c"}
+
+// Types of the resources the aws stack declares.
+const (
+	TypeVpc              = "aws:ec2/vpc:Vpc"
+	TypeSubnet           = "aws:ec2/subnet:Subnet"
+	TypeRouteTable       = "aws:ec2/routeTable:RouteTable"
+	TypeRoute            = "aws:ec2/route:Route"
+	TypeInternetGateway  = "aws:ec2/internetGateway:InternetGateway"
+	TypeNatGateway       = "aws:ec2/natGateway:NatGateway"
+	TypeEip              = "aws:ec2/eip:Eip"
+	TypeVpcEndpoint      = "aws:ec2/vpcEndpoint:VpcEndpoint"
+	TypeSecurityGroup    = "aws:ec2/securityGroup:SecurityGroup"
+	TypeSGRule           = "aws:ec2/securityGroupRule:SecurityGroupRule"
+	TypeDefaultSG        = "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup"
+	TypeFileSystem       = "aws:efs/fileSystem:FileSystem"
+	TypeMountTarget      = "aws:efs/mountTarget:MountTarget"
+	TypeFileSystemPolicy = "aws:efs/fileSystemPolicy:FileSystemPolicy"
+	TypeAccessPoint      = "aws:efs/accessPoint:AccessPoint"
+	TypeRepository       = "aws:ecr/repository:Repository"
+	TypeLogGroup         = "aws:cloudwatch/logGroup:LogGroup"
+	TypeSecret           = "aws:secretsmanager/secret:Secret"
+	TypeSecretVersion    = "aws:secretsmanager/secretVersion:SecretVersion"
+	TypeRole             = "aws:iam/role:Role"
+	TypeRolePolicy       = "aws:iam/rolePolicy:RolePolicy"
+	TypeCluster          = "aws:ecs/cluster:Cluster"
+	TypeTaskDefinition   = "aws:ecs/taskDefinition:TaskDefinition"
+	TypeService          = "aws:ecs/service:Service"
+	TypeNamespace        = "aws:servicediscovery/privateDnsNamespace:PrivateDnsNamespace"
+	TypeDiscovery        = "aws:servicediscovery/service:Service"
+)
+
+func init() {
+	next := CallMock
+	CallMock = func(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+		if out, ok := awsInvoke(args); ok {
+			return out, nil
+		}
+		return next(args)
+	}
+	prev := ResourceMock
+	ResourceMock = func(args pulumi.MockResourceArgs, state resource.PropertyMap) {
+		if prev != nil {
+			prev(args, state)
+		}
+		awsState(args, state)
+	}
+}
+
+// RunAWS captures the aws stack as Pulumi.aws.yaml declares it, with the
+// given keys overriding or adding to its config ("" removes a key).
+func RunAWS(overrides Config) (*Stack, error) {
+	cfg, err := StackConfig("aws")
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range overrides {
+		if v == "" {
+			delete(cfg, k)
+			continue
+		}
+		cfg[k] = v
+	}
+	cfg, secrets := WithSecret(cfg)
+	return Run("aws", cfg, secrets...)
+}
+
+// MockID is the ID the mocks give the resource named name.
+func MockID(name string) string { return name + "-id" }
+
+func str(s string) resource.PropertyValue { return resource.NewStringProperty(s) }
+
+func awsInvoke(args pulumi.MockCallArgs) (resource.PropertyMap, bool) {
+	switch args.Token {
+	case "aws:index/getCallerIdentity:getCallerIdentity":
+		return resource.PropertyMap{
+			"accountId": str(MockAccount), "id": str(MockAccount), "userId": str("AIDAMOCKUSER"),
+			"arn": str("arn:aws:iam::" + MockAccount + ":user/mock"),
+		}, true
+	case "aws:index/getRegion:getRegion":
+		return resource.PropertyMap{
+			"name": str(MockRegion), "id": str(MockRegion),
+			"description": str("Europe (Ireland)"), "endpoint": str("ec2." + MockRegion + ".amazonaws.com"),
+		}, true
+	case "aws:index/getPartition:getPartition":
+		return resource.PropertyMap{
+			"partition": str(mockPartition), "id": str(mockPartition),
+			"dnsSuffix": str("amazonaws.com"), "reverseDnsPrefix": str("com.amazonaws"),
+		}, true
+	case "aws:index/getAvailabilityZones:getAvailabilityZones":
+		var names, ids []resource.PropertyValue
+		for i, z := range MockZones {
+			names = append(names, str(z))
+			ids = append(ids, str(fmt.Sprintf("euw1-az%d", i+1)))
+		}
+		return resource.PropertyMap{
+			"names": resource.NewArrayProperty(names), "zoneIds": resource.NewArrayProperty(ids),
+			"groupNames": resource.NewArrayProperty([]resource.PropertyValue{str(MockRegion)}),
+			"id":         str(MockRegion),
+		}, true
+	case "aws:ecr/getAuthorizationToken:getAuthorizationToken":
+		return resource.PropertyMap{
+			"authorizationToken": str(base64.StdEncoding.EncodeToString([]byte("AWS:mock-ecr-password"))),
+			"userName":           str("AWS"), "password": str("mock-ecr-password"),
+			"proxyEndpoint": str("https://" + MockRegistry()),
+			"expiresAt":     str("2030-01-01T00:00:00Z"), "registryId": str(MockAccount), "id": str(MockRegion),
+		}, true
+	}
+	return nil, false
+}
+
+// MockRegistry is the ECR registry host of the mock account.
+func MockRegistry() string { return MockAccount + ".dkr.ecr." + MockRegion + ".amazonaws.com" }
+
+// nameOf is the resource's physical name: its "name" input, else its logical name.
+func nameOf(name string, inputs resource.PropertyMap) string {
+	if v, ok := inputs["name"]; ok && v.IsString() && v.StringValue() != "" {
+		return v.StringValue()
+	}
+	return name
+}
+
+// MockARN is the ARN the mocks give a resource of type typ named name with
+// these inputs (tests use it to check that a policy names that resource).
+func MockARN(typ, name string, inputs resource.PropertyMap) string {
+	ra := MockRegion + ":" + MockAccount
+	id := MockID(name)
+	switch typ {
+	case TypeFileSystem:
+		return "arn:aws:elasticfilesystem:" + ra + ":file-system/" + id
+	case TypeAccessPoint:
+		return "arn:aws:elasticfilesystem:" + ra + ":access-point/" + id
+	case TypeLogGroup:
+		return "arn:aws:logs:" + ra + ":log-group:" + nameOf(name, inputs)
+	case TypeSecret:
+		return "arn:aws:secretsmanager:" + ra + ":secret:" + name + "-AbCdEf"
+	case TypeRole:
+		return "arn:aws:iam::" + MockAccount + ":role/" + nameOf(name, inputs)
+	case TypeRepository:
+		return "arn:aws:ecr:" + ra + ":repository/" + nameOf(name, inputs)
+	case TypeCluster:
+		return "arn:aws:ecs:" + ra + ":cluster/" + nameOf(name, inputs)
+	case TypeTaskDefinition:
+		return "arn:aws:ecs:" + ra + ":task-definition/" + familyOf(name, inputs) + ":1"
+	case TypeService:
+		return "arn:aws:ecs:" + ra + ":service/" + nameOf(name, inputs)
+	case TypeDiscovery:
+		return "arn:aws:servicediscovery:" + ra + ":service/srv-" + id
+	case TypeNamespace:
+		return "arn:aws:servicediscovery:" + ra + ":namespace/ns-" + id
+	}
+	mod := strings.SplitN(strings.TrimPrefix(typ, "aws:"), "/", 2)[0]
+	return "arn:aws:" + mod + ":" + ra + ":" + id
+}
+
+func familyOf(name string, inputs resource.PropertyMap) string {
+	if v, ok := inputs["family"]; ok && v.IsString() {
+		return v.StringValue()
+	}
+	return name
+}
+
+// MockARN of a captured resource.
+func (r Resource) MockARN() string { return MockARN(r.Type, r.Name, r.Inputs) }
+
+// awsState adds the outputs AWS computes that the program reads.
+func awsState(args pulumi.MockResourceArgs, state resource.PropertyMap) {
+	typ, name := args.TypeToken, args.Name
+	if typ == TypeImage {
+		// A pushed image's repoDigest is <repository>@sha256:<digest>.
+		if reg, ok := args.Inputs["registry"]; ok && reg.IsObject() {
+			img := args.Inputs["imageName"]
+			if img.IsString() {
+				repo := img.StringValue()
+				if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+					repo = repo[:i]
+				}
+				state["repoDigest"] = str(repo + "@" + MockDigest(name))
+			}
+		}
+		return
+	}
+	if !strings.HasPrefix(typ, "aws:") {
+		return
+	}
+	if _, ok := state["arn"]; !ok {
+		state["arn"] = str(MockARN(typ, name, args.Inputs))
+	}
+	switch typ {
+	case TypeRepository:
+		repo := nameOf(name, args.Inputs)
+		state["name"] = str(repo)
+		state["registryId"] = str(MockAccount)
+		state["repositoryUrl"] = str(MockRegistry() + "/" + repo)
+	case TypeRole, TypeCluster, TypeSecret:
+		state["name"] = str(nameOf(name, args.Inputs))
+	case TypeTaskDefinition:
+		state["revision"] = resource.NewNumberProperty(1)
+		state["arnWithoutRevision"] = str(strings.TrimSuffix(MockARN(typ, name, args.Inputs), ":1"))
+	case TypeVpcEndpoint:
+		if t := args.Inputs["vpcEndpointType"]; t.IsString() && t.StringValue() == "Gateway" {
+			state["prefixListId"] = str(MockPrefixS3)
+		}
+	case TypeFileSystem:
+		state["dnsName"] = str(MockID(name) + ".efs." + MockRegion + ".amazonaws.com")
+	case TypeNamespace:
+		sum := sha256.Sum256([]byte(name))
+		state["hostedZone"] = str("Z" + strings.ToUpper(hex.EncodeToString(sum[:]))[:20])
+	}
+}

@@ -1,0 +1,22 @@
+package stacks_test
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/ai-flock/ai-flock/tests/capture"
+)
+
+// BenchmarkAWSStack500 runs the whole program for a 500-agent aws flock under
+// the mock engine (about 5,500 resources). Target: under 15 s on 2 cores.
+func BenchmarkAWSStack500(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		s := awsStack(b, capture.Config{"flock:agentCount": "500"})
+		if n := len(s.ByType(capture.TypeService)); n != 501 {
+			b.Fatalf("declared %d services, want 500 agents and the bus", n)
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.Sys)/(1<<20), "sys-MiB")
+}
