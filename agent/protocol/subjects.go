@@ -9,6 +9,7 @@ const (
 	StreamTasks   = "FLOCK_TASKS"   // tasks.>
 	StreamResults = "FLOCK_RESULTS" // task.result.>
 	StreamDead    = "FLOCK_DEAD"    // deadletter.>
+	StreamStatus  = "FLOCK_STATUS"  // agent.*.heartbeat, the last one of each agent
 
 	ConsumerPool = "pool" // shared work queue on tasks.pool: one agent runs each task
 )

@@ -476,6 +476,9 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 			"HEARTBEAT_INTERVAL": d.m.Bus.Heartbeat.String(),
 			"TASK_TIMEOUT":       a.Limits.TaskTimeout.String(),
 			"CONCURRENCY":        strconv.Itoa(a.Limits.Concurrency),
+			// Fargate's ephemeral /run may be root-owned: keep the health
+			// status file in the agent's own access point, writable by its UID.
+			"STATUS_FILE": flock.ContainerAgentDir(a.ID) + "/.flock-agent.status",
 		},
 		secrets: []secretRef{{env: SeedVar, arn: s.Arn}},
 		volumes: []volume{

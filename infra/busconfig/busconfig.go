@@ -5,6 +5,7 @@
 package busconfig
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -170,7 +171,20 @@ func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
 		}
 		c.Authorization.Users = append(c.Authorization.Users, user{Nkey: k, Permissions: AgentPermissions(a.ID)})
 	}
-	return json.MarshalIndent(c, "", "  ")
+	return marshal(c)
+}
+
+// marshal writes indented JSON without HTML escaping: nats-server's config
+// parser rejects \u003e, and subjects are full of ">".
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // Topology is the JetStream layout the bus creates and keeps in step: the
@@ -214,6 +228,14 @@ func BuildTopology(m flock.Model) Topology {
 			Storage: jetstream.FileStorage, MaxAge: b.StreamMaxAge, MaxBytes: b.StreamMaxBytes,
 			Replicas: 1,
 		},
+		{
+			// The last heartbeat of each agent, so the operator can list
+			// agents with their last status without waiting an interval.
+			Name: protocol.StreamStatus, Subjects: []string{protocol.SubjectHeartbeats},
+			Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
+			Storage: jetstream.FileStorage, MaxMsgsPerSubject: 1, MaxAge: b.StreamMaxAge,
+			MaxBytes: 8 << 20, MaxMsgSize: 64 << 10, Replicas: 1,
+		},
 	}}
 	pending := 0
 	for _, a := range m.Agents {
@@ -245,5 +267,5 @@ func BuildTopology(m flock.Model) Topology {
 
 // RenderTopology returns the topology as JSON.
 func RenderTopology(m flock.Model) ([]byte, error) {
-	return json.MarshalIndent(BuildTopology(m), "", "  ")
+	return marshal(BuildTopology(m))
 }

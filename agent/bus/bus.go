@@ -1,0 +1,272 @@
+// Package bus is the flock's message bus: nats-server embedded, configured
+// from the file busconfig renders, with the JetStream topology (streams and
+// durable consumers) kept in step with the topology file and tasks that
+// exhaust their deliveries parked on the dead-letter stream.
+//
+// The bus talks to its own server through an in-process connection as an
+// admin user that exists only in memory: a fresh nkey per process start,
+// appended to the rendered users with full permissions. Nobody else ever
+// holds its seed, and it is gone when the process exits.
+package bus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/ai-flock/ai-flock/infra/busconfig"
+)
+
+// Config says where the rendered files are and what to override (tests).
+type Config struct {
+	ConfigFile   string // NATS server config (busconfig.Render); busconfig.ConfigFile by default
+	TopologyFile string // JetStream topology (busconfig.RenderTopology); busconfig.TopologyFile by default
+
+	// Overrides, zero values keep the file's settings.
+	Host        string // client listen host
+	Port        int    // client port; -1 picks a free one
+	MonitorPort int    // monitoring port; -1 picks a free one
+	NoMonitor   bool   // no monitoring endpoint at all
+	StoreDir    string // JetStream store directory
+
+	Logger       *slog.Logger  // nil: discard
+	ReadyTimeout time.Duration // how long to wait for the server to accept clients; 10 s by default
+}
+
+// Server is a running bus.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	ns    *server.Server
+	admin nkeys.KeyPair
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	sub   *nats.Subscription
+
+	mu       sync.Mutex // serialises Reload and reconcile
+	topology busconfig.Topology
+	dead     chan advisory
+	stop     chan struct{}
+	done     sync.WaitGroup
+	shutOnce sync.Once
+}
+
+// Start loads the configuration, starts the server, connects as the in-memory
+// admin, reconciles the topology and starts parking dead letters. ctx bounds
+// the start only.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.ConfigFile == "" {
+		cfg.ConfigFile = busconfig.ConfigFile
+	}
+	if cfg.TopologyFile == "" {
+		cfg.TopologyFile = busconfig.TopologyFile
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 10 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	admin, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("bus: admin key: %w", err)
+	}
+	s := &Server{cfg: cfg, log: log, admin: admin, dead: make(chan advisory, 1024), stop: make(chan struct{})}
+
+	topo, err := readTopology(cfg.TopologyFile)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := s.options()
+	if err != nil {
+		return nil, err
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("bus: %w", err)
+	}
+	ns.SetLoggerV2(&natsLogger{log: log.With("component", "nats")}, false, false, false)
+	s.ns = ns
+	ns.Start()
+	if !ns.ReadyForConnections(cfg.ReadyTimeout) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("bus: server not ready after %s", cfg.ReadyTimeout)
+	}
+	pub, _ := admin.PublicKey()
+	s.nc, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("flock-bus-admin"),
+		nats.Nkey(pub, admin.Sign), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("admin connection", "err", err)
+		}))
+	if err != nil {
+		ns.Shutdown()
+		return nil, fmt.Errorf("bus: admin connection: %w", err)
+	}
+	s.js, _ = jetstream.New(s.nc)
+
+	s.done.Add(1)
+	go s.parkLoop()
+	s.sub, err = s.nc.Subscribe(maxDeliveriesAdvisories, s.onAdvisory)
+	if err != nil {
+		s.Shutdown()
+		return nil, fmt.Errorf("bus: subscribe advisories: %w", err)
+	}
+	if err := s.reconcile(ctx, topo); err != nil {
+		s.Shutdown()
+		return nil, err
+	}
+	log.Info("bus ready", "url", s.ClientURL(), "streams", len(topo.Streams), "consumers", len(topo.Consumers))
+	return s, nil
+}
+
+// options reads the config file and applies the overrides and the admin user.
+func (s *Server) options() (*server.Options, error) {
+	opts, err := loadConfig(s.cfg.ConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("bus: config %s: %w", s.cfg.ConfigFile, err)
+	}
+	c := s.cfg
+	if c.Host != "" {
+		opts.Host = c.Host
+	}
+	if c.Port != 0 {
+		opts.Port = c.Port
+	}
+	switch {
+	case c.NoMonitor:
+		opts.HTTPPort, opts.HTTPHost = 0, ""
+	case c.MonitorPort != 0:
+		opts.HTTPPort = c.MonitorPort
+	}
+	if c.StoreDir != "" {
+		opts.StoreDir = c.StoreDir
+	}
+	opts.NoSigs = true // the bus owns SIGHUP/SIGTERM
+	pub, _ := s.admin.PublicKey()
+	opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub}) // nil permissions: everything
+	return opts, nil
+}
+
+// ClientURL is where clients connect (nats://host:port).
+func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// NATS returns the embedded server (tests, monitoring).
+func (s *Server) NATS() *server.Server { return s.ns }
+
+// Reload re-reads the config and topology files, applies the config to the
+// running server (new and removed users, changed permissions) and reconciles
+// the topology. Clients stay connected.
+func (s *Server) Reload(ctx context.Context) error {
+	s.mu.Lock()
+	opts, err := s.options()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	topo, err := readTopology(s.cfg.TopologyFile)
+	if err != nil {
+		return err
+	}
+	if err := s.ns.ReloadOptions(opts); err != nil {
+		return fmt.Errorf("bus: reload: %w", err)
+	}
+	if err := s.reconcile(ctx, topo); err != nil {
+		return err
+	}
+	s.log.Info("bus reloaded", "streams", len(topo.Streams), "consumers", len(topo.Consumers))
+	return nil
+}
+
+// Shutdown stops parking dead letters, closes the admin connection and shuts
+// the server down. Safe to call more than once.
+func (s *Server) Shutdown() {
+	s.shutOnce.Do(func() {
+		if s.sub != nil {
+			_ = s.sub.Unsubscribe()
+		}
+		close(s.stop)
+		s.done.Wait()
+		if s.nc != nil {
+			s.nc.Close()
+		}
+		s.ns.Shutdown()
+		s.ns.WaitForShutdown()
+		s.log.Info("bus stopped")
+	})
+}
+
+// Topology returns the topology last reconciled.
+func (s *Server) Topology() busconfig.Topology {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.topology
+}
+
+// loadConfig parses the server config. A JSON config (what busconfig renders)
+// is first re-encoded without Go's HTML escaping: encoding/json writes ">" as
+// "\u003e", an escape the NATS config parser refuses.
+func loadConfig(path string) (*server.Options, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return server.ProcessConfigFile(path) // NATS config syntax
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	opts := &server.Options{}
+	if err := opts.ProcessConfigString(buf.String()); err != nil {
+		// Warnings alone (no errors) do not stop the server, as with ProcessConfigFile.
+		var ce interface{ Errors() []error }
+		if !errors.As(err, &ce) || len(ce.Errors()) > 0 {
+			return nil, err
+		}
+	}
+	opts.ConfigFile = path
+	return opts, nil
+}
+
+func readTopology(path string) (busconfig.Topology, error) {
+	var t busconfig.Topology
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return t, fmt.Errorf("bus: topology: %w", err)
+	}
+	if err := json.Unmarshal(b, &t); err != nil {
+		return t, fmt.Errorf("bus: topology %s: %w", path, err)
+	}
+	if len(t.Streams) == 0 {
+		return t, fmt.Errorf("bus: topology %s lists no streams", path)
+	}
+	return t, nil
+}
+
+// natsLogger sends the server's log to slog.
+type natsLogger struct{ log *slog.Logger }
+
+func (l *natsLogger) Noticef(f string, v ...any) { l.log.Info(fmt.Sprintf(f, v...)) }
+func (l *natsLogger) Warnf(f string, v ...any)   { l.log.Warn(fmt.Sprintf(f, v...)) }
+func (l *natsLogger) Fatalf(f string, v ...any)  { l.log.Error(fmt.Sprintf(f, v...), "fatal", true) }
+func (l *natsLogger) Errorf(f string, v ...any)  { l.log.Error(fmt.Sprintf(f, v...)) }
+func (l *natsLogger) Debugf(f string, v ...any)  { l.log.Debug(fmt.Sprintf(f, v...)) }
+func (l *natsLogger) Tracef(f string, v ...any)  {}

@@ -1,0 +1,424 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/agent/bus"
+	"github.com/ai-flock/ai-flock/agent/bustest"
+	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+// conn is a test connection that records the server's permission errors.
+type conn struct {
+	*nats.Conn
+	errs chan error
+}
+
+func connect(t *testing.T, f *bustest.Flock, user string) *conn {
+	t.Helper()
+	c := &conn{errs: make(chan error, 64)}
+	c.Conn = f.Connect(t, user, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.errs <- err }))
+	return c
+}
+
+// denied asserts the server refused something on subject (publish or subscribe).
+func (c *conn) denied(t *testing.T, what, subject string) {
+	t.Helper()
+	_ = c.Flush()
+	timeout := time.After(2 * time.Second)
+	for {
+		select {
+		case err := <-c.errs:
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(strings.ToLower(err.Error()), strings.ToLower(what)) && strings.Contains(err.Error(), `"`+subject+`"`) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("server did not refuse %s on %q", what, subject)
+		}
+	}
+}
+
+// noErrors asserts the server refused nothing so far.
+func (c *conn) noErrors(t *testing.T) {
+	t.Helper()
+	_ = c.Flush()
+	select {
+	case err := <-c.errs:
+		t.Fatalf("unexpected error: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// listen subscribes (as a privileged watcher) and returns what arrives.
+func listen(t *testing.T, nc *nats.Conn, subject string) chan *nats.Msg {
+	t.Helper()
+	ch := make(chan *nats.Msg, 64)
+	if _, err := nc.ChanSubscribe(subject, ch); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+func nothing(t *testing.T, ch chan *nats.Msg, why string) {
+	t.Helper()
+	select {
+	case m := <-ch:
+		t.Fatalf("%s: got %s on %s", why, m.Data, m.Subject)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func got(t *testing.T, ch chan *nats.Msg, why string) *nats.Msg {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(2 * time.Second):
+		t.Fatalf("%s: nothing arrived", why)
+	}
+	return nil
+}
+
+func TestAgentPermissionsOnTheRealServer(t *testing.T) {
+	t.Parallel()
+	f := bustest.Start(t, bustest.Agents(2))
+	op := connect(t, f, protocol.OperatorUser)
+	a1 := connect(t, f, "agent-1")
+	a2 := connect(t, f, "agent-2")
+
+	t.Run("cannot publish as agent-2", func(t *testing.T) {
+		for _, subj := range []string{protocol.ResultSubject("agent-2"), protocol.EventsSubject("agent-2"), protocol.HeartbeatSubject("agent-2")} {
+			ch := listen(t, op.Conn, subj)
+			_ = a1.Publish(subj, []byte("forged"))
+			a1.denied(t, "publish", subj)
+			nothing(t, ch, "forged message delivered")
+			// Control: agent-2 itself may.
+			_ = a2.Publish(subj, []byte("real"))
+			got(t, ch, "agent-2 on its own subject "+subj)
+		}
+		// ...and its own subjects work.
+		ch := listen(t, op.Conn, protocol.HeartbeatSubject("agent-1"))
+		_ = a1.Publish(protocol.HeartbeatSubject("agent-1"), []byte("{}"))
+		got(t, ch, "agent-1's own heartbeat")
+		a1.noErrors(t)
+	})
+
+	t.Run("cannot subscribe to agent-2's subjects", func(t *testing.T) {
+		for _, subj := range []string{"agent.agent-2.>", protocol.InboxSubject("agent-2"), "agent.*.inbox", "agent.>", ">"} {
+			sub, _ := a1.SubscribeSync(subj)
+			a1.denied(t, "subscription", subj)
+			_ = a2.Publish(protocol.EventsSubject("agent-2"), []byte("private"))
+			_ = op.Publish(protocol.InboxSubject("agent-2"), []byte("for agent-2 only"))
+			_ = op.Flush()
+			if m, err := sub.NextMsg(200 * time.Millisecond); err == nil {
+				t.Fatalf("agent-1 read %s on %s", m.Data, m.Subject)
+			}
+		}
+	})
+
+	t.Run("cannot read agent-2's replies", func(t *testing.T) {
+		for _, subj := range []string{protocol.InboxPrefix("agent-2") + ".>", "_INBOX.>", protocol.InboxPrefix(protocol.OperatorInboxToken) + ".>"} {
+			sub, _ := a1.SubscribeSync(subj)
+			a1.denied(t, "subscription", subj)
+			// agent-2 asks JetStream something; the answer goes to its inbox.
+			js2, _ := jetstream.New(a2.Conn)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, err := js2.Consumer(ctx, protocol.StreamTasks, "agent-2")
+			cancel()
+			if err != nil {
+				t.Fatalf("control: agent-2 reads its own consumer info: %v", err)
+			}
+			if m, err := sub.NextMsg(200 * time.Millisecond); err == nil {
+				t.Fatalf("agent-1 read a reply meant for another user on %s", m.Subject)
+			}
+		}
+	})
+
+	t.Run("cannot publish broadcast or tasks", func(t *testing.T) {
+		for _, subj := range []string{protocol.SubjectBroadcast, protocol.TaskSubject("agent-2"), protocol.SubjectTasksAll, protocol.SubjectTasksPool} {
+			ch := listen(t, a2.Conn, protocol.SubjectBroadcast)
+			_ = a1.Publish(subj, []byte("nope"))
+			a1.denied(t, "publish", subj)
+			nothing(t, ch, "agent broadcast delivered")
+		}
+	})
+
+	t.Run("cannot create consumers or use agent-2's", func(t *testing.T) {
+		js1, _ := jetstream.New(a1.Conn)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := js1.CreateConsumer(ctx, protocol.StreamTasks, jetstream.ConsumerConfig{Durable: "sneaky", FilterSubject: protocol.TaskSubject("agent-2")})
+		if err == nil {
+			t.Fatal("agent-1 created a consumer")
+		}
+		jsop, _ := jetstream.New(op.Conn)
+		if _, err := jsop.Consumer(context.Background(), protocol.StreamTasks, "sneaky"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Fatalf("consumer exists after a refused create: %v", err)
+		}
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel2()
+		if _, err := js1.Consumer(ctx2, protocol.StreamTasks, "agent-2"); err == nil {
+			t.Fatal("agent-1 read agent-2's consumer")
+		}
+		_ = a1.Publish("$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+".agent-2", []byte(`{"batch":1}`))
+		a1.denied(t, "publish", "$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+".agent-2")
+		_ = a1.Publish("$JS.API.STREAM.PURGE."+protocol.StreamTasks, nil)
+		a1.denied(t, "publish", "$JS.API.STREAM.PURGE."+protocol.StreamTasks)
+	})
+
+	t.Run("operator cannot impersonate an agent", func(t *testing.T) {
+		for _, subj := range []string{protocol.ResultSubject("agent-1"), protocol.HeartbeatSubject("agent-1"), protocol.EventsSubject("agent-1")} {
+			_ = op.Publish(subj, []byte("forged"))
+			op.denied(t, "publish", subj)
+		}
+	})
+}
+
+// The agent's whole JetStream round trip with its own credentials: pull from
+// its consumer and the pool, progress, ack (the 2.15 ack subject format), and
+// a result stored with a PubAck on its own reply inbox.
+func TestAgentJetStreamRoundTripWithItsOwnCredentials(t *testing.T) {
+	t.Parallel()
+	f := bustest.Start(t, bustest.Agents(2))
+	op := connect(t, f, protocol.OperatorUser)
+	a1 := connect(t, f, "agent-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	jsop, _ := jetstream.New(op.Conn)
+	js1, _ := jetstream.New(a1.Conn)
+	for _, subj := range []string{protocol.TaskSubject("agent-1"), protocol.SubjectTasksPool} {
+		if _, err := jsop.Publish(ctx, subj, []byte(`{"v":1,"id":"x","kind":"echo"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"agent-1", protocol.ConsumerPool} {
+		cons, err := js1.Consumer(ctx, protocol.StreamTasks, name)
+		if err != nil {
+			t.Fatalf("bind %s: %v", name, err)
+		}
+		msg, err := cons.Next(jetstream.FetchMaxWait(3 * time.Second))
+		if err != nil {
+			t.Fatalf("pull %s: %v", name, err)
+		}
+		if !strings.HasPrefix(msg.Reply(), "$JS.ACK.") {
+			t.Fatalf("ack subject %q", msg.Reply())
+		}
+		if err := msg.InProgress(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js1.Publish(ctx, protocol.ResultSubject("agent-1"), []byte(`{"v":1}`)); err != nil {
+			t.Fatalf("store result: %v", err)
+		}
+		if err := msg.DoubleAck(ctx); err != nil {
+			t.Fatalf("ack on %s (%s): %v", name, msg.Reply(), err)
+		}
+		info, err := jsop.Consumer(ctx, protocol.StreamTasks, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ci := info.CachedInfo(); ci.NumAckPending != 0 || ci.AckFloor.Stream == 0 {
+			t.Fatalf("%s after ack: ack pending %d, ack floor %d", name, ci.NumAckPending, ci.AckFloor.Stream)
+		}
+	}
+	a1.noErrors(t)
+	// Interest retention: acked by the only interested consumer, the tasks are gone.
+	s, _ := jsop.Stream(ctx, protocol.StreamTasks)
+	if info, _ := s.Info(ctx); info.State.Msgs != 0 {
+		t.Fatalf("task stream still holds %d acked tasks", info.State.Msgs)
+	}
+}
+
+func TestMaxDeliveriesParksTaskOnDeadLetterStream(t *testing.T) {
+	t.Parallel()
+	cfg := bustest.Agents(2)
+	cfg.Bus.AckWait, cfg.Bus.MaxDeliver = ptr("1s"), ptr(2)
+	f := bustest.Start(t, cfg)
+	op := connect(t, f, protocol.OperatorUser)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	jsop, _ := jetstream.New(op.Conn)
+	direct, err := jsop.Publish(ctx, protocol.TaskSubject("agent-1"), []byte(`{"v":1,"id":"poison","kind":"echo"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fanout, err := jsop.Publish(ctx, protocol.SubjectTasksAll, []byte(`{"v":1,"id":"fan","kind":"echo"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// agent-1 takes both twice and never acks (it "crashes" each time).
+	js1, _ := jetstream.New(connect(t, f, "agent-1").Conn)
+	cons, err := js1.Consumer(ctx, protocol.StreamTasks, "agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		b, err := cons.Fetch(2, jetstream.FetchMaxWait(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for range b.Messages() {
+			n++
+		}
+		if n != 2 {
+			t.Fatalf("fetched %d, want 2", n)
+		}
+	}
+	// The agent keeps pulling, as a restarted agent does: the server gives
+	// up on the tasks when it next tries to deliver them (nats-server
+	// 2.15.2 does not report exhaustion while no pull request is waiting).
+	if m, err := cons.Next(jetstream.FetchMaxWait(2500 * time.Millisecond)); err == nil {
+		t.Fatalf("delivered a third time past max deliveries: %s", m.Data())
+	}
+
+	dead, err := jsop.Stream(ctx, protocol.StreamDead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parked []*jetstream.RawStreamMsg
+	for end := time.Now().Add(10 * time.Second); len(parked) < 2 && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		parked = parked[:0]
+		for seq := uint64(1); seq <= 2; seq++ {
+			if m, err := dead.GetMsg(ctx, seq); err == nil {
+				parked = append(parked, m)
+			}
+		}
+	}
+	if len(parked) != 2 {
+		t.Fatalf("%d tasks parked, want 2", len(parked))
+	}
+	seqs := map[string]bool{}
+	for _, m := range parked {
+		if m.Subject != protocol.DeadSubject("agent-1") ||
+			!strings.Contains(m.Header.Get(protocol.HeaderDeadReason), "max deliveries") ||
+			m.Header.Get(protocol.HeaderDeadDeliveries) != "2" || m.Header.Get(protocol.HeaderDeadConsumer) != "agent-1" {
+			t.Fatalf("dead letter %s %v", m.Subject, m.Header)
+		}
+		seqs[m.Header.Get(protocol.HeaderOriginalSeq)+" "+m.Header.Get(protocol.HeaderOriginalSubject)] = true
+	}
+	if !seqs[itoa(direct.Sequence)+" tasks.agent-1"] || !seqs[itoa(fanout.Sequence)+" tasks.all"] {
+		t.Fatalf("parked %v", seqs)
+	}
+
+	tasks, _ := jsop.Stream(ctx, protocol.StreamTasks)
+	// The direct task is gone from the task stream (nobody else wants it)...
+	if _, err := tasks.GetMsg(ctx, direct.Sequence); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatalf("parked direct task still in %s: %v", protocol.StreamTasks, err)
+	}
+	// ...but the tasks.all one stays for agent-2, who has not run it yet.
+	if _, err := tasks.GetMsg(ctx, fanout.Sequence); err != nil {
+		t.Fatalf("tasks.all task taken away from agent-2: %v", err)
+	}
+	js2, _ := jetstream.New(connect(t, f, "agent-2").Conn)
+	c2, _ := js2.Consumer(ctx, protocol.StreamTasks, "agent-2")
+	m, err := c2.Next(jetstream.FetchMaxWait(3 * time.Second))
+	if err != nil || string(m.Data()) != `{"v":1,"id":"fan","kind":"echo"}` {
+		t.Fatalf("agent-2 did not get the tasks.all task: %v", err)
+	}
+	if err := m.DoubleAck(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReloadAddsAndRemovesAgentsWithoutRestart(t *testing.T) {
+	t.Parallel()
+	f := bustest.Start(t, bustest.Agents(2))
+	a1 := connect(t, f, "agent-1")
+	if _, err := f.Dial(t, "agent-3"); err == nil {
+		t.Fatal("agent-3 connected before it was added")
+	}
+	f.Rerender(t, bustest.Agents(3))
+	a3 := connect(t, f, "agent-3")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js3, _ := jetstream.New(a3.Conn)
+	if _, err := js3.Consumer(ctx, protocol.StreamTasks, "agent-3"); err != nil {
+		t.Fatalf("agent-3's consumer after reload: %v", err)
+	}
+	// agent-3 has exactly an agent's rights.
+	_ = a3.Publish(protocol.HeartbeatSubject("agent-1"), nil)
+	a3.denied(t, "publish", protocol.HeartbeatSubject("agent-1"))
+	if !a1.IsConnected() {
+		t.Fatal("reload dropped agent-1's connection")
+	}
+	a1.noErrors(t)
+
+	// Remove agent-2: its consumer goes, so interest retention no longer
+	// keeps tasks.all tasks for it.
+	f.Rerender(t, flock.Config{Target: "docker", Agents: []flock.AgentConfig{{ID: "agent-1"}, {ID: "agent-3"}}})
+	jsop, _ := jetstream.New(connect(t, f, protocol.OperatorUser).Conn)
+	if _, err := jsop.Consumer(ctx, protocol.StreamTasks, "agent-2"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("removed agent's consumer: %v", err)
+	}
+	if _, err := f.Dial(t, "agent-2"); err == nil {
+		t.Fatal("removed agent-2 can still connect")
+	}
+}
+
+func TestProbe(t *testing.T) {
+	t.Parallel()
+	f := bustest.Start(t, bustest.Agents(1))
+	host := strings.TrimPrefix(f.URL, "nats://")
+	if err := bus.Probe(host, 2*time.Second); err != nil {
+		t.Fatalf("probe of a running bus: %v", err)
+	}
+	// Something that is not NATS: accepts and says nothing.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			time.Sleep(3 * time.Second)
+			c.Close()
+		}
+	}()
+	if err := bus.Probe(l.Addr().String(), 500*time.Millisecond); err == nil {
+		t.Fatal("probe passed on a silent port")
+	}
+	l2, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l2.Addr().String()
+	l2.Close()
+	if err := bus.Probe(addr, 500*time.Millisecond); err == nil {
+		t.Fatal("probe passed on a closed port")
+	}
+}
+
+func TestShutdownIsClean(t *testing.T) {
+	t.Parallel()
+	f := bustest.Start(t, bustest.Agents(1))
+	nc := connect(t, f, "agent-1")
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	nc.SetReconnectHandler(nil)
+	f.Bus.Shutdown()
+	f.Bus.Shutdown() // twice is fine
+	if err := bus.Probe(strings.TrimPrefix(f.URL, "nats://"), 500*time.Millisecond); err == nil {
+		t.Fatal("bus still answers after Shutdown")
+	}
+	if nc.IsConnected() {
+		time.Sleep(200 * time.Millisecond)
+		if nc.IsConnected() {
+			t.Fatal("client still connected after Shutdown")
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -1,0 +1,70 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/infra/busconfig"
+)
+
+// reconcile makes the JetStream layout match topo: streams and consumers are
+// created or updated; durable consumers on the task stream that topo no longer
+// lists are deleted (an agent that left the flock), so interest retention
+// never keeps tasks for an agent that is gone. Every problem is reported;
+// one failing item does not stop the others.
+func (s *Server) reconcile(ctx context.Context, topo busconfig.Topology) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, sc := range topo.Streams {
+		if _, err := s.js.CreateOrUpdateStream(ctx, sc); err != nil {
+			errs = append(errs, fmt.Errorf("stream %s: %w", sc.Name, err))
+		}
+	}
+	want := map[string]map[string]bool{} // stream -> consumer names
+	for _, c := range topo.Consumers {
+		if want[c.Stream] == nil {
+			want[c.Stream] = map[string]bool{}
+		}
+		want[c.Stream][c.Config.Durable] = true
+		if _, err := s.js.CreateOrUpdateConsumer(ctx, c.Stream, c.Config); err != nil {
+			errs = append(errs, fmt.Errorf("consumer %s/%s: %w", c.Stream, c.Config.Durable, err))
+		}
+	}
+	// Only the task stream's consumers are owned by the topology; other
+	// streams may carry consumers the operator made (e.g. to read results).
+	if slices.ContainsFunc(topo.Streams, func(sc jetstream.StreamConfig) bool { return sc.Name == protocol.StreamTasks }) {
+		stream, err := s.js.Stream(ctx, protocol.StreamTasks)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stream %s: %w", protocol.StreamTasks, err))
+		} else {
+			names := stream.ConsumerNames(ctx)
+			var stale []string
+			for n := range names.Name() {
+				if !want[protocol.StreamTasks][n] {
+					stale = append(stale, n)
+				}
+			}
+			if err := names.Err(); err != nil {
+				errs = append(errs, fmt.Errorf("list consumers: %w", err))
+			}
+			for _, n := range stale {
+				if err := s.js.DeleteConsumer(ctx, protocol.StreamTasks, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+					errs = append(errs, fmt.Errorf("delete consumer %s: %w", n, err))
+					continue
+				}
+				s.log.Info("deleted consumer no longer in the topology", "stream", protocol.StreamTasks, "consumer", n)
+			}
+		}
+	}
+	s.topology = topo
+	if len(errs) > 0 {
+		return fmt.Errorf("bus: reconcile: %w", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+// Package bustest starts a real flock bus for tests and benchmarks: it
+// validates a flock model, derives every user's nkey from a fixed master
+// secret, renders the NATS config and the JetStream topology exactly as the
+// stacks do, and starts the bus from those files on a random port with a
+// temporary store.
+package bustest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ai-flock/ai-flock/agent/bus"
+	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/infra/busconfig"
+	"github.com/ai-flock/ai-flock/infra/credentials"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+// Master is the fixed master secret tests derive credentials from.
+var Master = []byte("ai-flock-test-master-secret-0123456789")
+
+// Flock is a rendered flock with its bus running.
+type Flock struct {
+	Dir          string // holds the rendered files, seeds and the store
+	ConfigFile   string
+	TopologyFile string
+	Model        flock.Model
+	Bus          *bus.Server
+	URL          string
+}
+
+// Agents returns a flock.Config of n agents (agent-1 … agent-n) on the docker target.
+func Agents(n int) flock.Config {
+	return flock.Config{Target: "docker", AgentCount: &n}
+}
+
+// New renders cfg into dir and starts its bus (random port, store in dir).
+// Close stops it. logger may be nil.
+func New(dir string, cfg flock.Config, logger *slog.Logger) (*Flock, error) {
+	f := &Flock{Dir: dir, ConfigFile: filepath.Join(dir, "nats.conf"), TopologyFile: filepath.Join(dir, "topology.json")}
+	if err := f.render(cfg); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := bus.Start(ctx, bus.Config{
+		ConfigFile: f.ConfigFile, TopologyFile: f.TopologyFile,
+		Host: "127.0.0.1", Port: -1, NoMonitor: true,
+		StoreDir: filepath.Join(dir, "store"), Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.Bus, f.URL = b, b.ClientURL()
+	return f, nil
+}
+
+// Start is New for a test: temp dir, stopped when the test ends.
+func Start(tb testing.TB, cfg flock.Config) *Flock {
+	tb.Helper()
+	f, err := New(tb.TempDir(), cfg, testLogger())
+	if err != nil {
+		tb.Fatalf("start bus: %v", err)
+	}
+	tb.Cleanup(f.Close)
+	return f
+}
+
+// Close stops the bus.
+func (f *Flock) Close() { f.Bus.Shutdown() }
+
+// Rerender writes cfg's files and reloads the running bus (SIGHUP's path).
+func (f *Flock) Rerender(tb testing.TB, cfg flock.Config) {
+	tb.Helper()
+	if err := f.render(cfg); err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := f.Bus.Reload(ctx); err != nil {
+		tb.Fatalf("reload bus: %v", err)
+	}
+}
+
+func (f *Flock) render(cfg flock.Config) error {
+	m, err := cfg.Validate()
+	if err != nil {
+		return fmt.Errorf("flock config: %w", err)
+	}
+	op, err := credentials.Derive(Master, protocol.OperatorUser)
+	if err != nil {
+		return err
+	}
+	keys := busconfig.PublicKeys{Operator: op.Public, Agents: map[string]string{}}
+	for _, id := range m.AgentIDs() {
+		k, err := credentials.Derive(Master, id)
+		if err != nil {
+			return err
+		}
+		keys.Agents[id] = k.Public
+	}
+	conf, err := busconfig.Render(m, keys, busconfig.Options{StoreDir: filepath.Join(f.Dir, "store")})
+	if err != nil {
+		return fmt.Errorf("render bus config: %w", err)
+	}
+	topo, err := busconfig.RenderTopology(m)
+	if err != nil {
+		return fmt.Errorf("render topology: %w", err)
+	}
+	if err := writeFile(f.ConfigFile, conf); err != nil {
+		return err
+	}
+	if err := writeFile(f.TopologyFile, topo); err != nil {
+		return err
+	}
+	f.Model = m
+	return nil
+}
+
+// Key derives user's nkey from Master.
+func Key(tb testing.TB, user string) credentials.Key {
+	tb.Helper()
+	k, err := credentials.Derive(Master, user)
+	if err != nil {
+		tb.Fatalf("derive %s: %v", user, err)
+	}
+	return k
+}
+
+// WriteSeed writes user's seed to a 0600 file under Dir and returns its path.
+func (f *Flock) WriteSeed(user string) (string, error) {
+	k, err := credentials.Derive(Master, user)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(f.Dir, "seeds", user+".nk")
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return "", err
+	}
+	return p, writeFile(p, []byte(k.Seed+"\n"))
+}
+
+// SeedFile is WriteSeed for a test.
+func (f *Flock) SeedFile(tb testing.TB, user string) string {
+	tb.Helper()
+	p, err := f.WriteSeed(user)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// Connect connects as user (an agent ID or protocol.OperatorUser) with the
+// reply-inbox prefix the real clients use; closed when the test ends.
+func (f *Flock) Connect(tb testing.TB, user string, opts ...nats.Option) *nats.Conn {
+	tb.Helper()
+	nc, err := f.Dial(tb, user, opts...)
+	if err != nil {
+		tb.Fatalf("connect as %s: %v", user, err)
+	}
+	tb.Cleanup(nc.Close)
+	return nc
+}
+
+// Dial is Connect that returns the error (for tests that expect one).
+func (f *Flock) Dial(tb testing.TB, user string, opts ...nats.Option) (*nats.Conn, error) {
+	tb.Helper()
+	return f.DialUser(user, opts...)
+}
+
+// DialUser connects as user.
+func (f *Flock) DialUser(user string, opts ...nats.Option) (*nats.Conn, error) {
+	seed, err := f.WriteSeed(user)
+	if err != nil {
+		return nil, err
+	}
+	nk, err := nats.NkeyOptionFromSeed(seed)
+	if err != nil {
+		return nil, err
+	}
+	token := user
+	if user == protocol.OperatorUser {
+		token = protocol.OperatorInboxToken
+	}
+	all := append([]nats.Option{nk, nats.Name("test " + user), nats.CustomInboxPrefix(protocol.InboxPrefix(token))}, opts...)
+	return nats.Connect(f.URL, all...)
+}
+
+func writeFile(p string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), p)
+}
+
+// testLogger logs the bus to stderr when FLOCK_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("FLOCK_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("component", "bus")
+}

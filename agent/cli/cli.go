@@ -1,0 +1,179 @@
+// Package cli is the flock-agent command line: the agent itself (default),
+// its container healthcheck, the built-in tools, and the operator commands.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ai-flock/ai-flock/agent/tool"
+	"github.com/ai-flock/ai-flock/agent/worker"
+)
+
+// Version is stamped at build time (-ldflags "-X github.com/ai-flock/ai-flock/agent/cli.Version=...").
+var Version = "dev"
+
+// Exit codes of every subcommand.
+const (
+	ExitOK           = 0 // done; every task result ok
+	ExitTaskFailed   = 1 // a task ran and failed (non-zero exit, timeout, rejected, error); health: unhealthy
+	ExitUsage        = 2 // bad command line or configuration
+	ExitBus          = 3 // cannot connect to or publish on the bus
+	ExitTimeout      = 4 // gave up waiting for results or a confirmation
+	ExitUnknownAgent = 5 // no such agent (no consumer on the bus) or no agents at all
+)
+
+// Env is how the CLI reads its environment (os.Getenv in main).
+type Env func(string) string
+
+// IO are the standard streams.
+type IO struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+const usage = `usage: flock-agent [command] [flags]
+
+Agent (in its container):
+  run               run the agent (the default): configured from the environment
+  health            exit 0 iff the running agent recently confirmed its bus connection
+  tool NAME ARGS    tiny built-in programs for exec tasks (flock-agent tool help)
+
+Operator (common flags: --nats URL, --nkey FILE, --json):
+  task (--agent ID | --pool | --all) [flags] -- COMMAND [ARGS...]
+                    publish a task and wait for its result(s)
+  send --to ID MESSAGE...   put a message in an agent's inbox
+  broadcast MESSAGE...      announce to every agent
+  watch             print heartbeats, events, results and dead letters live
+  agents            list the agents with their last heartbeat
+  dead              list parked (dead-letter) tasks
+  version           print the version
+
+Exit codes: 0 ok, 1 task failed (health: unhealthy), 2 usage, 3 bus error,
+4 timed out waiting, 5 unknown agent.
+`
+
+// Main runs the command line and returns the exit code.
+func Main(ctx context.Context, args []string, env Env, sio IO) int {
+	cmd := "run"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "run":
+		return runAgent(ctx, env, sio)
+	case "health":
+		return health(env, sio)
+	case "tool":
+		return tool.Main(args, sio.In, sio.Out, sio.Err)
+	case "task":
+		return taskCmd(ctx, args, env, sio)
+	case "send":
+		return sendCmd(ctx, args, env, sio)
+	case "broadcast":
+		return broadcastCmd(ctx, args, env, sio)
+	case "watch":
+		return watchCmd(ctx, args, env, sio)
+	case "agents":
+		return agentsCmd(ctx, args, env, sio)
+	case "dead":
+		return deadCmd(ctx, args, env, sio)
+	case "version", "--version":
+		fmt.Fprintln(sio.Out, Version)
+		return ExitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(sio.Out, usage)
+		return ExitOK
+	default:
+		fmt.Fprintf(sio.Err, "flock-agent: unknown command %q\n\n%s", cmd, usage)
+		return ExitUsage
+	}
+}
+
+func runAgent(ctx context.Context, env Env, sio IO) int {
+	cfg, err := worker.FromEnv(env)
+	if err != nil {
+		fmt.Fprintf(sio.Err, "flock-agent: configuration:\n%v\n", err)
+		return ExitUsage
+	}
+	cfg.Version = Version
+	log, closeLog := worker.NewLogger(cfg, sio.Out)
+	defer closeLog()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := worker.Run(ctx, cfg, log); err != nil {
+		log.Error("agent failed", "err", err)
+		return ExitBus
+	}
+	return ExitOK
+}
+
+func health(env Env, sio IO) int {
+	file := env("STATUS_FILE")
+	if file == "" {
+		file = worker.DefaultStatusFile
+	}
+	maxAge := worker.DefaultHealthMaxAge
+	if v := env("HEALTH_MAX_AGE"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			maxAge = d
+		}
+	}
+	if err := worker.CheckHealth(file, maxAge); err != nil {
+		fmt.Fprintln(sio.Err, "unhealthy:", err)
+		return ExitTaskFailed
+	}
+	fmt.Fprintln(sio.Out, "healthy")
+	return ExitOK
+}
+
+// common holds the operator flags every command shares.
+type common struct {
+	url, nkey string
+	json      bool
+}
+
+func (c *common) register(fs *flag.FlagSet, env Env) {
+	url := env("FLOCK_NATS_URL")
+	if url == "" {
+		url = worker.DefaultURL
+	}
+	fs.StringVar(&c.url, "nats", url, "bus URL ($FLOCK_NATS_URL)")
+	fs.StringVar(&c.nkey, "nkey", env("FLOCK_NKEY_FILE"), "operator nkey seed file ($FLOCK_NKEY_FILE)")
+	fs.BoolVar(&c.json, "json", false, "print JSON (one object per line) instead of text")
+}
+
+func newFlagSet(name string, sio IO) *flag.FlagSet {
+	fs := flag.NewFlagSet("flock-agent "+name, flag.ContinueOnError)
+	fs.SetOutput(sio.Err)
+	return fs
+}
+
+// parse parses args; it returns false (and the exit code) on a usage error or -h.
+func parse(fs *flag.FlagSet, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK, false
+		}
+		return ExitUsage, false
+	}
+	return 0, true
+}
+
+// interruptible cancels ctx on SIGINT/SIGTERM (operator commands).
+func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -1,0 +1,387 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ai-flock/ai-flock/agent/operator"
+	"github.com/ai-flock/ai-flock/agent/protocol"
+)
+
+func connect(c common, sio IO) (*operator.Client, int) {
+	cl, err := operator.Connect(c.url, c.nkey)
+	if err != nil {
+		fmt.Fprintf(sio.Err, "flock-agent: bus %s: %v\n", c.url, err)
+		return nil, ExitBus
+	}
+	return cl, 0
+}
+
+// exitFor maps an operator error to an exit code and prints it.
+func exitFor(err error, sio IO) int {
+	fmt.Fprintln(sio.Err, "flock-agent:", err)
+	var fe *protocol.FieldError
+	switch {
+	case errors.Is(err, operator.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return ExitTimeout
+	case errors.Is(err, operator.ErrUnknownAgent), errors.Is(err, operator.ErrNoAgents):
+		return ExitUnknownAgent
+	case errors.As(err, &fe):
+		return ExitUsage
+	}
+	return ExitBus
+}
+
+func taskCmd(ctx context.Context, args []string, env Env, sio IO) int {
+	fs := newFlagSet("task", sio)
+	var c common
+	c.register(fs, env)
+	var t operator.Target
+	var envs multiFlag
+	fs.StringVar(&t.Agent, "agent", "", "run on this agent (tasks.<id>)")
+	fs.BoolVar(&t.Pool, "pool", false, "run on exactly one agent of the pool (tasks.pool)")
+	fs.BoolVar(&t.All, "all", false, "run on every agent (tasks.all); waits for one result per agent consumer on the bus")
+	kind := fs.String("kind", "", "task kind: exec (default with a command) or echo")
+	id := fs.String("id", "", "task ID (default: generated)")
+	timeout := fs.Duration("timeout", 0, "task timeout (default: the agent's TASK_TIMEOUT)")
+	wait := fs.Duration("wait", 0, "how long to wait for results (default: timeout + 30s, or 5m30s)")
+	stdin := fs.String("stdin", "", "text for the task's stdin ('-': read this command's stdin)")
+	dir := fs.String("dir", "", "working directory, relative to the task directory")
+	fs.Var(&envs, "env", "NAME=VALUE for the task process (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintln(sio.Err, "usage: flock-agent task (--agent ID | --pool | --all) [flags] -- COMMAND [ARGS...]")
+		fs.PrintDefaults()
+	}
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	rest := fs.Args()
+	task := protocol.Task{V: protocol.Version, ID: *id, Kind: *kind, Dir: *dir, Timeout: protocol.Duration(*timeout)}
+	if len(rest) > 0 {
+		task.Command, task.Args = rest[0], rest[1:]
+	}
+	if task.Kind == protocol.KindEcho {
+		task.Command, task.Args = "", rest
+	}
+	if *stdin == "-" {
+		b, err := io.ReadAll(sio.In)
+		if err != nil {
+			fmt.Fprintln(sio.Err, "flock-agent: stdin:", err)
+			return ExitUsage
+		}
+		task.Stdin = string(b)
+	} else {
+		task.Stdin = *stdin
+	}
+	for _, kv := range envs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			fmt.Fprintf(sio.Err, "flock-agent: --env %q: want NAME=VALUE\n", kv)
+			return ExitUsage
+		}
+		if task.Env == nil {
+			task.Env = map[string]string{}
+		}
+		task.Env[k] = v
+	}
+	if _, err := t.Subject(); err != nil {
+		fmt.Fprintln(sio.Err, "flock-agent task:", err)
+		fs.Usage()
+		return ExitUsage
+	}
+	if task.Kind == "" && task.Command == "" {
+		fmt.Fprintln(sio.Err, "flock-agent task: give a command after -- (or --kind echo)")
+		return ExitUsage
+	}
+	if *wait <= 0 {
+		*wait = 5*time.Minute + 30*time.Second
+		if *timeout > 0 {
+			*wait = *timeout + 30*time.Second
+		}
+	}
+	cl, code := connect(c, sio)
+	if cl == nil {
+		return code
+	}
+	defer cl.Close()
+	ctx, stop := interruptible(ctx)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *wait)
+	defer cancel()
+	failed := false
+	results, err := cl.Run(ctx, t, task, func(r protocol.Result) {
+		if !r.OK() {
+			failed = true
+		}
+		printResult(r, c.json, sio)
+	})
+	_ = results
+	if err != nil {
+		return exitFor(err, sio)
+	}
+	if failed {
+		return ExitTaskFailed
+	}
+	return ExitOK
+}
+
+func printResult(r protocol.Result, asJSON bool, sio IO) {
+	if asJSON {
+		b, _ := json.Marshal(r)
+		fmt.Fprintln(sio.Out, string(b))
+		return
+	}
+	status := r.Status
+	if r.ExitCode != nil {
+		status += fmt.Sprintf(" (exit %d)", *r.ExitCode)
+	}
+	if r.Signal != "" {
+		status += " (" + r.Signal + ")"
+	}
+	fmt.Fprintf(sio.Out, "[%s] %s in %.1f ms, task %s, attempt %d\n", r.Agent, status, r.DurationMS, r.TaskID, r.Attempt)
+	if r.Error != "" {
+		fmt.Fprintf(sio.Out, "[%s] error: %s\n", r.Agent, r.Error)
+	}
+	if r.Stdout != "" {
+		fmt.Fprint(sio.Out, r.Stdout)
+		if !strings.HasSuffix(r.Stdout, "\n") {
+			fmt.Fprintln(sio.Out)
+		}
+	}
+	if r.Stderr != "" {
+		fmt.Fprint(sio.Err, r.Stderr)
+		if !strings.HasSuffix(r.Stderr, "\n") {
+			fmt.Fprintln(sio.Err)
+		}
+	}
+	if r.Truncated {
+		fmt.Fprintf(sio.Out, "[%s] output truncated (%d bytes stdout, %d stderr); full capped output in %s\n", r.Agent, r.StdoutBytes, r.StderrBytes, r.Dir)
+	}
+}
+
+func sendCmd(ctx context.Context, args []string, env Env, sio IO) int {
+	fs := newFlagSet("send", sio)
+	var c common
+	c.register(fs, env)
+	to := fs.String("to", "", "agent ID (required)")
+	from := fs.String("from", protocol.OperatorUser, "sender name written into the message (not verified by the bus)")
+	noWait := fs.Bool("no-wait", false, "do not wait for the agent to confirm it stored the message")
+	wait := fs.Duration("wait", 5*time.Second, "how long to wait for the confirmation")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if *to == "" || fs.NArg() == 0 {
+		fmt.Fprintln(sio.Err, "usage: flock-agent send --to ID MESSAGE...")
+		return ExitUsage
+	}
+	cl, code := connect(c, sio)
+	if cl == nil {
+		return code
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, *wait)
+	defer cancel()
+	msg := protocol.Message{From: *from, Body: strings.Join(fs.Args(), " ")}
+	msg.ID = operator.NewTaskID()[2:]
+	file, err := cl.Send(ctx, *to, msg, !*noWait)
+	if err != nil {
+		return exitFor(err, sio)
+	}
+	switch {
+	case c.json:
+		b, _ := json.Marshal(map[string]any{"id": msg.ID, "to": *to, "confirmed": !*noWait, "file": file})
+		fmt.Fprintln(sio.Out, string(b))
+	case *noWait:
+		fmt.Fprintf(sio.Out, "sent %s to %s\n", msg.ID, *to)
+	default:
+		fmt.Fprintf(sio.Out, "delivered %s to %s: %s\n", msg.ID, *to, file)
+	}
+	return ExitOK
+}
+
+func broadcastCmd(ctx context.Context, args []string, env Env, sio IO) int {
+	fs := newFlagSet("broadcast", sio)
+	var c common
+	c.register(fs, env)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(sio.Err, "usage: flock-agent broadcast MESSAGE...")
+		return ExitUsage
+	}
+	cl, code := connect(c, sio)
+	if cl == nil {
+		return code
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	msg := protocol.Message{ID: operator.NewTaskID()[2:], Body: strings.Join(fs.Args(), " ")}
+	if err := cl.Broadcast(ctx, msg); err != nil {
+		return exitFor(err, sio)
+	}
+	fmt.Fprintf(sio.Out, "broadcast %s\n", msg.ID)
+	return ExitOK
+}
+
+func watchCmd(ctx context.Context, args []string, env Env, sio IO) int {
+	fs := newFlagSet("watch", sio)
+	var c common
+	c.register(fs, env)
+	only := fs.String("agent", "", "only this agent")
+	noHB := fs.Bool("no-heartbeats", false, "hide heartbeats")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	cl, code := connect(c, sio)
+	if cl == nil {
+		return code
+	}
+	defer cl.Close()
+	ctx, stop := interruptible(ctx)
+	defer stop()
+	err := cl.Watch(ctx, func(it operator.Item) {
+		if (*only != "" && it.Agent != *only) || (*noHB && it.Kind == "heartbeat") {
+			return
+		}
+		printItem(it, c.json, sio)
+	})
+	if err != nil {
+		return exitFor(err, sio)
+	}
+	return ExitOK
+}
+
+func printItem(it operator.Item, asJSON bool, sio IO) {
+	if asJSON {
+		out := map[string]any{"kind": it.Kind, "subject": it.Subject, "agent": it.Agent, "body": json.RawMessage(it.Data)}
+		if !json.Valid(it.Data) {
+			out["body"] = string(it.Data)
+		}
+		if it.Kind == "dead" {
+			out["headers"] = it.Header
+		}
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(sio.Out, string(b))
+		return
+	}
+	ts := time.Now().Format("15:04:05.000")
+	switch it.Kind {
+	case "heartbeat":
+		var hb protocol.Heartbeat
+		_ = json.Unmarshal(it.Data, &hb)
+		fmt.Fprintf(sio.Out, "%s heartbeat %-12s %-8s running=%d done=%d failed=%d\n", ts, it.Agent, hb.State, hb.Running, hb.Completed, hb.Failed)
+	case "event":
+		var e protocol.Event
+		_ = json.Unmarshal(it.Data, &e)
+		fmt.Fprintf(sio.Out, "%s event     %-12s %s %s %s\n", ts, it.Agent, e.Type, e.Ref, e.Detail)
+	case "result":
+		var r protocol.Result
+		_ = json.Unmarshal(it.Data, &r)
+		extra := ""
+		if r.ExitCode != nil {
+			extra = fmt.Sprintf(" exit=%d", *r.ExitCode)
+		}
+		if r.Error != "" {
+			extra += " error=" + r.Error
+		}
+		fmt.Fprintf(sio.Out, "%s result    %-12s %s %s%s %.1fms (%s seq %d)\n", ts, it.Agent, r.TaskID, r.Status, extra, r.DurationMS, r.Subject, r.Seq)
+	case "dead":
+		fmt.Fprintf(sio.Out, "%s dead      %s %s seq %s: %s\n", ts, it.Header.Get(protocol.HeaderDeadConsumer),
+			it.Header.Get(protocol.HeaderOriginalSubject), it.Header.Get(protocol.HeaderOriginalSeq), it.Header.Get(protocol.HeaderDeadReason))
+	default:
+		fmt.Fprintf(sio.Out, "%s %s %s\n", ts, it.Subject, it.Data)
+	}
+}
+
+func agentsCmd(ctx context.Context, args []string, env Env, sio IO) int {
+	fs := newFlagSet("agents", sio)
+	var c common
+	c.register(fs, env)
+	listen := fs.Duration("listen", 35*time.Second, "without a status stream on the bus: how long to listen for heartbeats")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	cl, code := connect(c, sio)
+	if cl == nil {
+		return code
+	}
+	defer cl.Close()
+	ctx, stop := interruptible(ctx)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *listen+10*time.Second)
+	defer cancel()
+	list, err := cl.Status(ctx, *listen)
+	if err != nil {
+		return exitFor(err, sio)
+	}
+	if c.json {
+		for _, a := range list {
+			b, _ := json.Marshal(a)
+			fmt.Fprintln(sio.Out, string(b))
+		}
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(sio.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tSTATE\tLAST HEARTBEAT\tRUNNING\tPENDING\tDONE\tFAILED\tLISTENING\tNOTE")
+	for _, a := range list {
+		state, last, done, failed := "-", "never", "-", "-"
+		if a.Last != nil {
+			state, last = a.Last.State, a.Age+" ago"
+			done, failed = fmt.Sprint(a.Last.Completed), fmt.Sprint(a.Last.Failed)
+		}
+		note := ""
+		switch {
+		case !a.InTopology:
+			note = "not in the bus topology (removed?)"
+		case a.Stale:
+			note = "stale: down or not started"
+		}
+		listening := "no"
+		if a.Waiting > 0 {
+			listening = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", a.ID, state, last, a.Running, a.Pending, done, failed, listening, note)
+	}
+	_ = tw.Flush()
+	return ExitOK
+}
+
+func deadCmd(ctx context.Context, args []string, env Env, sio IO) int {
+	fs := newFlagSet("dead", sio)
+	var c common
+	c.register(fs, env)
+	n := fs.Int("n", 20, "how many of the most recent")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	cl, code := connect(c, sio)
+	if cl == nil {
+		return code
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	msgs, err := cl.DeadLetters(ctx, *n)
+	if err != nil {
+		return exitFor(err, sio)
+	}
+	for _, m := range msgs {
+		if c.json {
+			b, _ := json.Marshal(map[string]any{"seq": m.Sequence, "subject": m.Subject, "time": m.Time, "headers": m.Header, "body": string(m.Data)})
+			fmt.Fprintln(sio.Out, string(b))
+			continue
+		}
+		fmt.Fprintf(sio.Out, "%s %s (was %s seq %s): %s\n  %s\n", m.Time.Format(time.RFC3339), m.Subject,
+			m.Header.Get(protocol.HeaderOriginalSubject), m.Header.Get(protocol.HeaderOriginalSeq),
+			m.Header.Get(protocol.HeaderDeadReason), m.Data)
+	}
+	return ExitOK
+}

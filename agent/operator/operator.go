@@ -1,0 +1,484 @@
+// Package operator is the operator's side of the bus: publish a task to one
+// agent, the pool or every agent and wait for the results; send inbox
+// messages and broadcasts; watch heartbeats, events, results and dead
+// letters; list the agents with their last heartbeat.
+package operator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/agent/protocol"
+)
+
+// Errors the CLI maps to exit codes.
+var (
+	ErrUnknownAgent = errors.New("unknown agent")
+	ErrNoAgents     = errors.New("no agents")
+	ErrTimeout      = errors.New("timed out waiting")
+)
+
+// Client is an operator connection.
+type Client struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// Connect dials the bus as the operator (nkey seed file; "" for none).
+func Connect(url, nkeyFile string, opts ...nats.Option) (*Client, error) {
+	all := []nats.Option{
+		nats.Name("flock-operator"),
+		nats.CustomInboxPrefix(protocol.InboxPrefix(protocol.OperatorInboxToken)),
+		nats.Timeout(3 * time.Second),
+	}
+	if nkeyFile != "" {
+		nk, err := nats.NkeyOptionFromSeed(nkeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nkey %s: %w", nkeyFile, err)
+		}
+		all = append(all, nk)
+	}
+	nc, err := nats.Connect(url, append(all, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	return New(nc), nil
+}
+
+// New wraps an existing connection (it must use the operator's inbox prefix).
+func New(nc *nats.Conn) *Client {
+	js, _ := jetstream.New(nc)
+	return &Client{nc: nc, js: js}
+}
+
+// Close closes the connection.
+func (c *Client) Close() { c.nc.Close() }
+
+// Conn is the underlying connection.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
+// Target says where a task goes.
+type Target struct {
+	Agent string // tasks.<Agent>
+	Pool  bool   // tasks.pool
+	All   bool   // tasks.all
+}
+
+// Subject is the task subject of t.
+func (t Target) Subject() (string, error) {
+	n := 0
+	for _, b := range []bool{t.Agent != "", t.Pool, t.All} {
+		if b {
+			n++
+		}
+	}
+	if n != 1 {
+		return "", errors.New("choose exactly one of an agent, the pool or all")
+	}
+	switch {
+	case t.Pool:
+		return protocol.SubjectTasksPool, nil
+	case t.All:
+		return protocol.SubjectTasksAll, nil
+	}
+	return protocol.TaskSubject(t.Agent), nil
+}
+
+// Agents lists the agents the bus routes tasks to: the durable consumers of
+// the task stream other than the pool. tasks.all reaches exactly these.
+func (c *Client) Agents(ctx context.Context) ([]string, error) {
+	s, err := c.js.Stream(ctx, protocol.StreamTasks)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", protocol.StreamTasks, err)
+	}
+	var ids []string
+	names := s.ConsumerNames(ctx)
+	for n := range names.Name() {
+		if n != protocol.ConsumerPool {
+			ids = append(ids, n)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return nil, err
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// NewTaskID returns a fresh task ID: t-<UTC time>-<random>.
+func NewTaskID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "t-" + time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// Run publishes task to target and waits for its results: one for an agent or
+// the pool, one per agent for all (Agents at publish time). onResult, if set,
+// sees each result as it arrives. When ctx ends first, Run returns what it
+// has with ErrTimeout.
+func (c *Client) Run(ctx context.Context, target Target, task protocol.Task, onResult func(protocol.Result)) ([]protocol.Result, error) {
+	subject, err := target.Subject()
+	if err != nil {
+		return nil, err
+	}
+	if task.ID == "" {
+		task.ID = NewTaskID()
+	}
+	if task.V == 0 {
+		task.V = protocol.Version
+	}
+	if err := task.Validate(); err != nil {
+		return nil, err
+	}
+	want := map[string]bool{} // agents a result is awaited from ("" = any)
+	switch {
+	case target.Agent != "":
+		if _, err := c.js.Consumer(ctx, protocol.StreamTasks, protocol.AgentConsumer(target.Agent)); err != nil {
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return nil, fmt.Errorf("%w %q: the bus has no consumer for it", ErrUnknownAgent, target.Agent)
+			}
+			return nil, err
+		}
+		want[target.Agent] = true
+	case target.All:
+		ids, err := c.Agents(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) == 0 {
+			return nil, ErrNoAgents
+		}
+		for _, id := range ids {
+			want[id] = true
+		}
+	default:
+		want[""] = true
+	}
+	body, _ := json.Marshal(task)
+
+	results := make(chan *nats.Msg, 1024)
+	sub, err := c.nc.ChanSubscribe(protocol.SubjectResults, results)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := c.flush(ctx); err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(subject)
+	m.Data = body
+	m.Header.Set(nats.MsgIdHdr, task.ID)
+	ack, err := c.js.PublishMsg(ctx, m)
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: %w", subject, err)
+	}
+
+	var out []protocol.Result
+	for len(want) > 0 {
+		select {
+		case <-ctx.Done():
+			return out, fmt.Errorf("%w for %d result(s) of task %s (%s)", ErrTimeout, len(want), task.ID, strings.Join(keys(want), ", "))
+		case rm := <-results:
+			var r protocol.Result
+			if json.Unmarshal(rm.Data, &r) != nil || r.Seq != ack.Sequence || r.Subject != subject {
+				continue
+			}
+			// The server vouches for the sender: task.result.<agent>.
+			r.Agent = strings.TrimPrefix(rm.Subject, "task.result.")
+			key := r.Agent
+			if want[""] {
+				key = ""
+			}
+			if !want[key] {
+				continue // a duplicate (redelivery) or an agent added after publishing
+			}
+			delete(want, key)
+			out = append(out, r)
+			if onResult != nil {
+				onResult(r)
+			}
+		}
+	}
+	return out, nil
+}
+
+func keys(m map[string]bool) []string {
+	var ks []string
+	for k := range m {
+		if k == "" {
+			k = "pool"
+		}
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Send puts msg in agent to's inbox. With wait, it waits for the agent's
+// inbox event for the message and returns the file it was stored in.
+func (c *Client) Send(ctx context.Context, to string, msg protocol.Message, wait bool) (string, error) {
+	return c.send(ctx, protocol.InboxSubject(to), protocol.EventsSubject(to), protocol.EventInbox, msg, wait)
+}
+
+// Broadcast sends msg to every agent.
+func (c *Client) Broadcast(ctx context.Context, msg protocol.Message) error {
+	_, err := c.send(ctx, protocol.SubjectBroadcast, "", "", msg, false)
+	return err
+}
+
+func (c *Client) send(ctx context.Context, subject, events, evType string, msg protocol.Message, wait bool) (string, error) {
+	if msg.ID == "" {
+		msg.ID = NewTaskID()[2:]
+	}
+	if msg.V == 0 {
+		msg.V = protocol.Version
+	}
+	if msg.From == "" {
+		msg.From = protocol.OperatorUser
+	}
+	if msg.Time.IsZero() {
+		msg.Time = time.Now().UTC()
+	}
+	var ch chan *nats.Msg
+	if wait {
+		ch = make(chan *nats.Msg, 64)
+		sub, err := c.nc.ChanSubscribe(events, ch)
+		if err != nil {
+			return "", err
+		}
+		defer sub.Unsubscribe()
+	}
+	b, _ := json.Marshal(msg)
+	if err := c.nc.Publish(subject, b); err != nil {
+		return "", err
+	}
+	if err := c.flush(ctx); err != nil {
+		return "", err
+	}
+	if !wait {
+		return "", nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w for %s to confirm message %s", ErrTimeout, strings.TrimSuffix(strings.TrimPrefix(events, "agent."), ".events"), msg.ID)
+		case m := <-ch:
+			var e protocol.Event
+			if json.Unmarshal(m.Data, &e) == nil && e.Type == evType && e.Ref == msg.ID {
+				return e.Detail, nil
+			}
+		}
+	}
+}
+
+// Item is one thing Watch saw.
+type Item struct {
+	Kind    string          // heartbeat, event, result, dead
+	Subject string          // the NATS subject
+	Agent   string          // from the subject (the server vouches for it)
+	Data    json.RawMessage // the body
+	Header  nats.Header     // dead letters carry the reason here
+}
+
+// Watch calls fn for every heartbeat, event, result and dead letter until ctx ends.
+func (c *Client) Watch(ctx context.Context, fn func(Item)) error {
+	ch := make(chan *nats.Msg, 4096)
+	for _, s := range []string{protocol.SubjectHeartbeats, protocol.SubjectEvents, protocol.SubjectResults, protocol.SubjectDead} {
+		sub, err := c.nc.ChanSubscribe(s, ch)
+		if err != nil {
+			return err
+		}
+		defer sub.Unsubscribe()
+	}
+	if err := c.flush(ctx); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-ch:
+			fn(classify(m))
+		}
+	}
+}
+
+func classify(m *nats.Msg) Item {
+	it := Item{Subject: m.Subject, Data: m.Data, Header: m.Header}
+	parts := strings.Split(m.Subject, ".")
+	switch {
+	case strings.HasPrefix(m.Subject, "task.result."):
+		it.Kind, it.Agent = "result", strings.TrimPrefix(m.Subject, "task.result.")
+	case strings.HasPrefix(m.Subject, "deadletter."):
+		it.Kind = "dead"
+	case len(parts) == 3 && parts[2] == "heartbeat":
+		it.Kind, it.Agent = "heartbeat", parts[1]
+	case len(parts) == 3 && parts[2] == "events":
+		it.Kind, it.Agent = "event", parts[1]
+	}
+	return it
+}
+
+// AgentStatus is one line of `agents`.
+type AgentStatus struct {
+	ID         string              `json:"id"`
+	InTopology bool                `json:"in_topology"` // the bus has a consumer for it
+	Pending    uint64              `json:"pending"`     // tasks waiting for it
+	Running    int                 `json:"running"`     // tasks delivered and not yet acked
+	Waiting    int                 `json:"waiting"`     // pull requests open now: it is listening
+	Last       *protocol.Heartbeat `json:"last_heartbeat,omitempty"`
+	Age        string              `json:"age,omitempty"` // since the last heartbeat
+	Stale      bool                `json:"stale"`         // no heartbeat for three intervals
+}
+
+// Status lists the agents: every agent consumer of the task stream and every
+// agent with a stored heartbeat (FLOCK_STATUS keeps the last one of each).
+// Without that stream it listens to live heartbeats for listen.
+func (c *Client) Status(ctx context.Context, listen time.Duration) ([]AgentStatus, error) {
+	ids, err := c.Agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]*AgentStatus{}
+	for _, id := range ids {
+		st := &AgentStatus{ID: id, InTopology: true}
+		if cons, err := c.js.Consumer(ctx, protocol.StreamTasks, protocol.AgentConsumer(id)); err == nil {
+			info := cons.CachedInfo()
+			st.Pending, st.Running, st.Waiting = info.NumPending, info.NumAckPending, info.NumWaiting
+		}
+		byID[id] = st
+	}
+	hbs, err := c.lastHeartbeats(ctx)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		hbs, err = c.listenHeartbeats(ctx, listen)
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	for _, hb := range hbs {
+		st := byID[hb.Agent]
+		if st == nil {
+			st = &AgentStatus{ID: hb.Agent}
+			byID[hb.Agent] = st
+		}
+		st.Last = hb
+		age := now.Sub(hb.Time)
+		st.Age = age.Round(time.Second).String()
+		interval := time.Duration(hb.IntervalMS) * time.Millisecond
+		st.Stale = hb.State == protocol.StateStopped || (interval > 0 && age > 3*interval)
+	}
+	out := make([]AgentStatus, 0, len(byID))
+	for _, st := range byID {
+		if st.Last == nil {
+			st.Stale = true
+		}
+		out = append(out, *st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (c *Client) lastHeartbeats(ctx context.Context) ([]*protocol.Heartbeat, error) {
+	s, err := c.js.Stream(ctx, protocol.StreamStatus)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(protocol.SubjectHeartbeats))
+	if err != nil {
+		return nil, err
+	}
+	var out []*protocol.Heartbeat
+	for subj := range info.State.Subjects {
+		m, err := s.GetLastMsgForSubject(ctx, subj)
+		if err != nil {
+			continue
+		}
+		var hb protocol.Heartbeat
+		if json.Unmarshal(m.Data, &hb) != nil {
+			continue
+		}
+		hb.Agent = strings.TrimSuffix(strings.TrimPrefix(subj, "agent."), ".heartbeat") // the server vouches for the subject
+		out = append(out, &hb)
+	}
+	return out, nil
+}
+
+func (c *Client) listenHeartbeats(ctx context.Context, d time.Duration) ([]*protocol.Heartbeat, error) {
+	ch := make(chan *nats.Msg, 1024)
+	sub, err := c.nc.ChanSubscribe(protocol.SubjectHeartbeats, ch)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	last := map[string]*protocol.Heartbeat{}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+			var out []*protocol.Heartbeat
+			for _, hb := range last {
+				out = append(out, hb)
+			}
+			return out, nil
+		case m := <-ch:
+			var hb protocol.Heartbeat
+			if json.Unmarshal(m.Data, &hb) == nil {
+				hb.Agent = strings.Split(m.Subject, ".")[1]
+				last[hb.Agent] = &hb
+			}
+		}
+	}
+}
+
+// DeadLetters returns the parked tasks (most recent last), at most n.
+func (c *Client) DeadLetters(ctx context.Context, n int) ([]jetstream.RawStreamMsg, error) {
+	s, err := c.js.Stream(ctx, protocol.StreamDead)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*jetstream.RawStreamMsg
+	first := info.State.FirstSeq
+	if info.State.LastSeq >= uint64(n) && info.State.LastSeq-uint64(n)+1 > first {
+		first = info.State.LastSeq - uint64(n) + 1
+	}
+	for seq := first; seq <= info.State.LastSeq && seq > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			continue
+		}
+		out = append(out, m)
+	}
+	res := make([]jetstream.RawStreamMsg, len(out))
+	for i, m := range out {
+		res[i] = *m
+	}
+	return res, nil
+}
+
+// flush waits for the server to have processed everything sent so far.
+func (c *Client) flush(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	return c.nc.FlushWithContext(ctx)
+}

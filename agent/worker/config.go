@@ -1,0 +1,206 @@
+// Package worker is the agent runtime: it connects to the bus with the
+// agent's own credentials, takes tasks from its own consumer and the shared
+// pool, runs each in /shared/agents/<id>/tasks/<task-id>/, writes result
+// files, publishes the result and acks; it heartbeats, announces lifecycle
+// events, stores inbox messages and broadcasts for the agent's work to read,
+// and drains on SIGTERM.
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ai-flock/ai-flock/agent/protocol"
+)
+
+// Config is everything the agent reads from its environment.
+type Config struct {
+	ID             string        // AGENT_ID (required)
+	URL            string        // NATS_URL
+	SharedDir      string        // SHARED_DIR
+	NkeyFile       string        // NATS_NKEY_FILE: the agent's nkey seed
+	NkeySeed       string        // NATS_NKEY_SEED: the seed itself (Fargate delivers it through `secrets`); wins over the file
+	Heartbeat      time.Duration // HEARTBEAT_INTERVAL
+	TaskTimeout    time.Duration // TASK_TIMEOUT: default timeout of a task
+	Concurrency    int           // CONCURRENCY: tasks run at once
+	MaxOutputBytes int64         // MAX_OUTPUT_BYTES: cap of each of stdout and stderr
+	MaxTaskBytes   int           // MAX_TASK_BYTES: largest task body accepted
+	LogFile        string        // LOG_FILE ("-" or "off": stdout only)
+	LogMaxBytes    int64         // LOG_MAX_BYTES
+	LogLevel       string        // LOG_LEVEL: debug, info, warn, error
+	EnvAllow       []string      // ENV_ALLOW: variables passed on to task processes ("NAME" or "PREFIX*")
+	Grace          time.Duration // GRACE_PERIOD: how long SIGTERM waits for in-flight tasks
+	StatusFile     string        // STATUS_FILE: touched while connected; read by `health`
+	TaskKeep       int           // TASK_KEEP: task directories kept (oldest removed)
+	InboxKeep      int           // INBOX_KEEP: inbox files kept (oldest removed)
+	Version        string        // reported in heartbeats
+}
+
+// Defaults.
+const (
+	DefaultURL            = "nats://127.0.0.1:4222"
+	DefaultSharedDir      = "/shared"
+	DefaultNkeyFile       = "/etc/flock/nats.nk"
+	DefaultHeartbeat      = 30 * time.Second
+	DefaultTaskTimeout    = 5 * time.Minute
+	DefaultConcurrency    = 2
+	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxTaskBytes   = 256 << 10
+	DefaultLogMaxBytes    = 10 << 20
+	DefaultEnvAllow       = "PATH,LANG,LC_ALL,TZ"
+	// DefaultGrace fits inside Docker's default 10 s stop timeout.
+	DefaultGrace      = 8 * time.Second
+	DefaultStatusFile = "/run/flock-agent.status"
+	DefaultTaskKeep   = 500
+	DefaultInboxKeep  = 1000
+	// StatusEvery is how often a connected agent confirms it (PING/PONG
+	// with the bus) and touches its status file.
+	StatusEvery = 5 * time.Second
+	// DefaultHealthMaxAge is how stale the status file may be for `health`.
+	DefaultHealthMaxAge = 4 * StatusEvery
+)
+
+var idPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
+
+// FromEnv reads the configuration; every problem names its variable.
+func FromEnv(getenv func(string) string) (Config, error) {
+	var errs []error
+	bad := func(name, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, a...)))
+	}
+	str := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	dur := func(name string, def, lo, hi time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			bad(name, "want a duration such as 30s (got %q)", v)
+			return def
+		}
+		if d < lo || d > hi {
+			bad(name, "must be between %s and %s (got %s)", lo, hi, d)
+			return def
+		}
+		return d
+	}
+	num := func(name string, def, lo, hi int64) int64 {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			bad(name, "want an integer (got %q)", v)
+			return def
+		}
+		if n < lo || n > hi {
+			bad(name, "must be between %d and %d (got %d)", lo, hi, n)
+			return def
+		}
+		return n
+	}
+	c := Config{
+		ID:             str("AGENT_ID", ""),
+		URL:            str("NATS_URL", DefaultURL),
+		SharedDir:      str("SHARED_DIR", DefaultSharedDir),
+		NkeyFile:       str("NATS_NKEY_FILE", DefaultNkeyFile),
+		NkeySeed:       str("NATS_NKEY_SEED", ""),
+		Heartbeat:      dur("HEARTBEAT_INTERVAL", DefaultHeartbeat, 10*time.Millisecond, time.Hour),
+		TaskTimeout:    dur("TASK_TIMEOUT", DefaultTaskTimeout, time.Second, protocol.MaxTaskTimeout),
+		Concurrency:    int(num("CONCURRENCY", DefaultConcurrency, 1, 1024)),
+		MaxOutputBytes: num("MAX_OUTPUT_BYTES", DefaultMaxOutputBytes, 1, 1<<30),
+		MaxTaskBytes:   int(num("MAX_TASK_BYTES", DefaultMaxTaskBytes, 1<<10, 64<<20)),
+		LogMaxBytes:    num("LOG_MAX_BYTES", DefaultLogMaxBytes, 16<<10, 1<<40),
+		LogLevel:       str("LOG_LEVEL", "info"),
+		EnvAllow:       splitList(str("ENV_ALLOW", DefaultEnvAllow)),
+		Grace:          dur("GRACE_PERIOD", DefaultGrace, 0, time.Hour),
+		StatusFile:     str("STATUS_FILE", DefaultStatusFile),
+		TaskKeep:       int(num("TASK_KEEP", DefaultTaskKeep, 1, 1<<20)),
+		InboxKeep:      int(num("INBOX_KEEP", DefaultInboxKeep, 1, 1<<20)),
+	}
+	if getenv("ENV_ALLOW") != "" && strings.TrimSpace(getenv("ENV_ALLOW")) == "-" {
+		c.EnvAllow = nil // "-": pass nothing on
+	}
+	c.LogFile = str("LOG_FILE", filepath.Join(c.SharedDir, "logs", c.ID+".log"))
+	if err := c.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return c, errors.Join(errs...)
+}
+
+// Validate checks what FromEnv cannot default and fills zero values.
+func (c *Config) Validate() error {
+	var errs []error
+	switch {
+	case c.ID == "":
+		errs = append(errs, errors.New("AGENT_ID: is required"))
+	case !idPattern.MatchString(c.ID):
+		errs = append(errs, fmt.Errorf("AGENT_ID: must match %s (got %q)", idPattern, c.ID))
+	}
+	if !filepath.IsAbs(c.SharedDir) {
+		errs = append(errs, fmt.Errorf("SHARED_DIR: must be an absolute path (got %q)", c.SharedDir))
+	}
+	for _, n := range c.EnvAllow {
+		if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*\*?$`).MatchString(n) || strings.HasPrefix(n, "FLOCK_") {
+			errs = append(errs, fmt.Errorf("ENV_ALLOW: %q is not a variable name or NAME_PREFIX* (FLOCK_* are the agent's)", n))
+		}
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
+	}
+	def := func(p *int64, v int64) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	if c.URL == "" {
+		c.URL = DefaultURL
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.TaskTimeout <= 0 {
+		c.TaskTimeout = DefaultTaskTimeout
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	def(&c.MaxOutputBytes, DefaultMaxOutputBytes)
+	def(&c.LogMaxBytes, DefaultLogMaxBytes)
+	if c.MaxTaskBytes <= 0 {
+		c.MaxTaskBytes = DefaultMaxTaskBytes
+	}
+	if c.TaskKeep <= 0 {
+		c.TaskKeep = DefaultTaskKeep
+	}
+	if c.InboxKeep <= 0 {
+		c.InboxKeep = DefaultInboxKeep
+	}
+	return errors.Join(errs...)
+}
+
+// AgentDir is the agent's own directory: <shared>/agents/<id>.
+func (c Config) AgentDir() string { return filepath.Join(c.SharedDir, "agents", c.ID) }
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
+		out = append(out, f)
+	}
+	return out
+}

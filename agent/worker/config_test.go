@@ -1,0 +1,34 @@
+package worker
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFromEnv(t *testing.T) {
+	env := map[string]string{"AGENT_ID": "agent-7", "CONCURRENCY": "4", "HEARTBEAT_INTERVAL": "5s", "ENV_ALLOW": "PATH, LC_*"}
+	c, err := FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID != "agent-7" || c.Concurrency != 4 || c.Heartbeat != 5*time.Second || c.SharedDir != "/shared" ||
+		c.NkeyFile != "/etc/flock/nats.nk" || c.LogFile != "/shared/logs/agent-7.log" || strings.Join(c.EnvAllow, ",") != "PATH,LC_*" ||
+		c.Grace != DefaultGrace || c.TaskTimeout != DefaultTaskTimeout || c.StatusFile != DefaultStatusFile {
+		t.Fatalf("%+v", c)
+	}
+	bad := map[string]string{"AGENT_ID": "Agent 1", "CONCURRENCY": "zero", "HEARTBEAT_INTERVAL": "5", "SHARED_DIR": "rel", "ENV_ALLOW": "FLOCK_X", "LOG_LEVEL": "loud"}
+	_, err = FromEnv(func(k string) string { return bad[k] })
+	for _, name := range []string{"AGENT_ID", "CONCURRENCY", "HEARTBEAT_INTERVAL", "SHARED_DIR", "ENV_ALLOW", "LOG_LEVEL"} {
+		if err == nil || !strings.Contains(err.Error(), name+":") {
+			t.Errorf("error does not name %s: %v", name, err)
+		}
+	}
+}
+
+func TestAllowedEnv(t *testing.T) {
+	got := allowedEnv([]string{"PATH", "LC_*"}, []string{"PATH=/bin", "LC_ALL=C", "LANG=x", "NATS_SECRET=s", "FLOCK_X=1", "PATHOLOGY=1"})
+	if strings.Join(got, " ") != "PATH=/bin LC_ALL=C" {
+		t.Fatalf("%v", got)
+	}
+}

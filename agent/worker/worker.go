@@ -1,0 +1,381 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/ai-flock/ai-flock/agent/protocol"
+)
+
+// Agent is one running agent.
+type Agent struct {
+	cfg   Config
+	log   *slog.Logger
+	start time.Time
+
+	nc *nats.Conn
+	js jetstream.JetStream
+
+	slots     *slots
+	inflight  sync.WaitGroup
+	runCtx    context.Context    // parent of every task process; cancelled when the grace period ends
+	runCancel context.CancelFunc // ...
+	draining  atomic.Bool
+	handback  atomic.Bool // grace period over: interrupted tasks are handed back (nak), not reported
+
+	state     atomic.Value // string
+	hbSeq     atomic.Uint64
+	completed atomic.Uint64
+	failed    atomic.Uint64
+	tasksDone atomic.Uint64
+
+	env      []string // allow-listed environment for task processes
+	tasksDir string
+	inboxDir string
+	inboxN   atomic.Uint64
+	pruneReq chan string
+	running  sync.Map // task IDs running now (never pruned)
+	poolKeep time.Duration
+	stopBG   func()
+}
+
+// Run runs the agent until ctx ends (SIGTERM), then drains: it stops taking
+// tasks, lets in-flight tasks finish within the grace period, hands back the
+// ones that do not (they are redelivered), says goodbye and returns nil.
+// It returns an error only when it cannot start (bad config, no credentials).
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Agent{
+		cfg: cfg, log: log, start: time.Now(),
+		slots:    newSlots(cfg.Concurrency),
+		tasksDir: filepath.Join(cfg.AgentDir(), "tasks"),
+		inboxDir: filepath.Join(cfg.AgentDir(), "inbox"),
+		pruneReq: make(chan string, 4),
+	}
+	a.state.Store(protocol.StateStarting)
+	a.env = allowedEnv(cfg.EnvAllow, os.Environ())
+	for _, d := range []string{a.tasksDir, a.inboxDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("agent directory: %w", err)
+		}
+	}
+	nk, err := nkeyOption(cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("agent starting", "url", cfg.URL, "concurrency", cfg.Concurrency, "dir", cfg.AgentDir(), "version", cfg.Version)
+
+	a.nc, err = a.connect(ctx, nk)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped before the bus answered")
+			return nil
+		}
+		return err
+	}
+	defer a.nc.Close()
+	a.js, _ = jetstream.New(a.nc)
+
+	// Announce at once: the first heartbeat is the agent's "I am here".
+	a.heartbeat()
+	a.event(protocol.EventStarted, "", "connected to "+a.nc.ConnectedUrlRedacted())
+
+	bg, stopBG := context.WithCancel(context.Background())
+	var bgWG sync.WaitGroup
+	a.stopBG = func() { stopBG(); bgWG.Wait() }
+	defer a.stopBG()
+	bgWG.Add(3)
+	go func() { defer bgWG.Done(); a.heartbeatLoop(bg) }()
+	go func() { defer bgWG.Done(); a.statusLoop(bg) }()
+	go func() { defer bgWG.Done(); a.pruneLoop(bg) }()
+
+	subs, err := a.subscribeMessages()
+	if err != nil {
+		return err
+	}
+
+	a.runCtx, a.runCancel = context.WithCancel(context.Background())
+	defer a.runCancel()
+	own, pool, err := a.bind(ctx)
+	if err != nil {
+		// ctx ended while waiting for the bus to create the consumers.
+		a.stop(subs)
+		return nil
+	}
+	a.state.Store(protocol.StateReady)
+	a.confirm()
+	a.heartbeat()
+	a.event(protocol.EventReady, "", fmt.Sprintf("taking tasks from %s and %s", protocol.AgentConsumer(cfg.ID), protocol.ConsumerPool))
+	log.Info("agent ready")
+
+	dctx, stopDispatch := context.WithCancel(context.Background())
+	var dWG sync.WaitGroup
+	dWG.Add(2)
+	go func() { defer dWG.Done(); a.ownLoop(dctx, own) }()
+	a.poolKeep = ackWaitOf(pool) / 3
+	go func() { defer dWG.Done(); a.poolLoop(dctx) }()
+
+	<-ctx.Done()
+
+	// Drain.
+	a.draining.Store(true)
+	a.state.Store(protocol.StateDraining)
+	a.heartbeat()
+	a.event(protocol.EventDraining, "", fmt.Sprintf("%d task(s) in flight, grace period %s", a.slots.running(), cfg.Grace))
+	log.Info("draining", "running", a.slots.running(), "grace", cfg.Grace.String())
+	stopDispatch()
+	dWG.Wait()
+	done := make(chan struct{})
+	go func() { a.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(cfg.Grace):
+		log.Warn("grace period over: handing back unfinished tasks", "running", a.slots.running())
+		a.handback.Store(true)
+		a.runCancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			log.Error("tasks did not stop after being killed")
+		}
+	}
+	a.stop(subs)
+	return nil
+}
+
+// stop says goodbye and drains the connection.
+func (a *Agent) stop(subs []*nats.Subscription) {
+	for _, s := range subs {
+		_ = s.Unsubscribe()
+	}
+	a.stopBG()
+	a.state.Store(protocol.StateStopped)
+	a.heartbeat()
+	a.event(protocol.EventStopped, "", fmt.Sprintf("completed %d task(s)", a.completed.Load()))
+	if err := a.nc.FlushTimeout(2 * time.Second); err != nil {
+		a.log.Warn("could not flush last messages", "err", err)
+	}
+	closed := make(chan struct{})
+	a.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := a.nc.Drain(); err == nil {
+		select {
+		case <-closed:
+		case <-time.After(3 * time.Second):
+		}
+	}
+	_ = os.Remove(a.cfg.StatusFile)
+	a.log.Info("agent stopped", "completed", a.completed.Load(), "failed", a.failed.Load())
+}
+
+// connect dials the bus until it answers, backing off up to 5 s between tries.
+func (a *Agent) connect(ctx context.Context, nk nats.Option) (*nats.Conn, error) {
+	log := a.log
+	opts := []nats.Option{
+		nk,
+		nats.Name("flock-agent/" + a.cfg.ID),
+		nats.CustomInboxPrefix(protocol.InboxPrefix(a.cfg.ID)),
+		nats.Timeout(2 * time.Second),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500 * time.Millisecond),
+		nats.ReconnectJitter(250*time.Millisecond, time.Second),
+		nats.ReconnectBufSize(8 << 20), // bounded: publishes beyond it fail rather than grow memory
+		nats.PingInterval(20 * time.Second),
+		// Bound every drain: with the bus gone, a drain would otherwise wait
+		// nats.go's default 30 s and the engine's stop timeout would SIGKILL us.
+		nats.DrainTimeout(3 * time.Second),
+		nats.MaxPingsOutstanding(3),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if a.state.Load() != protocol.StateStopped { // not our own goodbye
+				log.Warn("bus connection lost", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("bus connection back", "url", nc.ConnectedUrlRedacted())
+			a.heartbeat()
+			a.event(protocol.EventReconnected, "", "")
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Error("bus error", "subject", subj, "err", err)
+		}),
+	}
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		nc, err := nats.Connect(a.cfg.URL, opts...)
+		if err == nil {
+			log.Info("connected", "url", nc.ConnectedUrlRedacted(), "attempt", attempt)
+			return nc, nil
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		log.Warn("bus not reachable yet", "url", a.cfg.URL, "attempt", attempt, "err", err, "retry_in", wait.String())
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// bind looks up the agent's own consumer and the pool consumer, which the bus
+// creates; it waits for them if the bus has not yet.
+func (a *Agent) bind(ctx context.Context) (own, pool jetstream.Consumer, err error) {
+	own, err = a.lookup(ctx, protocol.AgentConsumer(a.cfg.ID))
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err = a.lookup(ctx, protocol.ConsumerPool)
+	return own, pool, err
+}
+
+func (a *Agent) lookup(ctx context.Context, name string) (jetstream.Consumer, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := a.js.Consumer(cctx, protocol.StreamTasks, name)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		a.log.Warn("task consumer not available yet", "consumer", name, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// heartbeat publishes the agent's status on agent.<id>.heartbeat.
+func (a *Agent) heartbeat() {
+	hb := protocol.Heartbeat{
+		V: protocol.Version, Agent: a.cfg.ID, Seq: a.hbSeq.Add(1), Time: time.Now().UTC(),
+		State: a.state.Load().(string), UptimeMS: time.Since(a.start).Milliseconds(),
+		IntervalMS: a.cfg.Heartbeat.Milliseconds(), Running: a.slots.running(),
+		Completed: a.completed.Load(), Failed: a.failed.Load(),
+		Concurrency: a.cfg.Concurrency, Version: a.cfg.Version,
+	}
+	b, _ := json.Marshal(hb)
+	if err := a.nc.Publish(protocol.HeartbeatSubject(a.cfg.ID), b); err != nil {
+		a.log.Warn("heartbeat not sent", "err", err)
+	}
+}
+
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(a.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.heartbeat()
+		}
+	}
+}
+
+// event publishes a lifecycle event on agent.<id>.events.
+func (a *Agent) event(typ, ref, detail string) {
+	b, _ := json.Marshal(protocol.Event{V: protocol.Version, Agent: a.cfg.ID, Time: time.Now().UTC(), Type: typ, Ref: ref, Detail: detail})
+	if err := a.nc.Publish(protocol.EventsSubject(a.cfg.ID), b); err != nil {
+		a.log.Warn("event not sent", "type", typ, "err", err)
+	}
+}
+
+// statusLoop proves the connection every StatusEvery (a PING answered by the
+// bus) and then touches the status file the health subcommand reads.
+func (a *Agent) statusLoop(ctx context.Context) {
+	every := min(StatusEvery, max(a.cfg.Heartbeat, 100*time.Millisecond))
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if ctx.Err() != nil {
+			return
+		}
+		a.confirm()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// confirm touches the status file if the bus answers a PING.
+func (a *Agent) confirm() {
+	if !a.nc.IsConnected() { // no bus: nothing to confirm, and no PING to wait on
+		return
+	}
+	if err := a.nc.FlushTimeout(2 * time.Second); err != nil {
+		return
+	}
+	if err := writeStatus(a.cfg.StatusFile, a.state.Load().(string)); err != nil {
+		a.log.Warn("status file not written", "file", a.cfg.StatusFile, "err", err)
+	}
+}
+
+// allowedEnv keeps the variables of environ named in allow ("NAME" or "PREFIX*").
+func allowedEnv(allow []string, environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || strings.HasPrefix(name, "FLOCK_") {
+			continue
+		}
+		for _, p := range allow {
+			if name == p || (strings.HasSuffix(p, "*") && strings.HasPrefix(name, strings.TrimSuffix(p, "*"))) {
+				out = append(out, kv)
+				break
+			}
+		}
+	}
+	return out
+}
+
+var errHandback = errors.New("handed back")
+
+// nkeyOption authenticates with the seed from NATS_NKEY_SEED, or else from
+// the NATS_NKEY_FILE file. The variable is removed from the environment once
+// read, so task processes never inherit it.
+func nkeyOption(cfg Config) (nats.Option, error) {
+	if cfg.NkeySeed == "" {
+		nk, err := nats.NkeyOptionFromSeed(cfg.NkeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("NATS_NKEY_FILE %s: %w", cfg.NkeyFile, err)
+		}
+		return nk, nil
+	}
+	os.Unsetenv("NATS_NKEY_SEED")
+	kp, err := nkeys.FromSeed([]byte(cfg.NkeySeed))
+	if err != nil {
+		return nil, fmt.Errorf("NATS_NKEY_SEED: not an nkey seed")
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("NATS_NKEY_SEED: %w", err)
+	}
+	return nats.Nkey(pub, kp.Sign), nil
+}

@@ -1,0 +1,479 @@
+package worker_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/agent/operator"
+	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+func TestRoundTripEachRoutingMode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(3, nil))
+	for _, id := range []string{"agent-1", "agent-2", "agent-3"} {
+		e.start(id)
+	}
+
+	// tasks.<id>: only that agent answers, with an echo (no process).
+	res := e.run(operator.Target{Agent: "agent-2"}, echo("one", "hello agent-2"), 10*time.Second)
+	if len(res) != 1 || res[0].Agent != "agent-2" || !res[0].OK() || res[0].Stdout != "hello agent-2" || res[0].Subject != "tasks.agent-2" {
+		t.Fatalf("direct task: %+v", res)
+	}
+
+	// tasks.pool: one agent runs a real process, with result files.
+	res = e.run(operator.Target{Pool: true}, tool("pooled", "echo", "from", "the", "pool"), 20*time.Second)
+	if len(res) != 1 || !res[0].OK() || res[0].Stdout != "from the pool\n" || *res[0].ExitCode != 0 {
+		t.Fatalf("pool task: %+v", res)
+	}
+	dir := filepath.Join(e.shared, "agents", res[0].Agent, "tasks", "pooled")
+	if res[0].Dir != dir {
+		t.Fatalf("result dir %q, want %q", res[0].Dir, dir)
+	}
+	if got := readFile(t, filepath.Join(dir, "stdout")); got != "from the pool\n" {
+		t.Fatalf("stdout file: %q", got)
+	}
+	var onDisk protocol.Result
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "result.json"))), &onDisk); err != nil || onDisk.Status != protocol.StatusOK || onDisk.Seq != res[0].Seq {
+		t.Fatalf("result.json: %+v %v", onDisk, err)
+	}
+
+	// tasks.all: every agent answers once.
+	res = e.run(operator.Target{All: true}, echo("everyone", "hi all"), 10*time.Second)
+	var agents []string
+	for _, r := range res {
+		if !r.OK() || r.Stdout != "hi all" || r.Subject != "tasks.all" {
+			t.Fatalf("all: %+v", r)
+		}
+		agents = append(agents, r.Agent)
+	}
+	sort.Strings(agents)
+	if strings.Join(agents, ",") != "agent-1,agent-2,agent-3" {
+		t.Fatalf("tasks.all answered by %v", agents)
+	}
+}
+
+func TestPoolTaskRunByExactlyOneOfThree(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(3, nil))
+	for _, id := range []string{"agent-1", "agent-2", "agent-3"} {
+		e.start(id)
+	}
+	ch := e.subscribeResults()
+	const n = 24
+	seqs := map[uint64]bool{}
+	for i := range n {
+		// Each task takes 150 ms: one agent (2 slots) alone would need 1.8 s.
+		b, _ := json.Marshal(tool(fmt.Sprintf("p%02d", i), "sleep", "150ms"))
+		seqs[e.publishRaw(protocol.SubjectTasksPool, b)] = true
+	}
+	byAgent := map[string]int{}
+	seen := map[uint64]string{}
+	deadline := time.After(30 * time.Second)
+	for len(seen) < n {
+		select {
+		case m := <-ch:
+			var r protocol.Result
+			if err := json.Unmarshal(m.Data, &r); err != nil {
+				t.Fatal(err)
+			}
+			if !seqs[r.Seq] || !r.OK() {
+				t.Fatalf("unexpected result %+v", r)
+			}
+			if prev, dup := seen[r.Seq]; dup {
+				t.Fatalf("pool task seq %d ran twice: on %s and %s", r.Seq, prev, r.Agent)
+			}
+			seen[r.Seq] = r.Agent
+			byAgent[r.Agent]++
+		case <-deadline:
+			t.Fatalf("only %d of %d pool results", len(seen), n)
+		}
+	}
+	// Nothing more arrives: no task ran twice.
+	select {
+	case m := <-ch:
+		t.Fatalf("extra result after all %d: %s", n, m.Data)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if len(byAgent) < 2 {
+		t.Fatalf("the pool was not shared: %v", byAgent)
+	}
+	t.Logf("pool split: %v", byAgent)
+	if all := e.results(); len(all) != n {
+		t.Fatalf("FLOCK_RESULTS holds %d results, want %d", len(all), n)
+	}
+}
+
+func TestKilledMidTaskIsRedeliveredAndCompleted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(1, func(c *flock.Config) { c.Bus.AckWait = ptr("2s") }))
+	first := e.spawn("agent-1")
+	ch := e.subscribeResults()
+	mark := filepath.Join(e.shared, "started-1")
+	b, _ := json.Marshal(tool("victim", "sleep", "1s", "--mark", mark))
+	seq := e.publishRaw(protocol.TaskSubject("agent-1"), b)
+
+	waitFile(t, mark, 10*time.Second)
+	if err := first.Process.Kill(); err != nil { // SIGKILL: no drain, no nak
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+
+	e.spawn("agent-1")
+	r := e.waitResult(ch, seq, 20*time.Second)
+	if !r.OK() || r.TaskID != "victim" || r.Attempt != 2 {
+		t.Fatalf("redelivered task: %+v (want ok on attempt 2)", r)
+	}
+	time.Sleep(300 * time.Millisecond)
+	n := 0
+	for _, r := range e.results() {
+		if r.Seq == seq {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d results for the task, want exactly 1", n)
+	}
+}
+
+func waitFile(t *testing.T, p string, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(p); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s did not appear within %s", p, d)
+}
+
+func TestBadTasksGetErrorResultsAndAgentKeepsRunning(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(1, nil))
+	e.start("agent-1", func(c *worker.Config) { c.MaxTaskBytes = 4 << 10 })
+	ch := e.subscribeResults()
+	subj := protocol.TaskSubject("agent-1")
+	cases := []struct {
+		name, body, want string
+	}{
+		{"malformed JSON", `{"v":1,"id":"m1","kind":"echo"`, "body: malformed JSON"},
+		{"wrong type", `{"v":1,"id":"m2","kind":"exec","command":"x","args":"not-a-list"}`, `field "args"`},
+		{"unknown kind", `{"v":1,"id":"u1","kind":"teleport"}`, `kind: unknown kind "teleport"`},
+		{"oversized", `{"v":1,"id":"big","kind":"echo","stdin":"` + strings.Repeat("x", 8<<10) + `"}`, "over the 4096-byte limit"},
+		{"dir escapes", `{"v":1,"id":"d1","kind":"exec","command":"/bin/true","dir":"../agent-2"}`, `dir: must not contain ".."`},
+		{"file escapes", `{"v":1,"id":"f1","kind":"exec","command":"/bin/true","files":{"a/../../x":"y"}}`, `files[a/../../x]: must not contain ".."`},
+		{"id escapes", `{"v":1,"id":"../../etc","kind":"echo"}`, "id: must match"},
+		{"future version", `{"v":9,"id":"v9","kind":"echo"}`, "v: unsupported version 9"},
+	}
+	for _, c := range cases {
+		seq := e.publishRaw(subj, []byte(c.body))
+		r := e.waitResult(ch, seq, 10*time.Second)
+		if r.Status != protocol.StatusRejected || !strings.Contains(r.Error, c.want) || r.Agent != "agent-1" {
+			t.Errorf("%s: got status %q error %q, want rejected naming %q", c.name, r.Status, r.Error, c.want)
+		}
+	}
+	// Still running, and still running the good ones.
+	res := e.run(operator.Target{Agent: "agent-1"}, echo("after", "still here"), 10*time.Second)
+	if !res[0].OK() || res[0].Stdout != "still here" {
+		t.Fatalf("agent stopped working after bad tasks: %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(e.shared, "agents", "agent-2")); err == nil {
+		t.Fatal("a rejected task created agent-2's directory")
+	}
+}
+
+func TestExecFeatures(t *testing.T) {
+	e := newEnv(t, flockWith(1, nil))
+	t.Setenv("ALLOWED_VAR", "visible")
+	t.Setenv("SECRET_VAR", "hidden")
+	e.start("agent-1", func(c *worker.Config) { c.EnvAllow = []string{"ALLOWED_*"}; c.MaxOutputBytes = 64 << 10 })
+	to := operator.Target{Agent: "agent-1"}
+
+	t.Run("stdin", func(t *testing.T) {
+		task := tool("cat", "cat")
+		task.Stdin = "piped in"
+		r := e.run(to, task, 10*time.Second)[0]
+		if r.Stdout != "piped in" {
+			t.Fatalf("stdout %q", r.Stdout)
+		}
+	})
+	t.Run("environment allow-list", func(t *testing.T) {
+		task := tool("env", "env")
+		task.Env = map[string]string{"MODE": "fast"}
+		out := e.run(to, task, 10*time.Second)[0].Stdout
+		for _, want := range []string{"ALLOWED_VAR=visible", "MODE=fast", "FLOCK_TASK_ID=env", "FLOCK_AGENT_ID=agent-1"} {
+			mustContain(t, "task env", out, want)
+		}
+		if strings.Contains(out, "SECRET_VAR") || strings.Contains(out, "NATS_") {
+			t.Fatalf("task saw variables outside the allow-list:\n%s", out)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		task := tool("slow", "sleep", "10s")
+		task.Timeout = protocol.Duration(300 * time.Millisecond)
+		start := time.Now()
+		r := e.run(to, task, 10*time.Second)[0]
+		if r.Status != protocol.StatusTimeout || time.Since(start) > 5*time.Second {
+			t.Fatalf("timeout: %+v after %s", r, time.Since(start))
+		}
+	})
+	t.Run("exit code", func(t *testing.T) {
+		r := e.run(to, tool("three", "exit", "3"), 10*time.Second)[0]
+		if r.Status != protocol.StatusFailed || r.ExitCode == nil || *r.ExitCode != 3 {
+			t.Fatalf("exit 3: %+v", r)
+		}
+	})
+	t.Run("output cap", func(t *testing.T) {
+		task := tool("chatty", "output", "200000")
+		task.MaxOutputBytes = 1000
+		r := e.run(to, task, 10*time.Second)[0]
+		st, err := os.Stat(filepath.Join(r.Dir, "stdout"))
+		if err != nil || st.Size() != 1000 || !r.Truncated || r.StdoutBytes != 200000 || len(r.Stdout) != 1000 || !r.OK() {
+			t.Fatalf("output cap: file %v %v, result truncated=%v bytes=%d inline=%d", st.Size(), err, r.Truncated, r.StdoutBytes, len(r.Stdout))
+		}
+	})
+	t.Run("files and dir stay in the task directory", func(t *testing.T) {
+		task := tool("files", "read", "in.txt")
+		task.Files = map[string]string{"work/in.txt": "from a file"}
+		task.Dir = "work"
+		r := e.run(to, task, 10*time.Second)[0]
+		if r.Stdout != "from a file" {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("missing command", func(t *testing.T) {
+		task := protocol.Task{V: 1, ID: "nope", Kind: protocol.KindExec, Command: "/no/such/program"}
+		r := e.run(to, task, 10*time.Second)[0]
+		if r.Status != protocol.StatusError || !strings.Contains(r.Error, "/no/such/program") {
+			t.Fatalf("%+v", r)
+		}
+	})
+}
+
+func TestConcurrencyLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(1, func(c *flock.Config) { c.Limits.Concurrency = ptr(2) }))
+	e.start("agent-1")
+	ch := e.subscribeResults()
+	var seqs []uint64
+	for i := range 3 { // own tasks and pool tasks share the slots
+		b, _ := json.Marshal(tool(fmt.Sprintf("own%d", i), "sleep", "300ms"))
+		seqs = append(seqs, e.publishRaw(protocol.TaskSubject("agent-1"), b))
+		b, _ = json.Marshal(tool(fmt.Sprintf("pool%d", i), "sleep", "300ms"))
+		seqs = append(seqs, e.publishRaw(protocol.SubjectTasksPool, b))
+	}
+	var rs []protocol.Result
+	for _, r := range e.waitResults(ch, seqs, 20*time.Second) {
+		rs = append(rs, r)
+	}
+	peak := 0
+	for _, r := range rs {
+		at := r.Started.Add(time.Duration(r.DurationMS*float64(time.Millisecond)) / 2)
+		n := 0
+		for _, o := range rs {
+			if !o.Started.After(at) && o.Finished.After(at) {
+				n++
+			}
+		}
+		peak = max(peak, n)
+	}
+	if peak != 2 {
+		t.Fatalf("peak concurrency %d, want exactly CONCURRENCY=2", peak)
+	}
+}
+
+func TestGracefulShutdownFinishesInFlightTask(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(1, nil))
+	hb := make(chan protocol.Heartbeat, 64)
+	sub, _ := e.op.Subscribe(protocol.HeartbeatSubject("agent-1"), func(m *nats.Msg) {
+		var h protocol.Heartbeat
+		if json.Unmarshal(m.Data, &h) == nil {
+			hb <- h
+		}
+	})
+	defer sub.Unsubscribe()
+	proc := e.spawn("agent-1")
+	ch := e.subscribeResults()
+	mark := filepath.Join(e.shared, "started")
+	b, _ := json.Marshal(tool("inflight", "sleep", "700ms", "--mark", mark))
+	seq := e.publishRaw(protocol.TaskSubject("agent-1"), b)
+	waitFile(t, mark, 10*time.Second)
+	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := e.waitResult(ch, seq, 10*time.Second)
+	if !r.OK() {
+		t.Fatalf("in-flight task not finished during drain: %+v", r)
+	}
+	if err := proc.Wait(); err != nil {
+		t.Fatalf("agent exit after SIGTERM: %v (want status 0)", err)
+	}
+	e.waitEvent("agent-1", protocol.EventStopped, 5*time.Second)
+	last := protocol.Heartbeat{}
+	for len(hb) > 0 {
+		last = <-hb
+	}
+	if last.State != protocol.StateStopped || last.Completed != 1 {
+		t.Fatalf("last heartbeat %+v, want state stopped with 1 completed", last)
+	}
+}
+
+func TestShutdownHandsBackTaskLongerThanGrace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(1, nil))
+	a := e.start("agent-1", func(c *worker.Config) { c.Grace = 300 * time.Millisecond })
+	ch := e.subscribeResults()
+	mark := filepath.Join(e.shared, "long-started")
+	b, _ := json.Marshal(tool("long", "sleep", "30s", "--mark", mark))
+	seq := e.publishRaw(protocol.TaskSubject("agent-1"), b)
+	waitFile(t, mark, 10*time.Second)
+	start := time.Now()
+	if err := a.stop(t); err != nil {
+		t.Fatalf("Run returned %v, want nil", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("drain took %s with a 300ms grace period", d)
+	}
+	select {
+	case m := <-ch:
+		t.Fatalf("a handed-back task must not be reported: %s", m.Data)
+	case <-time.After(200 * time.Millisecond):
+	}
+	// The task was handed back (nak), not lost: it is available again at
+	// once, not only after the 30 s ack wait.
+	js1, _ := jetstream.New(e.f.Connect(t, "agent-1"))
+	cons, err := js1.Consumer(t.Context(), protocol.StreamTasks, "agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(3 * time.Second))
+	if err != nil {
+		t.Fatalf("handed-back task not available again: %v", err)
+	}
+	meta, _ := msg.Metadata()
+	if meta.Sequence.Stream != seq || meta.NumDelivered != 2 {
+		t.Fatalf("redelivery: seq %d delivered %d, want seq %d delivered 2", meta.Sequence.Stream, meta.NumDelivered, seq)
+	}
+	_ = msg.Ack()
+}
+
+func TestHeartbeatAndHealth(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(1, nil))
+	hb := make(chan protocol.Heartbeat, 64)
+	sub, _ := e.op.Subscribe(protocol.HeartbeatSubject("agent-1"), func(m *nats.Msg) {
+		var h protocol.Heartbeat
+		if json.Unmarshal(m.Data, &h) == nil {
+			hb <- h
+		}
+	})
+	defer sub.Unsubscribe()
+	cfg := e.config("agent-1")
+	if err := worker.CheckHealth(cfg.StatusFile, time.Minute); err == nil {
+		t.Fatal("healthy before the agent started")
+	}
+	a := e.start("agent-1", func(c *worker.Config) { c.Heartbeat = 200 * time.Millisecond })
+	seen := map[string]bool{}
+	deadline := time.After(5 * time.Second)
+	for !seen[protocol.StateReady] || len(seen) < 2 {
+		select {
+		case h := <-hb:
+			if h.Agent != "agent-1" || h.V != 1 || h.Concurrency != 2 || h.IntervalMS != 200 {
+				t.Fatalf("heartbeat %+v", h)
+			}
+			seen[h.State+fmt.Sprint(h.Seq)] = true
+			seen[h.State] = true
+		case <-deadline:
+			t.Fatalf("heartbeats seen: %v", seen)
+		}
+	}
+	if err := worker.CheckHealth(cfg.StatusFile, time.Minute); err != nil {
+		t.Fatalf("running agent unhealthy: %v", err)
+	}
+	_ = a.stop(t)
+	if err := worker.CheckHealth(cfg.StatusFile, time.Minute); err == nil {
+		t.Fatal("healthy after the agent stopped")
+	}
+}
+
+func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(2, nil))
+	e.start("agent-1")
+	e.start("agent-2")
+	ctx := t.Context()
+	file, err := e.cl.Send(ctx, "agent-1", protocol.Message{ID: "m-1", Body: "please review"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Kind    string
+		Message protocol.Message
+	}
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(e.shared, "agents", "agent-1", file))), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Kind != "inbox" || st.Message.Body != "please review" || st.Message.From != protocol.OperatorUser {
+		t.Fatalf("stored inbox message %+v", st)
+	}
+	if es, _ := os.ReadDir(filepath.Join(e.shared, "agents", "agent-2", "inbox")); len(es) != 0 {
+		t.Fatalf("agent-2 got agent-1's message: %v", es)
+	}
+
+	// Agent to agent: agent-2 may write to agent-1's inbox.
+	nc2 := e.f.Connect(t, "agent-2")
+	b, _ := json.Marshal(protocol.Message{V: 1, ID: "from-2", From: "agent-2", Body: "hi"})
+	if err := nc2.Publish(protocol.InboxSubject("agent-1"), b); err != nil {
+		t.Fatal(err)
+	}
+	ev := e.waitEvent("agent-1", protocol.EventInbox, 5*time.Second)
+	for ev.Ref == "m-1" { // the operator's message, seen first
+		ev = e.waitEvent("agent-1", protocol.EventInbox, 5*time.Second)
+	}
+	if ev.Ref != "from-2" || !strings.Contains(readFile(t, filepath.Join(e.shared, "agents", "agent-1", ev.Detail)), `"from": "agent-2"`) {
+		t.Fatalf("inbox event %+v", ev)
+	}
+
+	if err := e.cl.Broadcast(ctx, protocol.Message{ID: "b-1", Body: "all hands"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"agent-1", "agent-2"} {
+		ev := e.waitEvent(id, protocol.EventBroadcast, 5*time.Second)
+		if ev.Ref != "b-1" || !strings.Contains(readFile(t, filepath.Join(e.shared, "agents", id, ev.Detail)), "all hands") {
+			t.Fatalf("%s broadcast: %+v", id, ev)
+		}
+	}
+}
+
+func TestLongTaskIsNotRedeliveredWhileItRuns(t *testing.T) {
+	t.Parallel()
+	// Ack wait 1 s, task 2.5 s: without progress acks the bus would hand
+	// the task out again twice while it still runs.
+	e := newEnv(t, flockWith(2, func(c *flock.Config) { c.Bus.AckWait = ptr("1s") }))
+	e.start("agent-1")
+	e.start("agent-2")
+	ch := e.subscribeResults()
+	b, _ := json.Marshal(tool("long", "sleep", "2500ms"))
+	seq := e.publishRaw(protocol.SubjectTasksPool, b)
+	r := e.waitResult(ch, seq, 15*time.Second)
+	if !r.OK() || r.Attempt != 1 {
+		t.Fatalf("long task: %+v (want ok on attempt 1)", r)
+	}
+	select {
+	case m := <-ch:
+		t.Fatalf("a second run of the long task: %s", m.Data)
+	case <-time.After(1500 * time.Millisecond):
+	}
+}

@@ -1,0 +1,118 @@
+package busconfig
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/ai-flock/ai-flock/infra/credentials"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+func model(t *testing.T, n int) flock.Model {
+	m, err := flock.Config{Target: "docker", AgentCount: &n}.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func keys(t *testing.T, m flock.Model) PublicKeys {
+	master := []byte(strings.Repeat("k", 32))
+	op, _ := credentials.Derive(master, "operator")
+	k := PublicKeys{Operator: op.Public, Agents: map[string]string{}}
+	for _, a := range m.Agents {
+		ak, err := credentials.Derive(master, "agent/"+a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.Agents[a.ID] = ak.Public
+	}
+	return k
+}
+
+// The rendered file is what the bus ships: the stock nats-server parser must
+// load it as is, with one user per agent plus the operator and exactly the
+// permissions the contract gives them.
+func TestRenderedConfigLoadsInNatsServer(t *testing.T) {
+	m := model(t, 3)
+	k := keys(t, m)
+	conf, err := Render(m, k, Options{MonitorHost: "10.210.0.2", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(conf), `\u003e`) {
+		t.Fatal(`rendered config escapes ">": nats-server rejects \u003e`)
+	}
+	p := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(p, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(p)
+	if err != nil {
+		t.Fatalf("nats-server rejects the rendered config: %v", err)
+	}
+	if len(opts.Nkeys) != 4 {
+		t.Fatalf("%d nkey users, want 3 agents + operator", len(opts.Nkeys))
+	}
+	if opts.HTTPHost != "10.210.0.2" || opts.HTTPPort != MonitorPort || opts.Port != ClientPort || !opts.JetStream {
+		t.Errorf("listen %d, monitor %s:%d, jetstream %v", opts.Port, opts.HTTPHost, opts.HTTPPort, opts.JetStream)
+	}
+	for _, u := range opts.Nkeys {
+		if u.Nkey != k.Agents["agent-2"] {
+			continue
+		}
+		want := AgentPermissions("agent-2")
+		if !reflect.DeepEqual(u.Permissions.Publish.Allow, want.Publish.Allow) || !reflect.DeepEqual(u.Permissions.Subscribe.Allow, want.Subscribe.Allow) {
+			t.Errorf("agent-2's permissions as loaded:\n%v\n%v", u.Permissions.Publish.Allow, u.Permissions.Subscribe.Allow)
+		}
+		for _, s := range u.Permissions.Subscribe.Allow {
+			if strings.Contains(s, "agent-1") || s == "_INBOX.>" || s == ">" {
+				t.Errorf("agent-2 may subscribe to %q", s)
+			}
+		}
+		return
+	}
+	t.Fatal("agent-2's user is missing")
+}
+
+func TestRenderRefusesMissingKeys(t *testing.T) {
+	m := model(t, 2)
+	k := keys(t, m)
+	delete(k.Agents, "agent-2")
+	if _, err := Render(m, k, Options{}); err == nil || !strings.Contains(err.Error(), `no key for agent "agent-2"`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestTopologyHasAConsumerPerAgentAndThePool(t *testing.T) {
+	m := model(t, 3)
+	raw, err := RenderTopology(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top Topology
+	if err := json.Unmarshal(raw, &top); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, c := range top.Consumers {
+		f := c.Config.FilterSubjects
+		if c.Config.FilterSubject != "" {
+			f = []string{c.Config.FilterSubject}
+		}
+		got[c.Config.Durable] = f
+	}
+	want := map[string][]string{
+		"agent-1": {"tasks.agent-1", "tasks.all"}, "agent-2": {"tasks.agent-2", "tasks.all"},
+		"agent-3": {"tasks.agent-3", "tasks.all"}, "pool": {"tasks.pool"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("consumers %v, want %v", got, want)
+	}
+}
