@@ -56,6 +56,10 @@ func BusAddress(m flock.Model) (netip.Prefix, netip.Addr) {
 	return p, p.Addr().Next().Next()
 }
 
+// AgentBusAddress is the bus's fixed address on an agent's network: .1 is
+// the (unassigned) gateway, .2 the bus; the agent takes the next free one.
+func AgentBusAddress(a flock.Agent) netip.Addr { return a.Subnet.Addr().Next().Next() }
+
 // New declares the dev flock.
 func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOption) (*Flock, error) {
 	f := &Flock{}
@@ -250,7 +254,7 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	// The bus joins each agent network by a per-agent step, so adding an
 	// agent neither replaces the bus nor touches the other agents.
 	link, err := local.NewCommand(d.ctx, d.n(a.ID, "bus-link"), &local.CommandArgs{
-		Create:      pulumi.Sprintf("docker network connect --alias bus %s %s 2>&1 | grep -v 'already exists' || true; docker network inspect -f '{{range .Containers}}{{.Name}} {{end}}' %s | grep -qw %s", netName, d.n("bus"), netName, d.n("bus")),
+		Create:      pulumi.Sprintf("docker network connect --ip %s --alias bus %s %s 2>&1 | grep -v 'already exists' || true; docker network inspect -f '{{range .Containers}}{{.Name}} {{end}}' %s | grep -qw %s", AgentBusAddress(a).String(), netName, d.n("bus"), netName, d.n("bus")),
 		Delete:      pulumi.Sprintf("docker network disconnect -f %s %s >/dev/null 2>&1 || true", netName, d.n("bus")),
 		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
 		Triggers:    pulumi.Array{d.bus.ID(), network.ID()},
@@ -265,7 +269,9 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	args.Image = d.agentImage.RepoDigest
 	args.Envs = pulumi.StringArray{
 		pulumi.String("AGENT_ID=" + a.ID),
-		pulumi.String(fmt.Sprintf("NATS_URL=nats://bus:%d", busconfig.ClientPort)),
+		// The bus by address, not by name: reconnecting never waits on DNS
+		// (the name vanishes while the bus is down, and lookups then stall).
+		pulumi.String(fmt.Sprintf("NATS_URL=nats://%s:%d", AgentBusAddress(a), busconfig.ClientPort)),
 		pulumi.String("SHARED_DIR=" + flock.ContainerSharedDir),
 		pulumi.String("NATS_NKEY_FILE=" + flock.ContainerCredsFile),
 		pulumi.String("HEARTBEAT_INTERVAL=" + d.m.Bus.Heartbeat.String()),
@@ -279,6 +285,10 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		bindMount(d.m.Shared.CredsFile(a.ID), flock.ContainerCredsFile, true),
 	}
 	args.NetworksAdvanced = docker.ContainerNetworksAdvancedArray{docker.ContainerNetworksAdvancedArgs{Name: network.Name}}
+	// Docker's embedded resolver forwards names it does not know to upstream
+	// servers: a side channel out of an internal network. With loopback as
+	// the only upstream it answers for the flock's own names and nothing else.
+	args.Dns = pulumi.StringArray{pulumi.String("127.0.0.1")}
 	args.Healthcheck = healthcheck("/flock-agent")
 	args.Labels = d.labels("agent", a.ID)
 	container, err := docker.NewContainer(d.ctx, d.n(a.ID), args, d.parent,

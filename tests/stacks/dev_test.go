@@ -214,9 +214,16 @@ func checkNetworks(t *testing.T, s *capture.Stack, agents map[string]capture.Res
 				t.Errorf("%s shares network %s with %s", other, name, id)
 			}
 		}
+		busIP := p.Addr().Next().Next().String()
 		link, ok := s.Get(capture.TypeCommand, "flock-"+id+"-bus-link")
-		if !ok || !strings.Contains(link.String("create"), "network connect --alias bus "+name+" flock-bus") {
-			t.Errorf("%s: no step joins the bus to %s: %q", id, name, link.String("create"))
+		if !ok || !strings.Contains(link.String("create"), "network connect --ip "+busIP+" --alias bus "+name+" flock-bus") {
+			t.Errorf("%s: no step joins the bus to %s at %s: %q", id, name, busIP, link.String("create"))
+		}
+		if env := strings.Join(toStrings(list(agents[id], "envs")), " "); !strings.Contains(env, "NATS_URL=nats://"+busIP+":4222") {
+			t.Errorf("%s: does not reach the bus at its fixed address %s: %s", id, busIP, env)
+		}
+		if dns := list(agents[id], "dns"); len(dns) != 1 || dns[0] != "127.0.0.1" {
+			t.Errorf("%s: dns %v: the embedded resolver must have no upstream to forward to", id, dns)
 		}
 	}
 }

@@ -44,13 +44,14 @@ type command struct {
 
 // Known inputs per resource type. Anything else in a capture fails the replay.
 var known = map[string]map[string]bool{
-	capture.TypeImage:   set("imageName", "build", "skipPush"),
+	capture.TypeImage: set("imageName", "build", "skipPush",
+		"buildOnPreview"), // preview-only: nothing to do on the engine
 	capture.TypeCommand: set("create", "delete", "stdin", "environment", "triggers"),
 	capture.TypeNetwork: set("name", "driver", "internal", "ipamConfigs", "options", "labels", "attachable", "ipv6"),
 	capture.TypeContainer: set("name", "hostname", "image", "user", "envs", "mounts", "networksAdvanced", "ports",
 		"healthcheck", "labels", "readOnly", "tmpfs", "capabilities", "securityOpts", "privileged", "memory",
 		"memorySwap", "cpus", "cpuShares", "ulimits", "init", "restart", "maxRetryCount", "logDriver", "logOpts",
-		"stopSignal", "stopTimeout", "destroyGraceSeconds", "mustRun", "runtime", "command", "entrypoints"),
+		"stopSignal", "stopTimeout", "destroyGraceSeconds", "mustRun", "runtime", "command", "entrypoints", "dns"),
 }
 
 var nested = map[string]map[string]bool{
@@ -240,9 +241,14 @@ func (f *Flock) image(ctx context.Context, r capture.Resource) error {
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(f.Root, dir)
 	}
+	// The engine wants the Dockerfile relative to the context.
 	dockerfile := str(b["dockerfile"])
-	if abs := filepath.Join(f.Root, dockerfile); strings.HasPrefix(abs, dir+"/") {
-		dockerfile = strings.TrimPrefix(abs, dir+"/")
+	if !filepath.IsAbs(dockerfile) {
+		dockerfile = filepath.Join(f.Root, dockerfile)
+	}
+	dockerfile, err := filepath.Rel(dir, dockerfile)
+	if err != nil || strings.HasPrefix(dockerfile, "..") {
+		return fmt.Errorf("dockerfile %q is outside the build context %s", str(b["dockerfile"]), dir)
 	}
 	args := map[string]string{}
 	if a, ok := b["args"].(map[string]any); ok {
@@ -372,7 +378,7 @@ func (f *Flock) container(ctx context.Context, r capture.Resource) error {
 	}
 	host := map[string]any{
 		"ReadonlyRootfs": in["readOnly"] == true, "Privileged": in["privileged"] == true,
-		"SecurityOpt": strs(in["securityOpts"]), "Runtime": str(in["runtime"]),
+		"SecurityOpt": strs(in["securityOpts"]), "Runtime": str(in["runtime"]), "Dns": strs(in["dns"]),
 		"RestartPolicy": map[string]any{"Name": str(in["restart"]), "MaximumRetryCount": num(in["maxRetryCount"])},
 		"LogConfig":     map[string]any{"Type": str(in["logDriver"]), "Config": strMap(in["logOpts"])},
 		"Tmpfs":         strMap(in["tmpfs"]),

@@ -1,0 +1,451 @@
+// Package e2e proves the isolation and the function of the dev flock on a
+// real Docker engine. It captures the dev stack under the mock engine,
+// replays it onto the engine (tests/e2e/replay), then probes it from inside
+// the containers. Set FLOCK_E2E=1 to run it; with FLOCK_REQUIRE_DOCKER=1 a
+// missing engine fails the suite instead of skipping it.
+//
+// FLOCK_E2E_TARGET=pulumi runs the same probes against a flock deployed by a
+// real `pulumi up -s dev` instead of a replay (see the README).
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/infra/credentials"
+	"github.com/ai-flock/ai-flock/tests/capture"
+	"github.com/ai-flock/ai-flock/tests/e2e/replay"
+)
+
+// The flock under test.
+type flockUnderTest struct {
+	name       string   // container name prefix
+	sharedRoot string   // host path of the shared directory
+	agents     []string // agent IDs
+	uids       map[string]int
+	seed       string // operator nkey seed
+	busURL     string
+	probe      map[string]string // agent ID -> probe path inside its container
+	engine     *replay.Engine
+	replayed   *replay.Flock
+	startTime  time.Duration // replay start to every agent's first heartbeat
+}
+
+var (
+	fut     *flockUnderTest
+	skipWhy string
+	root    string
+)
+
+const agentCount = 10
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Getenv("FLOCK_E2E") != "1" {
+		skipWhy = "set FLOCK_E2E=1 to run the e2e suite on a real Docker engine"
+		return m.Run()
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	var err error
+	if root, err = capture.ProjectRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	engine, err := replay.NewEngine()
+	if err == nil {
+		err = engine.Ping(ctx)
+	}
+	if err != nil {
+		if os.Getenv("FLOCK_REQUIRE_DOCKER") == "1" {
+			fmt.Fprintf(os.Stderr, "e2e: FLOCK_REQUIRE_DOCKER=1 but no Docker engine answers: %v\n", err)
+			return 1
+		}
+		skipWhy = "no Docker engine answers: " + err.Error()
+		return m.Run()
+	}
+	if os.Getenv("FLOCK_E2E_TARGET") == "pulumi" {
+		fut, err = attachDeployed(ctx, engine)
+	} else {
+		fut, err = setUp(ctx, engine)
+		// Tear down whatever happens, including an interrupt.
+		defer func() {
+			if os.Getenv("FLOCK_E2E_KEEP") == "1" {
+				fmt.Fprintln(os.Stderr, "e2e: FLOCK_E2E_KEEP=1: leaving the flock running (the next run removes it)")
+				return
+			}
+			tctx, tcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer tcancel()
+			if fut != nil && fut.replayed != nil {
+				if err := fut.replayed.Teardown(tctx); err != nil {
+					fmt.Fprintln(os.Stderr, "e2e teardown:", err)
+				}
+			} else {
+				replay.Clean(tctx, engine)
+			}
+		}()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e setup:", err)
+		return 1
+	}
+	done := make(chan int, 1)
+	go func() { done <- m.Run() }()
+	select {
+	case code := <-done:
+		return code
+	case <-ctx.Done():
+		fmt.Fprintln(os.Stderr, "e2e: interrupted; tearing down")
+		return 1
+	}
+}
+
+func logf(format string, args ...any) {
+	if os.Getenv("FLOCK_E2E_VERBOSE") == "1" {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	}
+}
+
+// setUp builds the binaries, captures the dev stack for a test flock and
+// replays it onto the engine.
+func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) {
+	if err := replay.Clean(ctx, engine); err != nil {
+		return nil, fmt.Errorf("removing leftovers of an earlier run: %w", err)
+	}
+	work, err := os.MkdirTemp("", "flock-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(work, 0o755); err != nil {
+		return nil, err
+	}
+	for _, b := range []string{"flock-agent", "flock-bus"} {
+		if err := goBuild(filepath.Join(root, "agent", "bin", b), "./agent/cmd/"+b); err != nil {
+			return nil, err
+		}
+	}
+	probeBin := filepath.Join(work, "probe")
+	if err := goBuild(probeBin, "./tests/e2e/probe"); err != nil {
+		return nil, err
+	}
+	shared := filepath.Join(work, "shared")
+	stack, err := capture.RunDev(capture.Config{
+		"flock:name":       "e2e",
+		"flock:agentCount": strconv.Itoa(agentCount),
+		"flock:shared":     fmt.Sprintf(`{"root": %q, "stateRoot": %q}`, shared, filepath.Join(work, "state")),
+		"flock:network":    `{"pool": "10.211.0.0/16", "prefixLength": 29}`,
+		"flock:limits":     `{"cpus": 0.5, "memoryMiB": 128, "pids": 64, "tmpfsMiB": 16, "taskTimeout": "60s", "concurrency": 2}`,
+		"flock:bus":        `{"heartbeatInterval": "2s", "ackWait": "5s", "maxDeliver": 4}`,
+		"flock:docker":     `{"baseImage": "scratch"}`,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	op, err := credentials.Derive([]byte(capture.TestSecret), protocol.OperatorUser)
+	if err != nil {
+		return nil, err
+	}
+	f := &flockUnderTest{name: "e2e", sharedRoot: shared, uids: map[string]int{}, seed: op.Seed, busURL: "nats://127.0.0.1:4222", engine: engine, probe: map[string]string{}}
+	for i := 1; i <= agentCount; i++ {
+		id := fmt.Sprintf("agent-%d", i)
+		f.agents = append(f.agents, id)
+		f.uids[id] = 20000 + i
+	}
+
+	// Listen for heartbeats before the flock exists, to time its start.
+	start := time.Now()
+	f.replayed, err = replay.Replay(ctx, engine, stack, root, logf)
+	if err != nil {
+		return f, err
+	}
+	if err := f.waitForHeartbeats(ctx, start, 90*time.Second); err != nil {
+		return f, err
+	}
+	// Put the probe into each agent's own directory: the root filesystem is
+	// read-only, so the containers stay exactly as declared.
+	for _, id := range f.agents[:2] {
+		if err := f.installProbe(probeBin, id); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+func goBuild(out, pkg string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux") // the local engine runs this machine's architecture
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return nil
+}
+
+// installProbe copies the probe binary into the agent's own directory, owned
+// by the agent, plus a setuid-root copy that no-new-privileges must defang.
+func (f *flockUnderTest) installProbe(bin, id string) error {
+	dir := filepath.Join(f.sharedRoot, "agents", id, ".probe")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		uid  int
+		mode os.FileMode
+	}{{"probe", f.uids[id], 0o755}, {"probe-suid", 0, 0o755 | os.ModeSetuid}} {
+		p := filepath.Join(dir, c.name)
+		if err := os.WriteFile(p, raw, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chown(p, c.uid, c.uid); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, c.mode); err != nil {
+			return err
+		}
+	}
+	if err := os.Chown(dir, f.uids[id], f.uids[id]); err != nil {
+		return err
+	}
+	f.probe[id] = "/shared/agents/" + id + "/.probe/probe"
+	return nil
+}
+
+// waitForHeartbeats waits until every agent has sent a heartbeat in state ready.
+func (f *flockUnderTest) waitForHeartbeats(ctx context.Context, start time.Time, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var nc *nats.Conn
+	var err error
+	for time.Now().Before(deadline) {
+		if nc, err = f.connect(); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("operator cannot reach the bus: %w", err)
+	}
+	defer nc.Close()
+	seen := map[string]bool{}
+	sub, err := nc.SubscribeSync(protocol.SubjectHeartbeats)
+	if err != nil {
+		return err
+	}
+	for len(seen) < len(f.agents) {
+		msg, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			return fmt.Errorf("heartbeats from %d of %d agents after %s: %w", len(seen), len(f.agents), timeout, err)
+		}
+		var hb protocol.Heartbeat
+		if json.Unmarshal(msg.Data, &hb) == nil && hb.State == protocol.StateReady {
+			seen[hb.Agent] = true
+		}
+	}
+	f.startTime = time.Since(start)
+	return nil
+}
+
+// connect opens an operator connection to the bus.
+func (f *flockUnderTest) connect(opts ...nats.Option) (*nats.Conn, error) {
+	kp, err := nkeyOption(f.seed)
+	if err != nil {
+		return nil, err
+	}
+	opts = append([]nats.Option{kp, nats.CustomInboxPrefix(protocol.InboxPrefix(protocol.OperatorInboxToken)), nats.Name("e2e-operator")}, opts...)
+	return nats.Connect(f.busURL, opts...)
+}
+
+func need(t *testing.T) *flockUnderTest {
+	t.Helper()
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	if fut == nil {
+		t.Fatal("the flock under test was not set up")
+	}
+	return fut
+}
+
+func container(id string) string { return fut.name + "-" + id }
+
+// probe runs the probe binary in an agent container and returns its outcome.
+func probe(t *testing.T, agent string, args ...string) replay.ExecResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := fut.engine.Exec(ctx, container(agent), append([]string{fut.probe[agent]}, args...), "AGENT_ID="+agent)
+	if err != nil {
+		t.Fatalf("probe %v in %s: %v", args, agent, err)
+	}
+	return res
+}
+
+// mustFail asserts a probe's action failed (exit 1) and returns its output.
+func mustFail(t *testing.T, agent string, args ...string) string {
+	t.Helper()
+	res := probe(t, agent, args...)
+	if res.ExitCode != 1 {
+		t.Errorf("%s: probe %v: exit %d, want the action refused (1); output %q %q", agent, args, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	return res.Stdout
+}
+
+// mustSucceed asserts a probe's action succeeded.
+func mustSucceed(t *testing.T, agent string, args ...string) string {
+	t.Helper()
+	res := probe(t, agent, args...)
+	if res.ExitCode != 0 {
+		t.Errorf("%s: probe %v: exit %d, want success; output %q %q", agent, args, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	return res.Stdout
+}
+
+// inspect returns a container's inspect document.
+func inspect(t *testing.T, name string) map[string]any {
+	t.Helper()
+	doc, err := fut.engine.Inspect(context.Background(), name)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", name, err)
+	}
+	return doc
+}
+
+// ipOn returns a container's address on a network.
+func ipOn(t *testing.T, name, network string) string {
+	t.Helper()
+	nets := inspect(t, name)["NetworkSettings"].(map[string]any)["Networks"].(map[string]any)
+	n, ok := nets[network].(map[string]any)
+	if !ok {
+		t.Fatalf("%s is not on %s", name, network)
+	}
+	return n["IPAddress"].(string)
+}
+
+// jsClient returns a JetStream client on an operator connection.
+func jsClient(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := fut.connect()
+	if err != nil {
+		t.Fatalf("operator connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+// results reads the results stored in FLOCK_RESULTS since it was created,
+// as an operator should: a core subscription would miss results published
+// while the operator's own connection is reconnecting (a bus restart).
+type results struct {
+	js    jetstream.JetStream
+	since time.Time
+}
+
+func watchResults(t *testing.T, nc *nats.Conn) *results {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &results{js: js, since: time.Now().Add(-time.Second)}
+}
+
+// read returns every result stored since the watcher was made, by task ID.
+func (r *results) read(t *testing.T) (map[string][]protocol.Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	since := r.since
+	cons, err := r.js.OrderedConsumer(ctx, protocol.StreamResults, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since,
+	})
+	if err != nil {
+		return nil, err
+	}
+	got := map[string][]protocol.Result{}
+	for {
+		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			var res protocol.Result
+			if err := json.Unmarshal(msg.Data(), &res); err != nil {
+				t.Fatalf("result %q: %v", msg.Data(), err)
+			}
+			if want := protocol.ResultSubject(res.Agent); msg.Subject() != want {
+				t.Errorf("result from %q arrived on %s", res.Agent, msg.Subject())
+			}
+			got[res.TaskID] = append(got[res.TaskID], res)
+		}
+		if n == 0 {
+			return got, nil
+		}
+	}
+}
+
+// collect re-reads the stored results until enough says it has them, or
+// fails at timeout.
+func (r *results) collect(t *testing.T, timeout time.Duration, enough func(map[string][]protocol.Result) bool) map[string][]protocol.Result {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var got map[string][]protocol.Result
+	var err error
+	for time.Now().Before(deadline) {
+		if got, err = r.read(t); err == nil && enough(got) {
+			return got
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("waiting for results: timed out (results for %d tasks; last error %v)", len(got), err)
+	return nil
+}
+
+// publish sends a task through JetStream and checks the bus stored it.
+func publish(t *testing.T, js jetstream.JetStream, subject string, task protocol.Task) {
+	t.Helper()
+	task.V = protocol.Version
+	b, _ := json.Marshal(task)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.Publish(ctx, subject, b, jetstream.WithMsgID(task.ID)); err != nil {
+		t.Fatalf("publish %s to %s: %v", task.ID, subject, err)
+	}
+}
+
+var unsafeID = regexp.MustCompile(`[^a-z0-9._-]+`)
+
+// taskID makes a task ID from the test's name (task IDs name directories).
+func taskID(t *testing.T, tag string) string {
+	name := unsafeID.ReplaceAllString(strings.ToLower(t.Name()), "-")
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	return fmt.Sprintf("%s-%s-%d", name, tag, time.Now().UnixNano())
+}

@@ -1,0 +1,267 @@
+// Command probe runs inside a flock container during the e2e suite and
+// reports what the container can and cannot do. It is copied into the agent's
+// own directory by the test (the root filesystem is read-only), so the agent
+// containers are replayed exactly as declared. Exit status: 0 = the action
+// succeeded, 1 = it failed (the output says why), 2 = bad usage.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	arg := func(i int) string {
+		if len(os.Args) <= i {
+			usage()
+		}
+		return os.Args[i]
+	}
+	switch os.Args[1] {
+	case "dial":
+		c, err := net.DialTimeout("tcp", arg(2), 3*time.Second)
+		if err != nil {
+			fail(err)
+		}
+		c.Close()
+		ok("connected")
+	case "listen":
+		l, err := net.Listen("tcp", arg(2))
+		if err != nil {
+			fail(err)
+		}
+		for {
+			c, err := l.Accept()
+			if err == nil {
+				c.Close()
+			}
+		}
+	case "udproute":
+		// A UDP connect only looks up a route: no packet leaves.
+		c, err := net.Dial("udp", arg(2))
+		if err != nil {
+			fail(err)
+		}
+		c.Close()
+		ok("a route exists")
+	case "routes":
+		b, err := os.ReadFile("/proc/net/route")
+		if err != nil {
+			fail(err)
+		}
+		fmt.Print(string(b))
+	case "write":
+		p := arg(2)
+		if err := os.WriteFile(p, []byte("probe\n"), 0o600); err != nil {
+			fail(err)
+		}
+		os.Remove(p)
+		ok("wrote " + p)
+	case "exists":
+		if _, err := os.Lstat(arg(2)); err != nil {
+			fail(err)
+		}
+		ok("exists")
+	case "read":
+		if _, err := os.ReadFile(arg(2)); err != nil {
+			fail(err)
+		}
+		ok("read")
+	case "id":
+		status, _ := os.ReadFile("/proc/self/status")
+		out := map[string]string{"uid": strconv.Itoa(os.Getuid()), "euid": strconv.Itoa(os.Geteuid()), "gid": strconv.Itoa(os.Getgid())}
+		for _, line := range strings.Split(string(status), "\n") {
+			for _, k := range []string{"CapEff", "CapPrm", "CapBnd", "NoNewPrivs", "Seccomp"} {
+				if v, found := strings.CutPrefix(line, k+":"); found {
+					out[k] = strings.TrimSpace(v)
+				}
+			}
+		}
+		json.NewEncoder(os.Stdout).Encode(out)
+	case "setuid0":
+		// Try to become root after exec of a setuid-root copy of this binary.
+		if err := syscall.Setuid(0); err != nil {
+			fail(fmt.Errorf("euid %d: setuid(0): %w", os.Geteuid(), err))
+		}
+		ok("became root")
+	case "execfrom":
+		// Copy this binary into a directory and try to run it there.
+		self, _ := os.Executable()
+		b, err := os.ReadFile(self)
+		if err != nil {
+			fail(err)
+		}
+		p := arg(2) + "/probe-copy"
+		if err := os.WriteFile(p, b, 0o700); err != nil {
+			fail(err)
+		}
+		defer os.Remove(p)
+		if err := exec.Command(p, "id").Run(); err != nil {
+			fmt.Println("FAIL", err)
+			os.Remove(p)
+			os.Exit(1)
+		}
+		os.Remove(p)
+		ok("ran from " + arg(2))
+	case "fork":
+		forkLoop(arg(2))
+	case "sleep":
+		d, _ := time.ParseDuration(arg(2))
+		time.Sleep(d)
+	case "hog":
+		hog()
+	case "burn":
+		burn(arg(2))
+	case "nats":
+		natsProbe(arg(2), arg(3), arg(4))
+	default:
+		usage()
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats ...")
+	os.Exit(2)
+}
+
+func ok(msg string) { fmt.Println("OK", msg); os.Exit(0) }
+func fail(err error) {
+	fmt.Println("FAIL", err)
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		fmt.Println("errno", int(errno))
+	}
+	os.Exit(1)
+}
+
+// forkLoop starts sleeping children until the kernel refuses, up to max,
+// prints how many ran at once, then stops them.
+func forkLoop(maxArg string) {
+	max, _ := strconv.Atoi(maxArg)
+	self, _ := os.Executable()
+	var kids []*exec.Cmd
+	var lastErr error
+	for len(kids) < max {
+		c := exec.Command(self, "sleep", "60s")
+		if err := c.Start(); err != nil {
+			lastErr = err
+			break
+		}
+		kids = append(kids, c)
+	}
+	fmt.Printf("started %d\n", len(kids))
+	if lastErr != nil {
+		fmt.Printf("refused: %v\n", lastErr)
+	}
+	for _, c := range kids {
+		c.Process.Kill()
+		c.Wait()
+	}
+	if lastErr == nil {
+		os.Exit(1) // never refused: no limit held
+	}
+	os.Exit(0)
+}
+
+// hog touches memory until the kernel kills it, reporting progress.
+func hog() {
+	var chunks [][]byte
+	for i := 1; ; i++ {
+		b := make([]byte, 8<<20)
+		for j := 0; j < len(b); j += 4096 {
+			b[j] = 1
+		}
+		chunks = append(chunks, b)
+		fmt.Printf("allocated %d MiB\n", i*8)
+		if i*8 >= 4096 {
+			os.Exit(1) // 4 GiB and alive: no limit
+		}
+	}
+}
+
+// burn spins every CPU for a while and reports the CPU time it got.
+func burn(secs string) {
+	d, _ := time.ParseDuration(secs)
+	var stop atomic.Bool
+	n := runtime.NumCPU()
+	for i := 0; i < n; i++ {
+		go func() {
+			x := 0
+			for !stop.Load() {
+				x++
+			}
+		}()
+	}
+	start := time.Now()
+	time.Sleep(d)
+	stop.Store(true)
+	wall := time.Since(start)
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	json.NewEncoder(os.Stdout).Encode(map[string]float64{"wall": wall.Seconds(), "cpu": cpu.Seconds(), "cpus": float64(n)})
+}
+
+// natsProbe connects with an agent's own credentials and tries what the bus
+// contract forbids it (acting as, or listening to, another agent) and one
+// thing it allows, as a control. It prints a JSON map of outcome per attempt.
+func natsProbe(url, seedFile, other string) {
+	errs := make(chan error, 64)
+	self := os.Getenv("AGENT_ID")
+	opt, err := nats.NkeyOptionFromSeed(seedFile)
+	if err != nil {
+		fail(err)
+	}
+	nc, err := nats.Connect(url, opt, nats.CustomInboxPrefix("_INBOX."+self),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	if err != nil {
+		fail(err)
+	}
+	defer nc.Close()
+	outcome := map[string]string{}
+	try := func(name string, f func() error) {
+		err := f()
+		if err == nil {
+			err = nc.Flush()
+		}
+		if err == nil {
+			select {
+			case err = <-errs:
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		if err != nil {
+			outcome[name] = "denied: " + err.Error()
+		} else {
+			outcome[name] = "allowed"
+		}
+	}
+	try("publish own heartbeat", func() error { return nc.Publish("agent."+self+".heartbeat", []byte(`{}`)) })
+	try("publish as other heartbeat", func() error { return nc.Publish("agent."+other+".heartbeat", []byte(`{}`)) })
+	try("publish as other result", func() error { return nc.Publish("task.result."+other, []byte(`{}`)) })
+	try("publish broadcast", func() error { return nc.Publish("broadcast", []byte(`{}`)) })
+	try("subscribe other agent", func() error { _, err := nc.SubscribeSync("agent." + other + ".>"); return err })
+	try("subscribe other inbox", func() error { _, err := nc.SubscribeSync("agent." + other + ".inbox"); return err })
+	try("subscribe other replies", func() error { _, err := nc.SubscribeSync("_INBOX." + other + ".>"); return err })
+	try("subscribe all results", func() error { _, err := nc.SubscribeSync("task.result.>"); return err })
+	try("read other tasks", func() error {
+		_, err := nc.Request("$JS.API.CONSUMER.MSG.NEXT.FLOCK_TASKS."+other, []byte(`{"batch":1,"no_wait":true}`), time.Second)
+		return err
+	})
+	json.NewEncoder(os.Stdout).Encode(outcome)
+}

@@ -1,0 +1,24 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/agent/protocol"
+)
+
+type jsPublisher = jetstream.JetStream
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func tryPublish(js jetstream.JetStream, subject string, task protocol.Task) error {
+	task.V = protocol.Version
+	b, _ := json.Marshal(task)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := js.Publish(ctx, subject, b, jetstream.WithMsgID(task.ID))
+	return err
+}
