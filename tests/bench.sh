@@ -28,6 +28,6 @@ stack_bench "dev stack, 500 agents, mock engine" 'BenchmarkDevStack500$' "< 10 s
 if grep -q 'func BenchmarkAWSStack500' tests/stacks/*_test.go 2>/dev/null; then
   stack_bench "aws stack, 500 agents, mock engine" 'BenchmarkAWSStack500$' "< 15 s"
 fi
-if [ -x agent/bench.sh ]; then
-  bash agent/bench.sh
-fi
+echo
+# The agent: idle RSS, image size, tasks/s and latency, time to first heartbeat.
+go run ./agent/cmd/flock-bench
