@@ -70,12 +70,12 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // LayoutScript prepares the roots of the shared and state directories. Agents
 // and logs are traverse-only (0711): no agent can list who else exists.
 func LayoutScript(m flock.Model) string {
-	s, st := m.Shared, m.Shared
+	s := m.Shared
 	var b strings.Builder
 	b.WriteString("set -eu\numask 022\n")
 	fmt.Fprintf(&b, "install -d -o 0 -g 0 -m 0755 %s %s\n", s.Root, s.CommonDir())
-	fmt.Fprintf(&b, "install -d -o 0 -g 0 -m 0711 %s/agents %s/logs %s %s/creds\n", s.Root, s.Root, st.StateRoot, st.StateRoot)
-	bus := st.BusDir()
+	fmt.Fprintf(&b, "install -d -o 0 -g 0 -m 0711 %s/agents %s/logs %s %s/creds\n", s.Root, s.Root, s.StateRoot, s.StateRoot)
+	bus := s.BusDir()
 	fmt.Fprintf(&b, "install -d -o %d -g %d -m 0700 %s %s/config %s/data\n", m.Bus.UID, m.Bus.UID, bus, bus, bus)
 	return b.String()
 }

@@ -62,7 +62,7 @@ const TestSecret = "test-only-bus-secret-0123456789abcdef0123456789abcdef"
 // their values as Pulumi passes them (objects and lists JSON-encoded).
 type Config map[string]string
 
-// Secrets lists the config keys that are secrets.
+// run records what one run of the program declares.
 type run struct {
 	mu    sync.Mutex
 	stack Stack

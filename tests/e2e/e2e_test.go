@@ -430,11 +430,7 @@ func (r *results) collect(t *testing.T, timeout time.Duration, enough func(map[s
 // publish sends a task through JetStream and checks the bus stored it.
 func publish(t *testing.T, js jetstream.JetStream, subject string, task protocol.Task) {
 	t.Helper()
-	task.V = protocol.Version
-	b, _ := json.Marshal(task)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := js.Publish(ctx, subject, b, jetstream.WithMsgID(task.ID)); err != nil {
+	if err := tryPublish(js, subject, task); err != nil {
 		t.Fatalf("publish %s to %s: %v", task.ID, subject, err)
 	}
 }

@@ -2,13 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/agent/protocol"
 )
@@ -113,7 +115,6 @@ func TestBusRestart(t *testing.T) {
 	nc, js := jsClient(t)
 	rs := watchResults(t, nc)
 	want := map[string]string{}
-	var mu sync.Mutex
 	// Tasks that are still running when the bus goes away.
 	for i := 0; i < 10; i++ {
 		id := taskID(t, fmt.Sprint("slow", i))
@@ -140,7 +141,7 @@ func TestBusRestart(t *testing.T) {
 		}
 		if msg.Header == nil && time.Now().After(back) {
 			var h protocol.Heartbeat
-			if jsonUnmarshal(msg.Data, &h) == nil && h.Time.After(back) && heard[h.Agent] == 0 {
+			if json.Unmarshal(msg.Data, &h) == nil && h.Time.After(back) && heard[h.Agent] == 0 {
 				heard[h.Agent] = time.Since(back)
 			}
 		}
@@ -156,9 +157,7 @@ func TestBusRestart(t *testing.T) {
 	// Tasks sent after the restart too.
 	for i := 0; i < 10; i++ {
 		id := taskID(t, fmt.Sprint("after", i))
-		mu.Lock()
 		want[id] = ""
-		mu.Unlock()
 		publishRetry(t, js, protocol.SubjectTasksPool, taskEcho(id, "after"))
 	}
 	got := rs.collect(t, 90*time.Second, func(m map[string][]protocol.Result) bool { return countKeys(m, want) == len(want) })
@@ -175,7 +174,7 @@ func TestBusRestart(t *testing.T) {
 }
 
 // publishRetry publishes, retrying while the operator's connection recovers.
-func publishRetry(t *testing.T, js jsPublisher, subject string, task protocol.Task) {
+func publishRetry(t *testing.T, js jetstream.JetStream, subject string, task protocol.Task) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

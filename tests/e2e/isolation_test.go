@@ -71,10 +71,6 @@ func TestNetworkIsolation(t *testing.T) {
 		// which nobody holds (inhibit_ipv4): the ARP lookup fails on the
 		// host-internal bridge and no packet for the outside address leaves it.
 		gw := gateway(t, f.name+"-"+a1+"-net")
-		routes := mustSucceed(t, a1, "routes")
-		if !strings.Contains(routes, "00000000") {
-			t.Logf("agent-1 has no default route at all")
-		}
 		out := mustFail(t, a1, "dial", "203.0.113.1:443")
 		t.Logf("agent-1 -> 203.0.113.1:443 (via gateway %s, held by nobody): %s", gw, strings.TrimSpace(out))
 	})

@@ -10,10 +10,7 @@ import (
 	"github.com/ai-flock/ai-flock/agent/protocol"
 )
 
-type jsPublisher = jetstream.JetStream
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
+// tryPublish sends a task through JetStream (deduplicated by its ID).
 func tryPublish(js jetstream.JetStream, subject string, task protocol.Task) error {
 	task.V = protocol.Version
 	b, _ := json.Marshal(task)
