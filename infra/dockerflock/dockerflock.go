@@ -214,7 +214,23 @@ func (d *declarer) declareBus() error {
 	if err != nil {
 		return fmt.Errorf("bus container: %w", err)
 	}
+	if err := d.pidsLimit("bus", d.bus, d.m.Bus.Limits.Pids); err != nil {
+		return fmt.Errorf("bus pids limit: %w", err)
+	}
 	return nil
+}
+
+// pidsLimit sets a container's cgroup PIDs limit through the Engine API
+// (pulumi-docker has no pids_limit), again whenever the container is
+// replaced. The nproc ulimit (per UID, and every container has its own UID)
+// holds in the moment between creation and this step.
+func (d *declarer) pidsLimit(name string, c *docker.Container, pids int) error {
+	_, err := local.NewCommand(d.ctx, d.n(name, "pids-limit"), &local.CommandArgs{
+		Create:      pulumi.Sprintf("docker update --pids-limit %d %s >/dev/null", pids, d.n(name)),
+		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
+		Triggers:    pulumi.Array{c.ID(), pulumi.Int(pids)},
+	}, d.parent)
+	return err
 }
 
 func (d *declarer) declareAgent(a flock.Agent) error {
@@ -297,15 +313,7 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		return fmt.Errorf("container: %w", err)
 	}
 
-	// pulumi-docker has no pids_limit: set the cgroup PIDs limit through the
-	// Engine API right after creation, and again whenever the container is
-	// replaced. The nproc ulimit (per UID, and every agent has its own UID)
-	// holds in the moment between creation and this step.
-	if _, err := local.NewCommand(d.ctx, d.n(a.ID, "pids-limit"), &local.CommandArgs{
-		Create:      pulumi.Sprintf("docker update --pids-limit %d %s >/dev/null", a.Limits.Pids, d.n(a.ID)),
-		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
-		Triggers:    pulumi.Array{container.ID(), pulumi.Int(a.Limits.Pids)},
-	}, d.parent); err != nil {
+	if err := d.pidsLimit(a.ID, container, a.Limits.Pids); err != nil {
 		return fmt.Errorf("pids limit: %w", err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"strconv"
@@ -37,7 +38,8 @@ func pidsMax(t *testing.T, name string) string {
 func TestProcessLimit(t *testing.T) {
 	f := need(t)
 	a1, a2 := f.agents[0], f.agents[1]
-	limit := int(hostConfig(t, container(a1))["PidsLimit"].(float64))
+	pl, _ := hostConfig(t, container(a1))["PidsLimit"].(float64) // null when no limit was ever set
+	limit := int(pl)
 	if limit <= 0 {
 		t.Fatalf("agent-1 has no PIDs limit (HostConfig.PidsLimit = %d)", limit)
 	}
@@ -149,5 +151,45 @@ func TestBusPermissionsFromContainer(t *testing.T) {
 	}
 	if len(outcome) < 9 {
 		t.Errorf("only %d attempts reported: %v", len(outcome), outcome)
+	}
+}
+
+// The bus, the one thing every agent can reach, is hardened like the agents
+// and publishes its ports on loopback only.
+func TestBusHardening(t *testing.T) {
+	f := need(t)
+	bus := f.name + "-bus"
+	doc := inspect(t, bus)
+	cfg, hc := doc["Config"].(map[string]any), doc["HostConfig"].(map[string]any)
+	if u, _ := cfg["User"].(string); u == "" || strings.HasPrefix(u, "0:") || u == "0" || u == "root" {
+		t.Errorf("bus runs as %q", u)
+	}
+	if hc["ReadonlyRootfs"] != true || hc["Privileged"] == true {
+		t.Errorf("bus: read-only %v, privileged %v", hc["ReadonlyRootfs"], hc["Privileged"])
+	}
+	if drops := fmt.Sprint(hc["CapDrop"]); drops != "[ALL]" {
+		t.Errorf("bus drops %s, want [ALL]", drops)
+	}
+	if !strings.Contains(fmt.Sprint(hc["SecurityOpt"]), "no-new-privileges:true") {
+		t.Errorf("bus security options %v", hc["SecurityOpt"])
+	}
+	if hc["Memory"].(float64) == 0 || hc["NanoCpus"].(float64) == 0 {
+		t.Errorf("bus memory %v cpus %v: want limits", hc["Memory"], hc["NanoCpus"])
+	}
+	pl, _ := hc["PidsLimit"].(float64) // null when no limit was ever set
+	limit := int(pl)
+	if limit <= 0 || pidsMax(t, bus) != strconv.Itoa(limit) {
+		t.Errorf("bus PIDs limit %d, cgroup pids.max %s", limit, pidsMax(t, bus))
+	}
+	ports := doc["NetworkSettings"].(map[string]any)["Ports"].(map[string]any)
+	if len(ports) == 0 {
+		t.Fatal("bus publishes no ports")
+	}
+	for port, bindings := range ports {
+		for _, b := range bindings.([]any) {
+			if ip := b.(map[string]any)["HostIp"]; ip != "127.0.0.1" {
+				t.Errorf("bus publishes %s on %v, want 127.0.0.1 only", port, ip)
+			}
+		}
 	}
 }

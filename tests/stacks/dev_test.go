@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
-
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -330,6 +328,11 @@ func checkBus(t *testing.T, s *capture.Stack, n int) {
 	if len(list(bus, "ports")) != 2 {
 		t.Errorf("bus ports %v: want the operator and monitoring ports only", list(bus, "ports"))
 	}
+	// The bus gets a real cgroup PIDs limit too (CIS 5.29), tied to its container.
+	step, ok := s.Get(capture.TypeCommand, "flock-bus-pids-limit")
+	if !ok || !strings.Contains(step.String("create"), "docker update --pids-limit 512 flock-bus") || !dependsOn(step, bus) {
+		t.Errorf("bus: no PIDs-limit step tied to its container: %q", step.String("create"))
+	}
 	links := 0
 	for _, c := range s.ByType(capture.TypeCommand) {
 		if strings.HasSuffix(c.Name, "-bus-link") {
@@ -373,8 +376,6 @@ func toStrings(l []any) []string {
 	}
 	return out
 }
-
-var _ = resource.PropertyKey("")
 
 // Operators get what they need from the outputs, and nothing secret in plain text.
 func TestDevStackOutputs(t *testing.T) {
