@@ -1,0 +1,70 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+)
+
+// The Pulumi CLI refuses a project it cannot parse before it runs anything,
+// and the mock engine never reads these files: load them with Pulumi's own
+// loaders, so a broken file fails `go test` instead of a user's `pulumi up`.
+
+func TestProjectFileLoads(t *testing.T) {
+	proj, err := workspace.LoadProject("Pulumi.yaml")
+	if err != nil {
+		t.Fatalf("Pulumi.yaml: %v", err)
+	}
+	if proj.Name != "ai-flock" {
+		t.Errorf("Pulumi.yaml: project name %q, want ai-flock", proj.Name)
+	}
+	if proj.Runtime.Name() != "go" {
+		t.Errorf("Pulumi.yaml: runtime %q, want go", proj.Runtime.Name())
+	}
+}
+
+func TestStackFilesLoad(t *testing.T) {
+	proj, err := workspace.LoadProject("Pulumi.yaml")
+	if err != nil {
+		t.Fatalf("Pulumi.yaml: %v", err)
+	}
+	files, err := filepath.Glob("Pulumi.*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 {
+		t.Fatalf("want the dev and aws stack files, found %v", files)
+	}
+	for _, f := range files {
+		stack, err := workspace.LoadProjectStack(nil, proj, f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		target := ""
+		for k, v := range stack.Config {
+			if k.Namespace() == "flock" && k.Name() == "target" {
+				target, _ = v.Value(nil)
+			}
+		}
+		if target == "" {
+			t.Errorf("%s: no flock:target", f)
+		}
+	}
+}
+
+func TestPolicyPackFileLoads(t *testing.T) {
+	path := filepath.Join("infra", "policy", "PulumiPolicy.yaml")
+	pack, err := workspace.LoadPolicyPack(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if pack.Runtime.Name() != "go" {
+		t.Errorf("%s: runtime %q, want go", path, pack.Runtime.Name())
+	}
+	if _, err := os.Stat(filepath.Join("infra", "policy", "main.go")); err != nil {
+		t.Errorf("the go policy pack runtime builds main.go beside %s: %v", path, err)
+	}
+}
