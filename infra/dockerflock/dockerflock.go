@@ -83,6 +83,7 @@ type declarer struct {
 	parent pulumi.ResourceOption
 
 	agentImage, busImage *docker.Image
+	images               pulumi.Resource // removes both images on destroy, after every container
 	layout, busConfig    *local.Command
 	bus                  *docker.Container
 }
@@ -103,6 +104,14 @@ func (d *declarer) declare() error {
 	}
 	if d.busImage, err = d.image("bus"); err != nil {
 		return fmt.Errorf("bus image: %w", err)
+	}
+	// docker.Image leaves the local image behind on destroy. Every container
+	// depends on this step, so its delete runs after theirs.
+	if d.images, err = local.NewCommand(d.ctx, d.n("images-cleanup"), &local.CommandArgs{
+		Delete:      pulumi.Sprintf("docker image rm -f %s %s >/dev/null 2>&1 || true", d.imageName("agent"), d.imageName("bus")),
+		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
+	}, d.parent, pulumi.DependsOn([]pulumi.Resource{d.agentImage, d.busImage})); err != nil {
+		return fmt.Errorf("images cleanup: %w", err)
 	}
 	if d.layout, err = local.NewCommand(d.ctx, d.n("host-layout"), &local.CommandArgs{
 		Create: pulumi.String(d.args.Host.ShellCommand()),
@@ -133,10 +142,14 @@ func (d *declarer) image(target string) (*docker.Image, error) {
 		build.Args = pulumi.StringMap{"BASE": pulumi.String(d.args.BaseImage)}
 	}
 	return docker.NewImage(d.ctx, d.n(target, "image"), &docker.ImageArgs{
-		ImageName: pulumi.String(fmt.Sprintf("ai-flock/%s-%s:latest", d.name, target)),
+		ImageName: pulumi.String(d.imageName(target)),
 		SkipPush:  pulumi.Bool(true),
 		Build:     build,
 	}, d.parent)
+}
+
+func (d *declarer) imageName(target string) string {
+	return fmt.Sprintf("ai-flock/%s-%s:latest", d.name, target)
 }
 
 func (d *declarer) labels(role, agent string) docker.ContainerLabelArray {
@@ -210,7 +223,7 @@ func (d *declarer) declareBus() error {
 	args.Healthcheck = healthcheck("/flock-bus")
 	args.Labels = d.labels("bus", "")
 	// The bus reloads its bind-mounted config on SIGHUP: a new agent never needs a new bus.
-	d.bus, err = docker.NewContainer(d.ctx, busName, args, d.parent, pulumi.DependsOn([]pulumi.Resource{d.busConfig}))
+	d.bus, err = docker.NewContainer(d.ctx, busName, args, d.parent, pulumi.DependsOn([]pulumi.Resource{d.busConfig, d.images}))
 	if err != nil {
 		return fmt.Errorf("bus container: %w", err)
 	}
@@ -242,6 +255,8 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		Create: pulumi.String(d.args.Host.ShellCommand()),
 		// The script carries the agent's seed: it is a secret, passed on stdin.
 		Stdin: pulumi.ToSecret(pulumi.String(AgentScript(d.m, a, seed))).(pulumi.StringOutput),
+		// Removing the agent or destroying the flock takes its key off the host.
+		Delete: pulumi.String(d.args.Host.RootCommand(AgentCleanupScript(d.m, a))),
 	}, d.parent, pulumi.DependsOn([]pulumi.Resource{d.layout}))
 	if err != nil {
 		return fmt.Errorf("prepare: %w", err)
@@ -274,7 +289,9 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		Delete:      pulumi.Sprintf("docker network disconnect -f %s %s >/dev/null 2>&1 || true", netName, d.n("bus")),
 		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
 		Triggers:    pulumi.Array{d.bus.ID(), network.ID()},
-	}, d.parent)
+		// Its delete disconnects the bus by name: on a replacement it must run
+		// before the new link is made, or it would cut the new one.
+	}, d.parent, pulumi.DeleteBeforeReplace(true))
 	if err != nil {
 		return fmt.Errorf("bus link: %w", err)
 	}
@@ -308,7 +325,7 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	args.Healthcheck = healthcheck("/flock-agent")
 	args.Labels = d.labels("agent", a.ID)
 	container, err := docker.NewContainer(d.ctx, d.n(a.ID), args, d.parent,
-		pulumi.DependsOn([]pulumi.Resource{prepare, link}))
+		pulumi.DependsOn([]pulumi.Resource{prepare, link, d.images}))
 	if err != nil {
 		return fmt.Errorf("container: %w", err)
 	}
@@ -335,9 +352,9 @@ func hardened(l flock.Limits, uid int, runtimeName string) *docker.ContainerArgs
 		Capabilities: docker.ContainerCapabilitiesArgs{Drops: pulumi.StringArray{pulumi.String("ALL")}},
 		SecurityOpts: pulumi.StringArray{pulumi.String("no-new-privileges:true")},
 		Privileged:   pulumi.Bool(false),
-		Memory:       pulumi.Int(l.MemoryMiB), // MiB: the provider multiplies by 1024*1024
-		MemorySwap:   pulumi.Int(l.MemoryMiB), // = memory: no swap, and no perpetual diff
-		Cpus:         pulumi.String(strconv.FormatFloat(l.CPUs, 'f', -1, 64)),
+		Memory:       pulumi.Int(l.MemoryMiB),                // MiB: the provider multiplies by 1024*1024
+		MemorySwap:   pulumi.Int(l.MemoryMiB),                // = memory: no swap, and no perpetual diff
+		Cpus:         pulumi.String(flock.CPUString(l.CPUs)), // the provider's own spelling: no churn
 		CpuShares:    pulumi.Int(512),
 		Ulimits: docker.ContainerUlimitArray{
 			docker.ContainerUlimitArgs{Name: pulumi.String("nproc"), Soft: pulumi.Int(l.Pids), Hard: pulumi.Int(l.Pids)},

@@ -45,16 +45,33 @@ func (h Host) ShellCommand() string {
 	if !h.Remote() {
 		return asRoot
 	}
+	return "ssh -o BatchMode=yes" + h.sshTarget() + " " + shellQuote(asRoot)
+}
+
+// sshTarget is " [-p PORT] [user@]host" of an ssh:// engine.
+func (h Host) sshTarget() string {
 	u, _ := url.Parse(h.DockerHost)
 	target := u.Hostname()
 	if u.User != nil {
 		target = u.User.Username() + "@" + target
 	}
-	port := ""
 	if u.Port() != "" {
-		port = " -p " + u.Port()
+		return " -p " + u.Port() + " " + target
 	}
-	return fmt.Sprintf("ssh -o BatchMode=yes%s %s %s", port, target, shellQuote(asRoot))
+	return " " + target
+}
+
+// RootCommand runs one inline script as root on the engine's host, like
+// ShellCommand but with the script in the command line (it must hold no
+// secret) and stdin closed: pulumi-command hands a delete step the stdin of
+// its create step.
+func (h Host) RootCommand(script string) string {
+	q := shellQuote(script)
+	local := fmt.Sprintf(`if [ "$(id -u)" -eq 0 ]; then sh -c %s; else sudo -n sh -c %s; fi </dev/null`, q, q)
+	if !h.Remote() {
+		return local
+	}
+	return "ssh -n -o BatchMode=yes" + h.sshTarget() + " " + shellQuote(local)
 }
 
 // DockerEnv is the environment of docker CLI steps (network connect, update).
@@ -78,6 +95,14 @@ func LayoutScript(m flock.Model) string {
 	bus := s.BusDir()
 	fmt.Fprintf(&b, "install -d -o %d -g %d -m 0700 %s %s/config %s/data\n", m.Bus.UID, m.Bus.UID, bus, bus, bus)
 	return b.String()
+}
+
+// AgentCleanupScript removes an agent's credentials from the host when the
+// agent is removed or the flock destroyed. Its directory and log stay: data
+// is deleted only by hand.
+func AgentCleanupScript(m flock.Model, a flock.Agent) string {
+	creds := m.Shared.CredsFile(a.ID)
+	return fmt.Sprintf("rm -f %s %s.new", creds, creds)
 }
 
 // AgentScript prepares one agent: its private directory (0700, its UID), its

@@ -277,6 +277,8 @@ func (l LimitsConfig) validate(es *errs, key string, base Limits) Limits {
 	if l.CPUs != nil {
 		if v := *l.CPUs; v <= 0 || v > 64 || math.IsNaN(v) {
 			es.add(key+".cpus", "must be more than 0 and at most 64 cores (got %v)", v)
+		} else if !cpuRoundTrips(v) {
+			es.add(key+".cpus", "%v cores cannot be declared exactly: the docker provider reads the quota back as %q and would replace the container on every pulumi up; pick a value that reads back unchanged (0.5, 0.25, 1, 1.5, ...)", v, CPUString(v))
 		} else {
 			out.CPUs = v
 		}

@@ -44,6 +44,8 @@ func TestValidateRules(t *testing.T) {
 		{"slot duplicate", Config{Target: "docker", Agents: []AgentConfig{{ID: "agent-2"}, {ID: "writer", Slot: ip(2)}}}, "flock:agents[1].slot", "duplicates the slot of agent-2"},
 		{"override unknown", with(func(c *Config) { c.Overrides = map[string]LimitsConfig{"agent-9": {}} }), "flock:overrides.agent-9", "names no agent of this flock"},
 		{"cpus", with(func(c *Config) { c.Limits.CPUs = fp(0) }), "flock:limits.cpus", "more than 0"},
+		{"cpus provider rounds", with(func(c *Config) { c.Limits.CPUs = fp(0.05) }), "flock:limits.cpus", `reads the quota back as "0.1"`},
+		{"bus cpus provider rounds", with(func(c *Config) { c.Bus.Limits.CPUs = fp(10.05) }), "flock:bus.limits.cpus", `reads the quota back as "10.1"`},
 		{"memory", with(func(c *Config) { c.Limits.MemoryMiB = ip(8) }), "flock:limits.memoryMiB", "between 32 and"},
 		{"pids", with(func(c *Config) { c.Limits.Pids = ip(4) }), "flock:limits.pids", "between 16 and"},
 		{"tmpfs", with(func(c *Config) { c.Limits.TmpfsMiB = ip(0) }), "flock:limits.tmpfsMiB", "between 1 and"},

@@ -46,7 +46,7 @@ func attachDeployed(ctx context.Context, engine *replay.Engine) (*flockUnderTest
 		return nil, fmt.Errorf("stack %s has %d agents; the probes need at least 2", stack, len(outputs.Agents))
 	}
 	f := &flockUnderTest{name: name, sharedRoot: outputs.SharedRoot, uids: map[string]int{}, seed: outputs.OperatorSeed,
-		busURL: outputs.BusURL, engine: engine, probe: map[string]string{}}
+		busURL: outputs.BusURL, engine: engine, probe: map[string]string{}, heartbeat: 30 * time.Second}
 	for _, a := range outputs.Agents {
 		f.agents = append(f.agents, a.ID)
 		f.uids[a.ID] = a.UID

@@ -43,7 +43,10 @@ type flockUnderTest struct {
 	probe      map[string]string // agent ID -> probe path inside its container
 	engine     *replay.Engine
 	replayed   *replay.Flock
-	startTime  time.Duration // replay start to every agent's first heartbeat
+	stack      *capture.Stack // what the replay created, as declared
+	stateRoot  string         // host path of the credentials and the bus's files
+	heartbeat  time.Duration  // the agents' heartbeat interval
+	startTime  time.Duration  // replay start to every agent's first heartbeat
 }
 
 var (
@@ -58,7 +61,7 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M) (code int) {
 	if os.Getenv("FLOCK_E2E") != "1" {
 		skipWhy = "set FLOCK_E2E=1 to run the e2e suite on a real Docker engine"
 		return m.Run()
@@ -97,6 +100,13 @@ func run(m *testing.M) int {
 			if fut != nil && fut.replayed != nil {
 				if err := fut.replayed.Teardown(tctx); err != nil {
 					fmt.Fprintln(os.Stderr, "e2e teardown:", err)
+					code = 1
+				}
+				// pulumi destroy takes every credential off the host (the agents'
+				// prepare steps delete their keys): so must the replay of it.
+				if left, _ := filepath.Glob(filepath.Join(fut.stateRoot, "creds", "*")); len(left) > 0 {
+					fmt.Fprintf(os.Stderr, "e2e teardown: credentials left on the host: %v\n", left)
+					code = 1
 				}
 			} else {
 				replay.Clean(tctx, engine)
@@ -163,7 +173,7 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 	if err != nil {
 		return nil, err
 	}
-	f := &flockUnderTest{name: "e2e", sharedRoot: shared, uids: map[string]int{}, seed: op.Seed, busURL: "nats://127.0.0.1:4222", engine: engine, probe: map[string]string{}}
+	f := &flockUnderTest{name: "e2e", sharedRoot: shared, uids: map[string]int{}, seed: op.Seed, busURL: "nats://127.0.0.1:4222", engine: engine, probe: map[string]string{}, stack: stack, stateRoot: filepath.Join(work, "state"), heartbeat: 2 * time.Second}
 	for i := 1; i <= agentCount; i++ {
 		id := fmt.Sprintf("agent-%d", i)
 		f.agents = append(f.agents, id)

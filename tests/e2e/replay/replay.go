@@ -9,6 +9,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,13 +34,16 @@ type Flock struct {
 	Images     map[string]string // mock digest -> built image ID
 	Containers map[string]string // logical name -> container ID
 	Networks   map[string]string // logical name -> network ID
-	deletes    []command         // command delete steps, in creation order
+	created    []created         // what was created, in order: torn down in reverse
 	Log        func(format string, args ...any)
 }
 
-type command struct {
-	name, script string
-	env          map[string]string
+// created is one resource the replay made, and how to delete it.
+type created struct {
+	typ, name string
+	id        string            // container or network ID
+	script    string            // a command's delete step
+	env       map[string]string // its environment
 }
 
 // Known inputs per resource type. Anything else in a capture fails the replay.
@@ -157,7 +161,8 @@ func plain(v resource.PropertyValue) any {
 	}
 }
 
-func inputs(r capture.Resource) map[string]any {
+// Inputs are a resource's declared inputs as plain Go values.
+func Inputs(r capture.Resource) map[string]any {
 	m := map[string]any{}
 	for k, v := range r.Inputs {
 		m[string(k)] = plain(v)
@@ -235,7 +240,7 @@ func topo(s *capture.Stack) ([]capture.Resource, error) {
 }
 
 func (f *Flock) image(ctx context.Context, r capture.Resource) error {
-	in := inputs(r)
+	in := Inputs(r)
 	b, _ := in["build"].(map[string]any)
 	dir := str(b["context"])
 	if !filepath.IsAbs(dir) {
@@ -265,7 +270,7 @@ func (f *Flock) image(ctx context.Context, r capture.Resource) error {
 }
 
 func (f *Flock) command(ctx context.Context, r capture.Resource) error {
-	in := inputs(r)
+	in := Inputs(r)
 	env := map[string]string{}
 	if m, ok := in["environment"].(map[string]any); ok {
 		for k, v := range m {
@@ -273,7 +278,7 @@ func (f *Flock) command(ctx context.Context, r capture.Resource) error {
 		}
 	}
 	if del := str(in["delete"]); del != "" {
-		f.deletes = append(f.deletes, command{name: r.Name, script: del, env: env})
+		f.created = append(f.created, created{typ: r.Type, name: r.Name, script: del, env: env})
 	}
 	out, err := runShell(ctx, str(in["create"]), str(in["stdin"]), env)
 	if err != nil {
@@ -307,8 +312,9 @@ func labelMap(v any, extra map[string]string) map[string]string {
 	return m
 }
 
-func (f *Flock) network(ctx context.Context, r capture.Resource) error {
-	in := inputs(r)
+// networkRequest is the Engine API create request for a network's declared
+// inputs, as the docker provider builds it.
+func networkRequest(in map[string]any) map[string]any {
 	var ipam []map[string]any
 	for _, c := range list(in["ipamConfigs"]) {
 		cm := c.(map[string]any)
@@ -320,17 +326,22 @@ func (f *Flock) network(ctx context.Context, r capture.Resource) error {
 			opts[k] = str(v)
 		}
 	}
-	req := map[string]any{
+	return map[string]any{
 		"Name": str(in["name"]), "Driver": str(in["driver"]), "Internal": in["internal"] == true,
 		"Attachable": in["attachable"] == true, "EnableIPv6": in["ipv6"] == true, "CheckDuplicate": true,
 		"IPAM": map[string]any{"Driver": "default", "Config": ipam}, "Options": opts,
 		"Labels": labelMap(in["labels"], map[string]string{RunLabel: "1"}),
 	}
+}
+
+func (f *Flock) network(ctx context.Context, r capture.Resource) error {
+	req := networkRequest(Inputs(r))
 	id, err := f.Engine.CreateNetwork(ctx, req)
 	if err != nil {
 		return err
 	}
 	f.Networks[r.Name] = id
+	f.created = append(f.created, created{typ: r.Type, name: r.Name, id: id})
 	return nil
 }
 
@@ -340,13 +351,57 @@ func (f *Flock) network(ctx context.Context, r capture.Resource) error {
 // created on the default bridge, disconnected from it and connected to each
 // networksAdvanced entry before it starts.
 func (f *Flock) container(ctx context.Context, r capture.Resource) error {
-	in := inputs(r)
+	in := Inputs(r)
 	image := str(in["image"])
 	if real, ok := f.Images[image]; ok {
 		image = real
 	} else {
 		return fmt.Errorf("image %q was not built by this replay", image)
 	}
+	config, err := containerRequest(in, image)
+	if err != nil {
+		return err
+	}
+	name := str(in["name"])
+	id, err := f.Engine.CreateContainer(ctx, name, config)
+	if err != nil {
+		return err
+	}
+	f.Containers[r.Name] = id
+	f.created = append(f.created, created{typ: r.Type, name: r.Name, id: id})
+	if nets := list(in["networksAdvanced"]); len(nets) > 0 {
+		if err := f.Engine.DisconnectNetwork(ctx, "bridge", id); err != nil && !strings.Contains(err.Error(), "is not connected") {
+			return fmt.Errorf("disconnect default bridge: %w", err)
+		}
+		for _, n := range nets {
+			nm := n.(map[string]any)
+			ipam := map[string]any{}
+			if ip := str(nm["ipv4Address"]); ip != "" {
+				ipam["IPv4Address"] = ip
+			}
+			if err := f.Engine.ConnectNetwork(ctx, str(nm["name"]), id, map[string]any{"Aliases": strs(nm["aliases"]), "IPAMConfig": ipam}); err != nil {
+				return fmt.Errorf("connect %s: %w", str(nm["name"]), err)
+			}
+		}
+	}
+	if err := f.Engine.Start(ctx, id); err != nil {
+		return err
+	}
+	if in["mustRun"] == true {
+		st, err := f.Engine.Inspect(ctx, id)
+		if err != nil {
+			return err
+		}
+		if running, _ := st["State"].(map[string]any)["Running"].(bool); !running {
+			return fmt.Errorf("container %s is not running after start: %v", name, st["State"])
+		}
+	}
+	return nil
+}
+
+// containerRequest is the Engine API create request for a container's
+// declared inputs, as the docker provider builds it.
+func containerRequest(in map[string]any, image string) (map[string]any, error) {
 	config := map[string]any{
 		"Image": image, "Hostname": str(in["hostname"]), "User": str(in["user"]),
 		"Env": strs(in["envs"]), "Labels": labelMap(in["labels"], map[string]string{RunLabel: "1"}),
@@ -369,7 +424,7 @@ func (f *Flock) container(ctx context.Context, r capture.Resource) error {
 			if s := str(hc[k]); s != "" {
 				d, err := time.ParseDuration(s)
 				if err != nil {
-					return fmt.Errorf("healthcheck.%s: %w", k, err)
+					return nil, fmt.Errorf("healthcheck.%s: %w", k, err)
 				}
 				h[field] = d.Nanoseconds()
 			}
@@ -392,11 +447,16 @@ func (f *Flock) container(ctx context.Context, r capture.Resource) error {
 		host["MemorySwap"] = swap << 20
 	}
 	if c := str(in["cpus"]); c != "" {
-		cpus, err := strconv.ParseFloat(c, 64)
-		if err != nil {
-			return fmt.Errorf("cpus %q: %w", c, err)
+		// As the provider does (docker's opts.ParseCPUs): exact decimal, no float rounding.
+		r, ok := new(big.Rat).SetString(c)
+		if !ok {
+			return nil, fmt.Errorf("cpus %q: not a decimal number", c)
 		}
-		host["NanoCpus"] = int64(cpus * 1e9)
+		nano := r.Mul(r, big.NewRat(1e9, 1))
+		if !nano.IsInt() {
+			return nil, fmt.Errorf("cpus %q: value is too precise", c)
+		}
+		host["NanoCpus"] = nano.Num().Int64()
 	}
 	if caps, ok := in["capabilities"].(map[string]any); ok {
 		host["CapDrop"], host["CapAdd"] = strs(caps["drops"]), strs(caps["adds"])
@@ -433,50 +493,40 @@ func (f *Flock) container(ctx context.Context, r capture.Resource) error {
 		host["PortBindings"] = bindings
 	}
 	config["HostConfig"] = host
-
-	name := str(in["name"])
-	id, err := f.Engine.CreateContainer(ctx, name, config)
-	if err != nil {
-		return err
-	}
-	f.Containers[r.Name] = id
-	if nets := list(in["networksAdvanced"]); len(nets) > 0 {
-		if err := f.Engine.DisconnectNetwork(ctx, "bridge", id); err != nil && !strings.Contains(err.Error(), "is not connected") {
-			return fmt.Errorf("disconnect default bridge: %w", err)
-		}
-		for _, n := range nets {
-			nm := n.(map[string]any)
-			ipam := map[string]any{}
-			if ip := str(nm["ipv4Address"]); ip != "" {
-				ipam["IPv4Address"] = ip
-			}
-			if err := f.Engine.ConnectNetwork(ctx, str(nm["name"]), id, map[string]any{"Aliases": strs(nm["aliases"]), "IPAMConfig": ipam}); err != nil {
-				return fmt.Errorf("connect %s: %w", str(nm["name"]), err)
-			}
-		}
-	}
-	if err := f.Engine.Start(ctx, id); err != nil {
-		return err
-	}
-	if in["mustRun"] == true {
-		st, err := f.Engine.Inspect(ctx, id)
-		if err != nil {
-			return err
-		}
-		if running, _ := st["State"].(map[string]any)["Running"].(bool); !running {
-			return fmt.Errorf("container %s is not running after start: %v", name, st["State"])
-		}
-	}
-	return nil
+	return config, nil
 }
 
-// Teardown runs the command delete steps and removes everything the replay
-// (or an earlier, interrupted one) created.
+// Teardown deletes what the replay created in reverse order of creation,
+// as Pulumi deletes dependents before what they depend on (containers before
+// the steps whose delete removes their images or credentials), then removes
+// anything else labelled by a replay.
 func (f *Flock) Teardown(ctx context.Context) error {
-	for i := len(f.deletes) - 1; i >= 0; i-- {
-		runShell(ctx, f.deletes[i].script, "", f.deletes[i].env)
+	var errs []string
+	for i := len(f.created) - 1; i >= 0; i-- {
+		c := f.created[i]
+		var err error
+		switch c.typ {
+		case capture.TypeContainer:
+			err = f.Engine.Remove(ctx, c.id)
+		case capture.TypeNetwork:
+			err = f.Engine.RemoveNetwork(ctx, c.id)
+		case capture.TypeCommand:
+			var out string
+			if out, err = runShell(ctx, c.script, "", c.env); err != nil {
+				err = fmt.Errorf("%w: %s", err, out)
+			}
+		}
+		if err != nil && !IsNotFound(err) {
+			errs = append(errs, fmt.Sprintf("delete %s %s: %v", c.typ, c.name, err))
+		}
 	}
-	return Clean(ctx, f.Engine)
+	if err := Clean(ctx, f.Engine); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("teardown: %s", strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // Clean removes every container and network labelled by a replay.
