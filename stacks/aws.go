@@ -47,7 +47,11 @@ var (
 // but the credentials and the rendered bus files). It returns every problem,
 // each naming its key and the rule it breaks; Load reports them together
 // with the rest of the configuration's.
-func loadAWS(ctx *pulumi.Context, m flock.Model) (awsflock.Args, []error) {
+//
+// With an invalid model (modelValid false; its own errors are reported) only
+// flock:aws itself is checked: rules that weigh it against the model would
+// report the empty model's values, not the user's.
+func loadAWS(ctx *pulumi.Context, m flock.Model, modelValid bool) (awsflock.Args, []error) {
 	var c AWSConfig
 	raw, err := config.Try(ctx, awsKey)
 	switch {
@@ -62,7 +66,7 @@ func loadAWS(ctx *pulumi.Context, m flock.Model) (awsflock.Args, []error) {
 				Rule: "must be an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag}: " + jsonReason(err)}}
 		}
 	}
-	a, errs := c.validate(m)
+	a, errs := c.validate(m, modelValid)
 	if len(errs) > 0 {
 		return awsflock.Args{}, errs
 	}
@@ -74,7 +78,7 @@ func loadAWS(ctx *pulumi.Context, m flock.Model) (awsflock.Args, []error) {
 	return a, nil
 }
 
-func (c AWSConfig) validate(m flock.Model) (awsflock.Args, []error) {
+func (c AWSConfig) validate(m flock.Model, modelValid bool) (awsflock.Args, []error) {
 	var errs []error
 	add := func(key, format string, v ...any) {
 		errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf(format, v...)})
@@ -91,7 +95,7 @@ func (c AWSConfig) validate(m flock.Model) (awsflock.Args, []error) {
 			CIDR: awsflock.DefaultCIDR, AZCount: awsflock.DefaultAZCount, Egress: awsflock.EgressEndpoints,
 		},
 	}
-	if awsflock.OperatorUID(m) < 1000 {
+	if modelValid && awsflock.OperatorUID(m) < 1000 {
 		add("flock:uidBase", "must be at least 1001 on the aws target: the operator task runs as flock:uidBase - 1, which must not be a system UID (got %d)", m.Bus.UID)
 	}
 	if m.Runtime != "" {
@@ -165,7 +169,7 @@ func (c AWSConfig) validate(m flock.Model) (awsflock.Args, []error) {
 				n.CIDR = p
 			}
 		}
-		if capa := awsflock.PrivateCapacity(n.CIDR, n.AZCount); capa < len(m.Agents)+2 {
+		if capa := awsflock.PrivateCapacity(n.CIDR, n.AZCount); modelValid && capa < len(m.Agents)+2 {
 			add(k("cidr"), "%s in %d zones holds %d task addresses; %d agents, the bus and the operator need %d: use a larger range or more zones", n.CIDR, n.AZCount, capa, len(m.Agents), len(m.Agents)+2)
 		}
 	}
@@ -212,7 +216,7 @@ func (c AWSConfig) validate(m flock.Model) (awsflock.Args, []error) {
 			add("flock:limits", "agent %s: %v", ag.ID, err)
 		}
 	}
-	if _, err := awsflock.SizeFor(m.Bus.Limits); err != nil {
+	if _, err := awsflock.SizeFor(m.Bus.Limits); modelValid && err != nil {
 		add("flock:bus.limits", "%v", err)
 	}
 	return a, errs

@@ -85,7 +85,7 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	}
 	if c.Target == string(flock.TargetAWS) {
 		var awsErrs []error
-		s.AWS, awsErrs = loadAWS(ctx, m)
+		s.AWS, awsErrs = loadAWS(ctx, m, err == nil)
 		errs = append(errs, awsErrs...)
 	}
 	secret, err := busSecret(ctx)

@@ -34,6 +34,7 @@ type Flock struct {
 	Model        flock.Model
 	Bus          *bus.Server
 	URL          string
+	master       []byte // what every key is derived from (Master unless started WithMaster)
 }
 
 // Agents returns a flock.Config of n agents (agent-1 … agent-n) on the docker target.
@@ -44,7 +45,11 @@ func Agents(n int) flock.Config {
 // New renders cfg into dir and starts its bus (random port, store in dir).
 // Close stops it. logger may be nil.
 func New(dir string, cfg flock.Config, logger *slog.Logger) (*Flock, error) {
-	f := &Flock{Dir: dir, ConfigFile: filepath.Join(dir, "nats.conf"), TopologyFile: filepath.Join(dir, "topology.json")}
+	return newWithMaster(dir, cfg, logger, Master)
+}
+
+func newWithMaster(dir string, cfg flock.Config, logger *slog.Logger, master []byte) (*Flock, error) {
+	f := &Flock{Dir: dir, ConfigFile: filepath.Join(dir, "nats.conf"), TopologyFile: filepath.Join(dir, "topology.json"), master: master}
 	if err := f.render(cfg); err != nil {
 		return nil, err
 	}
@@ -73,6 +78,19 @@ func Start(tb testing.TB, cfg flock.Config) *Flock {
 	return f
 }
 
+// StartWithMaster is Start with the operator's key derived from master, as
+// the stacks derive it from flock:busSecret: a test can then use the very
+// credential a captured stack hands its operator.
+func StartWithMaster(tb testing.TB, cfg flock.Config, master []byte) *Flock {
+	tb.Helper()
+	f, err := newWithMaster(tb.TempDir(), cfg, testLogger(), master)
+	if err != nil {
+		tb.Fatalf("start bus: %v", err)
+	}
+	tb.Cleanup(f.Close)
+	return f
+}
+
 // Close stops the bus.
 func (f *Flock) Close() { f.Bus.Shutdown() }
 
@@ -94,13 +112,13 @@ func (f *Flock) render(cfg flock.Config) error {
 	if err != nil {
 		return fmt.Errorf("flock config: %w", err)
 	}
-	op, err := credentials.Derive(Master, protocol.OperatorUser)
+	op, err := credentials.Derive(f.master, protocol.OperatorUser)
 	if err != nil {
 		return err
 	}
 	keys := busconfig.PublicKeys{Operator: op.Public, Agents: map[string]string{}}
 	for _, id := range m.AgentIDs() {
-		k, err := credentials.Derive(Master, id)
+		k, err := credentials.Derive(f.master, id)
 		if err != nil {
 			return err
 		}

@@ -138,6 +138,7 @@ func health(env Env, sio IO) int {
 // common holds the operator flags every command shares.
 type common struct {
 	url, nkey string
+	seed      string // $FLOCK_NKEY_SEED: the seed itself, never a flag (argv is visible to every user)
 	json      bool
 }
 
@@ -147,7 +148,8 @@ func (c *common) register(fs *flag.FlagSet, env Env) {
 		url = worker.DefaultURL
 	}
 	fs.StringVar(&c.url, "nats", url, "bus URL ($FLOCK_NATS_URL)")
-	fs.StringVar(&c.nkey, "nkey", env("FLOCK_NKEY_FILE"), "operator nkey seed file ($FLOCK_NKEY_FILE)")
+	fs.StringVar(&c.nkey, "nkey", env("FLOCK_NKEY_FILE"), "operator nkey seed file ($FLOCK_NKEY_FILE; or the seed itself in $FLOCK_NKEY_SEED)")
+	c.seed = env("FLOCK_NKEY_SEED")
 	fs.BoolVar(&c.json, "json", false, "print JSON (one object per line) instead of text")
 }
 

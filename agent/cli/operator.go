@@ -15,7 +15,7 @@ import (
 )
 
 func connect(c common, sio IO) (*operator.Client, int) {
-	cl, err := operator.Connect(c.url, c.nkey)
+	cl, err := operator.Connect(c.url, operator.Credential{File: c.nkey, Seed: c.seed})
 	if err != nil {
 		fmt.Fprintf(sio.Err, "flock-agent: bus %s: %v\n", c.url, err)
 		return nil, ExitBus

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/ai-flock/ai-flock/agent/protocol"
 )
@@ -35,17 +36,17 @@ type Client struct {
 }
 
 // Connect dials the bus as the operator (nkey seed file; "" for none).
-func Connect(url, nkeyFile string, opts ...nats.Option) (*Client, error) {
+func Connect(url string, cred Credential, opts ...nats.Option) (*Client, error) {
 	all := []nats.Option{
 		nats.Name("flock-operator"),
 		nats.CustomInboxPrefix(protocol.InboxPrefix(protocol.OperatorInboxToken)),
 		nats.Timeout(3 * time.Second),
 	}
-	if nkeyFile != "" {
-		nk, err := nats.NkeyOptionFromSeed(nkeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("nkey %s: %w", nkeyFile, err)
-		}
+	nk, err := cred.option()
+	if err != nil {
+		return nil, err
+	}
+	if nk != nil {
 		all = append(all, nk)
 	}
 	nc, err := nats.Connect(url, append(all, opts...)...)
@@ -53,6 +54,38 @@ func Connect(url, nkeyFile string, opts ...nats.Option) (*Client, error) {
 		return nil, err
 	}
 	return New(nc), nil
+}
+
+// Credential is the operator's nkey: a seed file (Docker hosts: make
+// operator-key writes one), or the seed itself (the aws operator task gets it
+// from Secrets Manager in its environment). At most one of the two.
+type Credential struct {
+	File string
+	Seed string
+}
+
+func (c Credential) option() (nats.Option, error) {
+	switch {
+	case c.File != "" && c.Seed != "":
+		return nil, errors.New("nkey: give either a seed file or a seed, not both")
+	case c.File != "":
+		nk, err := nats.NkeyOptionFromSeed(c.File)
+		if err != nil {
+			return nil, fmt.Errorf("nkey %s: %w", c.File, err)
+		}
+		return nk, nil
+	case c.Seed != "":
+		kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(c.Seed)))
+		if err != nil {
+			return nil, fmt.Errorf("nkey seed: %w", err) // never the seed itself
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("nkey seed: %w", err)
+		}
+		return nats.Nkey(pub, kp.Sign), nil
+	}
+	return nil, nil
 }
 
 // New wraps an existing connection (it must use the operator's inbox prefix).

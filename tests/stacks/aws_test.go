@@ -1057,3 +1057,24 @@ func TestAWSConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// An invalid model and a bad flock:aws are reported together, and nothing
+// else: the aws rules that weigh flock:aws against the model must not report
+// the values of a model that failed (a spurious "flock:uidBase ... (got 0)").
+func TestAWSConfigErrorsWithAnInvalidModel(t *testing.T) {
+	_, err := capture.RunAWS(capture.Config{"flock:agentCount": "0", "flock:aws": `{"logRetentionDays":42}`})
+	if err == nil {
+		t.Fatal("accepted an invalid configuration")
+	}
+	msg := err.Error()
+	for _, want := range []string{"flock:agentCount: must be between 1 and", "flock:aws.logRetentionDays:"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not report %q", msg, want)
+		}
+	}
+	for _, spurious := range []string{"flock:uidBase", "flock:bus.limits", "flock:aws.cidr"} {
+		if strings.Contains(msg, spurious) {
+			t.Errorf("error %q reports %s, which the user did not set", msg, spurious)
+		}
+	}
+}
