@@ -9,7 +9,7 @@ GOARCH ?= $(shell $(GO) env GOARCH)
 GOFLAGS_STATIC := CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH)
 OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
 
-.PHONY: all bin deploy destroy preview operator-key test check deps vet e2e provision-check actionlint bench \
+.PHONY: all bin program deploy destroy preview operator-key test check deps vet e2e provision-check actionlint bench layer3 \
         vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy flock-test flock-logs flock-watch
 
 all: bin test
@@ -20,7 +20,7 @@ bin:
 	$(GOFLAGS_STATIC) $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/flock-bus ./agent/cmd/flock-bus
 
 ## deploy: pulumi up of the dev stack (creates the stack and its bus secret on first use)
-deploy: bin
+deploy: bin program
 	@pulumi whoami >/dev/null 2>&1 || pulumi login --local
 	@pulumi stack select $(STACK) 2>/dev/null || pulumi stack init $(STACK)
 	@pulumi config get flock:busSecret -s $(STACK) >/dev/null 2>&1 || \
@@ -28,12 +28,20 @@ deploy: bin
 	pulumi up --yes -s $(STACK)
 	@$(MAKE) --no-print-directory operator-key
 
+## program: compile the Pulumi program once, saying so: pulumi compiles it
+## silently on every run, and the first build of the SDKs takes minutes
+program:
+	@echo "Compiling the Pulumi program (the first build of the Pulumi SDKs takes about 5 minutes on 2 cores; later ones seconds)..."
+	@start=$$(date +%s); $(GO) build -o /dev/null . && echo "Compiled in $$(( $$(date +%s) - start ))s."
+
 ## preview: what a deploy would change, with the policy pack
-preview: bin
+preview: bin program
 	pulumi preview --diff -s $(STACK) --policy-pack infra/policy
 
+## destroy: remove the flock, its credentials on the host and the operator's key; data stays
 destroy:
 	pulumi destroy --yes -s $(STACK)
+	@rm -f $(OPERATOR_KEY) && echo "removed the operator key $(OPERATOR_KEY)"
 
 ## operator-key: the operator's bus credential, for the operator CLI
 operator-key:
@@ -67,6 +75,12 @@ provision-check:
 actionlint:
 	bash tests/policy/actionlint.sh
 
+## layer3: the real Pulumi CLI and provider plugins on a clean clone of HEAD:
+## deploy as the README says, probes, no churn, add an agent, policy pack, destroy
+## (FLOCK_LAYER3_AGENTS=50 for the large run). Needs the toolchain: see the README.
+layer3:
+	bash tests/layer3/run.sh
+
 ## bench: every benchmark, with the figures the README quotes
 bench:
 	bash tests/bench.sh
@@ -89,9 +103,10 @@ vm-shared:
 vm-destroy:
 	vagrant destroy -f
 
-## flock-test: send a task to every agent and wait for the results
+## flock-test: send a task to every agent and wait for the results. The agent
+## image holds one static binary and no shell: the task runs a tool built into it.
 flock-test:
-	$(GO) run ./agent/cmd/flock-agent task --nkey $(OPERATOR_KEY) --all -- echo hello from the operator
+	$(GO) run ./agent/cmd/flock-agent task --nkey $(OPERATOR_KEY) --all -- /flock-agent tool echo hello from the operator
 flock-watch:
 	$(GO) run ./agent/cmd/flock-agent watch --nkey $(OPERATOR_KEY)
 flock-logs:
