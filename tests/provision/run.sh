@@ -5,7 +5,7 @@
 #
 #   bash tests/provision/run.sh
 #
-# 1. shellcheck on every shell script in provision/ and tests/provision/
+# 1. shellcheck on every shell script in provision/, tests/ and .ci/
 # 2. ruby -c Vagrantfile, plus tests/provision/vagrantfile_test.rb (every
 #    provider block under several host environments), plus `vagrant validate`
 #    (Debian bookworm ships vagrant 2.3.4; installed if missing)
@@ -102,12 +102,12 @@ ensure_tool() {
 echo "== shellcheck"
 if ensure_tool shellcheck shellcheck; then
   mapfile -t scripts < <(
-    cd "$ROOT" && find provision tests/provision -type f | sort | while read -r f; do
+    cd "$ROOT" && git ls-files provision tests .ci | sort | while read -r f; do
       if [[ $f == *.sh ]] || head -n1 "$f" | grep -Eq '^#!.*(ba)?sh'; then echo "$f"; fi
     done
   )
   if ((${#scripts[@]} == 0)); then
-    fail "shellcheck: no shell scripts found under provision/ and tests/provision/"
+    fail "shellcheck: no shell scripts found under provision/, tests/ and .ci/"
   fi
   for f in "${scripts[@]}"; do
     ok "shellcheck $f" bash -c 'cd "$1" && shellcheck -x "$2"' _ "$ROOT" "$f"

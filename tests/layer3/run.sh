@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Layer 3 of the testing layers: the real Pulumi CLI and the real docker and
+# command provider plugins, on a clean clone of HEAD, doing exactly what the
+# README tells a new user, then checking what they created:
+#   1. make deploy                       (all agents healthy: timed from the start)
+#   2. make flock-test, make flock-watch (briefly)
+#   3. the isolation probes of tests/e2e against the deployed flock
+#   4. pulumi preview --expect-no-changes (no churn)
+#   5. one agent more: the plan creates only its resources, pulumi up keeps
+#      the bus's and every other agent's container, and the preview after is clean
+#   6. the policy pack: clean on the stack, blocking a container made writable
+#   7. make destroy: nothing of the flock left on the engine, no key on the host
+# Every step prints its time; a table of them closes the run.
+#
+# FLOCK_LAYER3_AGENTS=N deploys N agents instead of Pulumi.dev.yaml's count.
+# FLOCK_LAYER3_KEEP=1 leaves the work directory (clone, logs, backend) behind.
+# Needs root on the Docker host (the flock's host steps) and the toolchain:
+# `pulumi` on PATH with the docker 4.10.0 and command 1.2.0 plugins installed
+# (the README's "Running it for real" says how to build them).
+set -euo pipefail
+
+die() { echo "layer3: $*" >&2; exit 1; }
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(git -C "$here" rev-parse --show-toplevel)
+export PATH="/usr/local/go/bin:$PATH"
+
+command -v pulumi >/dev/null || die "no pulumi CLI on PATH"
+plugins=$(pulumi plugin ls 2>/dev/null)
+grep -Eq '^docker +resource +4\.10\.0' <<<"$plugins" || die "the docker 4.10.0 provider plugin is not installed (pulumi plugin ls)"
+grep -Eq '^command +resource +1\.2\.0' <<<"$plugins" || die "the command 1.2.0 provider plugin is not installed (pulumi plugin ls)"
+[ "$(id -u)" -eq 0 ] || die "run as root: the flock's host steps create directories owned by the agents' UIDs"
+docker info >/dev/null 2>&1 || die "no Docker engine answers"
+if [ -n "$(docker ps -aq --filter label=ai-flock.flock)" ]; then
+  die "a flock already runs on this engine (docker ps --filter label=ai-flock.flock): destroy it first"
+fi
+[ -z "$(git -C "$src" status --porcelain)" ] || echo "layer3: note: uncommitted changes are not part of the clone of HEAD" >&2
+
+work=$(mktemp -d /tmp/flock-layer3.XXXXXX)
+chmod 0755 "$work"
+repo=$work/ai-flock
+logs=$work/logs
+mkdir -p "$logs"
+git clone -q "$src" "$repo"
+cd "$repo"
+echo "layer3: clone of $(git rev-parse --short HEAD) in $repo; logs in $logs"
+
+# A backend, passphrase and operator key of its own: nothing of a user's is touched.
+export PULUMI_BACKEND_URL="file://$work/backend"
+export PULUMI_CONFIG_PASSPHRASE="layer3-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
+export PULUMI_SKIP_UPDATE_CHECK=true
+export OPERATOR_KEY="$work/operator.nk"
+mkdir -p "$work/backend"
+
+stack=dev
+flock=flock
+count=$(sed -n 's/^  flock:agentCount: *\([0-9]*\).*/\1/p' Pulumi.dev.yaml)
+if [ -n "${FLOCK_LAYER3_AGENTS:-}" ]; then
+  count=$FLOCK_LAYER3_AGENTS
+  sed -i "s/^  flock:agentCount: .*/  flock:agentCount: $count/" Pulumi.dev.yaml
+fi
+state_root=$(sed -n 's/^    stateRoot: *//p' Pulumi.dev.yaml)
+
+declare -a table=()
+now() { date +%s%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1e9 }'; }
+record() { table+=("$(printf '%-58s %8s s' "$1" "$2")"); echo "   $1: $2 s"; }
+
+# run NAME LOG CMD...: runs CMD with its output in LOG, fails the run on error.
+run() {
+  local name=$1 log=$logs/$2 t0
+  shift 2
+  echo "== $name"
+  t0=$(now)
+  if ! "$@" >"$log" 2>&1; then
+    tail -40 "$log" >&2
+    die "$name failed (full output: $log)"
+  fi
+  record "$name" "$(secs "$t0" "$(now)")"
+}
+
+deployed=0
+cleanup() {
+  local rc=$?
+  if [ "$deployed" = 1 ] && [ "$rc" -ne 0 ]; then
+    echo "layer3: failed; destroying what was deployed (logs kept in $logs)" >&2
+    pulumi destroy --yes -s "$stack" >"$logs/cleanup-destroy.log" 2>&1 || echo "layer3: cleanup destroy failed: $logs/cleanup-destroy.log" >&2
+    rm -f "$OPERATOR_KEY"
+  fi
+  if [ "$rc" -eq 0 ] && [ "${FLOCK_LAYER3_KEEP:-}" != 1 ]; then
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+
+# agents_healthy N: every one of N agents (and the bus) reports healthy.
+agents_healthy() {
+  local n
+  n=$(docker ps --filter "label=ai-flock.flock=$flock" --filter label=ai-flock.role=agent --filter health=healthy -q | wc -l)
+  [ "$n" -eq "$1" ] && [ -n "$(docker ps --filter "name=^$flock-bus$" --filter health=healthy -q)" ]
+}
+wait_healthy() {
+  local deadline=$((SECONDS + $2))
+  until agents_healthy "$1"; do
+    [ "$SECONDS" -lt "$deadline" ] || die "not every agent is healthy after $2 s: $(docker ps --filter "label=ai-flock.flock=$flock" --format '{{.Names}} {{.Status}}' | sort | tr '\n' ';')"
+    sleep 0.2
+  done
+}
+containers() { docker ps -a --filter "label=ai-flock.flock=$flock" --format '{{.Names}} {{.ID}}' | sort; }
+
+# 1. Deploy as the README says.
+echo "== make deploy ($count agents)"
+t0=$(now)
+make --no-print-directory deploy >"$logs/deploy.log" 2>&1 || { deployed=1; tail -40 "$logs/deploy.log" >&2; die "make deploy failed"; }
+deployed=1
+t_up=$(now)
+wait_healthy "$count" 180
+t_healthy=$(now)
+grep -E '^Compiled in|Resources:|[0-9]+ created|Duration:' "$logs/deploy.log" | sed 's/^/   /'
+record "make deploy ($count agents), compile and pulumi up" "$(secs "$t0" "$t_up")"
+record "make deploy start to every agent healthy" "$(secs "$t0" "$t_healthy")"
+grep -q 'Resources:' "$logs/deploy.log" || die "no pulumi up in the make deploy output ($logs/deploy.log)"
+[ -s "$OPERATOR_KEY" ] || die "make deploy wrote no operator key to $OPERATOR_KEY"
+
+# 2. The operator commands of the README.
+run "make flock-test" flock-test.log make --no-print-directory flock-test
+ok=$(grep -c '\] ok' "$logs/flock-test.log" || true)
+[ "$ok" -eq "$count" ] || { cat "$logs/flock-test.log" >&2; die "make flock-test: $ok of $count agents answered ok"; }
+echo "   $ok of $count agents ran the task: $(grep -m1 'hello from the operator' "$logs/flock-test.log" | sed 's/^ *//')"
+echo "== make flock-watch (40 s)"
+timeout -s INT 40 make --no-print-directory flock-watch >"$logs/flock-watch.log" 2>&1 || true
+seen=$(grep -o 'heartbeat [a-z0-9-]*' "$logs/flock-watch.log" | sort -u | wc -l)
+[ "$seen" -eq "$count" ] || { tail -20 "$logs/flock-watch.log" >&2; die "make flock-watch: heartbeats from $seen of $count agents in 40 s"; }
+echo "   heartbeats from all $seen agents"
+
+# 3. The isolation probes against what Pulumi created.
+echo "== isolation probes (tests/e2e against the deployed flock)"
+t0=$(now)
+if ! FLOCK_E2E=1 FLOCK_REQUIRE_DOCKER=1 FLOCK_E2E_TARGET=pulumi FLOCK_E2E_STACK=$stack \
+  go test -count=1 -timeout 20m -v ./tests/e2e/ >"$logs/probes.log" 2>&1; then
+  grep -E '^(--- FAIL|FAIL|panic)|_test.go:[0-9]+:' "$logs/probes.log" | head -40 >&2
+  die "the probes failed against the deployed flock ($logs/probes.log)"
+fi
+echo "   $(grep -c '^--- PASS' "$logs/probes.log") passed, $(grep -c '^--- SKIP' "$logs/probes.log") skipped (they kill or restart containers: replay only)"
+record "isolation probes" "$(secs "$t0" "$(now)")"
+
+# 4. No churn.
+run "pulumi preview --expect-no-changes" preview-1.log pulumi preview --expect-no-changes -s "$stack"
+
+# 5. One agent more: only its resources.
+new="agent-$((count + 1))"
+before=$(containers)
+pulumi config set flock:agentCount "$((count + 1))" -s "$stack"
+run "pulumi preview --json (one agent more)" plan.json pulumi preview --json -s "$stack"
+echo "== the plan adds only $new's resources"
+go run ./tests/layer3/plancheck "$flock" "$new" <"$logs/plan.json" || die "adding $new changes more than $new"
+t0=$(now)
+run "pulumi up (one agent more)" up-add.log pulumi up --yes -s "$stack"
+wait_healthy "$((count + 1))" 120
+record "pulumi up (one agent more) to it healthy" "$(secs "$t0" "$(now)")"
+after=$(containers)
+changed=$(comm -23 <(echo "$before") <(echo "$after"))
+[ -z "$changed" ] || die "containers replaced by adding $new: $changed"
+grep -q "^$flock-$new " <<<"$after" || die "$new has no container"
+echo "   the bus and all $count agents kept their containers; $new is healthy"
+run "make flock-test ($((count + 1)) agents)" flock-test-2.log make --no-print-directory flock-test
+ok=$(grep -c '\] ok' "$logs/flock-test-2.log" || true)
+[ "$ok" -eq "$((count + 1))" ] || die "make flock-test after adding $new: $ok of $((count + 1)) agents answered ok"
+run "pulumi preview --expect-no-changes (after adding)" preview-2.log pulumi preview --expect-no-changes -s "$stack"
+
+# 6. The policy pack: clean, then blocking a broken change.
+run "pulumi preview --policy-pack infra/policy" policy-clean.log pulumi preview -s "$stack" --policy-pack infra/policy
+! grep -qi 'mandatory' "$logs/policy-clean.log" || die "the policy pack reports violations on the stack ($logs/policy-clean.log)"
+sed -i 's/ReadOnly:     pulumi.Bool(true)/ReadOnly:     pulumi.Bool(false)/' infra/dockerflock/dockerflock.go
+git diff --quiet infra/dockerflock/dockerflock.go && die "could not break the stack for the policy test"
+echo "== pulumi preview --policy-pack infra/policy, containers made writable"
+t0=$(now)
+if pulumi preview -s "$stack" --policy-pack infra/policy >"$logs/policy-broken.log" 2>&1; then
+  die "the policy pack let a writable container through ($logs/policy-broken.log)"
+fi
+grep -q 'container-read-only-rootfs' "$logs/policy-broken.log" || die "the preview failed, but not on container-read-only-rootfs ($logs/policy-broken.log)"
+echo "   blocked: $(grep -m1 -o 'container-read-only-rootfs.*' "$logs/policy-broken.log" | cut -c1-100)"
+record "policy pack blocking a writable container" "$(secs "$t0" "$(now)")"
+git checkout -q infra/dockerflock/dockerflock.go
+
+# 7. Destroy, as the README says, and look for anything left.
+run "make destroy" destroy.log make --no-print-directory destroy
+deployed=0
+left=$(docker ps -aq --filter "label=ai-flock.flock=$flock"; docker network ls -q --filter "label=ai-flock.flock=$flock"; docker images -q "ai-flock/$flock-*")
+[ -z "$left" ] || die "left on the engine after destroy: $left"
+keys=$(find "$state_root" -name '*.nk*' 2>/dev/null || true)
+[ -z "$keys" ] || die "credentials left on the host after destroy: $keys"
+[ ! -e "$OPERATOR_KEY" ] || die "the operator key $OPERATOR_KEY is left after destroy"
+echo "   nothing of the flock on the engine; no key under $state_root or at the operator key's path"
+pulumi stack rm --yes -s "$stack" >/dev/null 2>&1 || true
+
+echo
+echo "layer3: every step passed ($count agents, then $((count + 1)))"
+printf '%s\n' "${table[@]}"
