@@ -67,7 +67,7 @@ func attachDeployed(ctx context.Context, engine *replay.Engine) (*flockUnderTest
 			return nil, err
 		}
 	}
-	if err := f.waitForHeartbeats(ctx, time.Now(), 2*time.Minute); err != nil {
+	if err := f.waitForHeartbeats(ctx, 2*time.Minute); err != nil {
 		return nil, err
 	}
 	return f, nil

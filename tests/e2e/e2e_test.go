@@ -186,9 +186,11 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 	if err != nil {
 		return f, err
 	}
-	if err := f.waitForHeartbeats(ctx, start, 90*time.Second); err != nil {
+	if err := f.waitForHeartbeats(ctx, 90*time.Second); err != nil {
 		return f, err
 	}
+	// Here only: the fault tests wait for heartbeats again after restarts.
+	f.startTime = time.Since(start)
 	// Put the probe into each agent's own directory: the root filesystem is
 	// read-only, so the containers stay exactly as declared.
 	for _, id := range f.agents[:2] {
@@ -244,7 +246,7 @@ func (f *flockUnderTest) installProbe(bin, id string) error {
 }
 
 // waitForHeartbeats waits until every agent has sent a heartbeat in state ready.
-func (f *flockUnderTest) waitForHeartbeats(ctx context.Context, start time.Time, timeout time.Duration) error {
+func (f *flockUnderTest) waitForHeartbeats(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var nc *nats.Conn
 	var err error
@@ -273,7 +275,6 @@ func (f *flockUnderTest) waitForHeartbeats(ctx context.Context, start time.Time,
 			seen[hb.Agent] = true
 		}
 	}
-	f.startTime = time.Since(start)
 	return nil
 }
 

@@ -260,7 +260,7 @@ func TestFlockRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := f.waitForHeartbeats(ctx, time.Now(), 90*time.Second); err != nil {
+	if err := f.waitForHeartbeats(ctx, 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// A restarted agent still has its writable scratch space.

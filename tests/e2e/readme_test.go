@@ -49,7 +49,7 @@ func TestReadmeOperatorCommands(t *testing.T) {
 		t.Errorf("make flock-test: the task's output appears %d times, want one per agent (%d):\n%s", n, len(f.agents), out)
 	}
 
-	out, err = make(2*f.heartbeat+20*time.Second, "flock-watch")
+	out, err = make(f.heartbeat+20*time.Second, "flock-watch")
 	if err != nil {
 		t.Fatalf("make flock-watch: %v\n%s", err, out)
 	}

@@ -19,6 +19,10 @@
 # (the README's "Running it for real" says how to build them).
 set -euo pipefail
 
+# Everything runs inside main: bash then reads the whole script before it
+# starts, so editing the checkout while a run goes on cannot break it.
+main() {
+
 die() { echo "layer3: $*" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(git -C "$here" rev-parse --show-toplevel)
@@ -116,7 +120,7 @@ deployed=1
 t_up=$(now)
 wait_healthy "$count" 180
 t_healthy=$(now)
-grep -E '^Compiled in|Resources:|[0-9]+ created|Duration:' "$logs/deploy.log" | sed 's/^/   /'
+grep -E '^Compiled in|^ +[+~-] [0-9]+ (created|updated|deleted)|^Duration:' "$logs/deploy.log" | sed 's/^ */   /'
 record "make deploy ($count agents), compile and pulumi up" "$(secs "$t0" "$t_up")"
 record "make deploy start to every agent healthy" "$(secs "$t0" "$t_healthy")"
 grep -q 'Resources:' "$logs/deploy.log" || die "no pulumi up in the make deploy output ($logs/deploy.log)"
@@ -126,7 +130,7 @@ grep -q 'Resources:' "$logs/deploy.log" || die "no pulumi up in the make deploy 
 run "make flock-test" flock-test.log make --no-print-directory flock-test
 ok=$(grep -c '\] ok' "$logs/flock-test.log" || true)
 [ "$ok" -eq "$count" ] || { cat "$logs/flock-test.log" >&2; die "make flock-test: $ok of $count agents answered ok"; }
-echo "   $ok of $count agents ran the task: $(grep -m1 'hello from the operator' "$logs/flock-test.log" | sed 's/^ *//')"
+echo "   $ok of $count agents ran the task; one said: $(grep -v 'go run' "$logs/flock-test.log" | grep -m1 'hello from the operator' | sed 's/^ *//')"
 echo "== make flock-watch (40 s)"
 timeout -s INT 40 make --no-print-directory flock-watch >"$logs/flock-watch.log" 2>&1 || true
 seen=$(grep -o 'heartbeat [a-z0-9-]*' "$logs/flock-watch.log" | sort -u | wc -l)
@@ -197,3 +201,6 @@ pulumi stack rm --yes -s "$stack" >/dev/null 2>&1 || true
 echo
 echo "layer3: every step passed ($count agents, then $((count + 1)))"
 printf '%s\n' "${table[@]}"
+}
+
+main "$@"

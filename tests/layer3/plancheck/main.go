@@ -45,9 +45,11 @@ func check(flock, agent string) error {
 	var bad []string
 	for _, s := range p.Steps {
 		name := s.URN[strings.LastIndex(s.URN, "::")+2:]
+		if s.Op == "same" || s.Op == "read" {
+			continue
+		}
 		byOp[s.Op] = append(byOp[s.Op], name)
 		switch s.Op {
-		case "same", "read":
 		case "create":
 			if !ofAgent(name) {
 				bad = append(bad, fmt.Sprintf("creates %s, which is not %s's", name, agent))
@@ -67,13 +69,10 @@ func check(flock, agent string) error {
 	sort.Strings(ops)
 	for _, op := range ops {
 		names := byOp[op]
-		if op == "same" {
-			fmt.Printf("  %-8s %d resources\n", op, len(names))
-			continue
-		}
 		sort.Strings(names)
 		fmt.Printf("  %-8s %s\n", op, strings.Join(names, " "))
 	}
+	fmt.Printf("  %-8s %d resources unchanged\n", "same", p.ChangeSummary["same"])
 	if len(byOp["create"]) == 0 {
 		bad = append(bad, "creates nothing: the new agent is not in the plan")
 	}
