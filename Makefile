@@ -8,6 +8,9 @@ BIN := agent/bin
 GOARCH ?= $(shell $(GO) env GOARCH)
 GOFLAGS_STATIC := CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH)
 OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
+# Resource operations pulumi up runs at once (its default is 4 per core). The
+# engine serialises most container work, but waiting providers hold slots.
+PARALLEL ?= 16
 
 .PHONY: all bin program deploy destroy preview operator-key test check deps vet e2e provision-check actionlint bench layer3 \
         vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy flock-test flock-logs flock-watch
@@ -19,13 +22,14 @@ bin:
 	$(GOFLAGS_STATIC) $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/flock-agent ./agent/cmd/flock-agent
 	$(GOFLAGS_STATIC) $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/flock-bus ./agent/cmd/flock-bus
 
-## deploy: pulumi up of the dev stack (creates the stack and its bus secret on first use)
+## deploy: pulumi up of the dev stack (creates the stack and its bus secret on first use).
+## It applies without a preview of its own: `make preview` shows the plan.
 deploy: bin program
 	@pulumi whoami >/dev/null 2>&1 || pulumi login --local
 	@pulumi stack select $(STACK) 2>/dev/null || pulumi stack init $(STACK)
 	@pulumi config get flock:busSecret -s $(STACK) >/dev/null 2>&1 || \
 	  pulumi config set --secret flock:busSecret "$$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" -s $(STACK)
-	pulumi up --yes -s $(STACK)
+	pulumi up --yes --skip-preview --parallel $(PARALLEL) -s $(STACK)
 	@$(MAKE) --no-print-directory operator-key
 
 ## program: compile the Pulumi program once, saying so, with the flags Pulumi's
