@@ -108,11 +108,14 @@ func (d *declarer) repository() error {
 func (d *declarer) image(target string) (*docker.Image, error) {
 	auth := d.registryAuth
 	build := &docker.DockerBuildArgs{
-		Context:        pulumi.String(d.args.AgentContext),
-		Dockerfile:     pulumi.String(filepath.Join(d.args.AgentContext, "Dockerfile")),
-		Target:         pulumi.String(target),
-		Platform:       pulumi.String("linux/amd64"),
-		BuilderVersion: docker.BuilderVersionBuilderV1,
+		Context:    pulumi.String(d.args.AgentContext),
+		Dockerfile: pulumi.String(filepath.Join(d.args.AgentContext, "Dockerfile")),
+		Target:     pulumi.String(target),
+		Platform:   pulumi.String("linux/amd64"),
+		// BuildKit: the provider's legacy builder never asks the engine to
+		// remove its intermediate containers, so each build left one per
+		// Dockerfile step behind; BuildKit leaves none and builds only the target.
+		BuilderVersion: docker.BuilderVersionBuilderBuildKit,
 	}
 	if d.args.BaseImage != "" {
 		build.Args = pulumi.StringMap{"BASE": pulumi.String(d.args.BaseImage)}

@@ -133,10 +133,13 @@ func (d *declarer) declare() error {
 // image builds one target of agent/Dockerfile from prebuilt static binaries.
 func (d *declarer) image(target string) (*docker.Image, error) {
 	build := &docker.DockerBuildArgs{
-		Context:        pulumi.String(d.args.AgentContext),
-		Dockerfile:     pulumi.String(d.args.AgentContext + "/Dockerfile"),
-		Target:         pulumi.String(target), // the engine's own platform: the binaries are built for it
-		BuilderVersion: docker.BuilderVersionBuilderV1,
+		Context:    pulumi.String(d.args.AgentContext),
+		Dockerfile: pulumi.String(d.args.AgentContext + "/Dockerfile"),
+		Target:     pulumi.String(target), // the engine's own platform: the binaries are built for it
+		// BuildKit: the provider's legacy builder never asks the engine to
+		// remove its intermediate containers, so each build left one per
+		// Dockerfile step behind; BuildKit leaves none and builds only the target.
+		BuilderVersion: docker.BuilderVersionBuilderBuildKit,
 	}
 	if d.args.BaseImage != "" {
 		build.Args = pulumi.StringMap{"BASE": pulumi.String(d.args.BaseImage)}

@@ -19,8 +19,9 @@
 # (the README's "Running it for real" says how to build them).
 set -euo pipefail
 
-# Everything runs inside main: bash then reads the whole script before it
-# starts, so editing the checkout while a run goes on cannot break it.
+# Everything runs inside main, and the script exits on the line that calls it:
+# bash reads the whole function before it starts and never reads past that
+# line, so editing the checkout while a run goes on cannot break it.
 main() {
 
 die() { echo "layer3: $*" >&2; exit 1; }
@@ -112,6 +113,11 @@ wait_healthy() {
 }
 containers() { docker ps -a --filter "label=ai-flock.flock=$flock" --format '{{.Names}} {{.ID}}' | sort; }
 
+# What the engine holds before: destroy must bring it back to exactly this
+# (builds must not leave intermediate containers or images behind either).
+engine_count() { echo "$(docker ps -aq | wc -l) containers, $(docker images -aq | wc -l) images, $(docker network ls -q | wc -l) networks"; }
+engine_before=$(engine_count)
+
 # 1. Deploy as the README says.
 echo "== make deploy ($count agents)"
 t0=$(now)
@@ -192,10 +198,12 @@ run "make destroy" destroy.log make --no-print-directory destroy
 deployed=0
 left=$(docker ps -aq --filter "label=ai-flock.flock=$flock"; docker network ls -q --filter "label=ai-flock.flock=$flock"; docker images -q "ai-flock/$flock-*")
 [ -z "$left" ] || die "left on the engine after destroy: $left"
+engine_after=$(engine_count)
+[ "$engine_after" = "$engine_before" ] || die "the engine held $engine_before before the deploy and holds $engine_after after destroy"
 keys=$(find "$state_root" -name '*.nk*' 2>/dev/null || true)
 [ -z "$keys" ] || die "credentials left on the host after destroy: $keys"
 [ ! -e "$OPERATOR_KEY" ] || die "the operator key $OPERATOR_KEY is left after destroy"
-echo "   nothing of the flock on the engine; no key under $state_root or at the operator key's path"
+echo "   the engine holds what it held before ($engine_after); no key under $state_root or at the operator key's path"
 pulumi stack rm --yes -s "$stack" >/dev/null 2>&1 || true
 
 echo
@@ -203,4 +211,4 @@ echo "layer3: every step passed ($count agents, then $((count + 1)))"
 printf '%s\n' "${table[@]}"
 }
 
-main "$@"
+main "$@"; exit $? # on one line: bash never reads past it, even if the file changed
