@@ -3,12 +3,12 @@
 # command provider plugins, on a clean clone of HEAD, doing exactly what the
 # README tells a new user, then checking what they created:
 #   1. make deploy                       (all agents healthy: timed from the start)
-#   2. make flock-test, make flock-watch (briefly)
+#   2. make flock-test, make flock-watch (briefly), make flock-logs
 #   3. the isolation probes of tests/e2e against the deployed flock
 #   4. pulumi preview --expect-no-changes (no churn)
 #   5. one agent more: the plan creates only its resources, pulumi up keeps
 #      the bus's and every other agent's container, and the preview after is clean
-#   6. the policy pack: clean on the stack, blocking a container made writable
+#   6. make preview with the policy pack: clean, then blocking a container made writable
 #   7. make destroy: nothing of the flock left on the engine, no key on the host
 # Every step prints its time; a table of them closes the run.
 #
@@ -51,7 +51,8 @@ echo "layer3: clone of $(git rev-parse --short HEAD) in $repo; logs in $logs"
 
 # A backend, passphrase and operator key of its own: nothing of a user's is touched.
 export PULUMI_BACKEND_URL="file://$work/backend"
-export PULUMI_CONFIG_PASSPHRASE="layer3-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+PULUMI_CONFIG_PASSPHRASE="layer3-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export PULUMI_CONFIG_PASSPHRASE
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_SKIP_UPDATE_CHECK=true
 export OPERATOR_KEY="$work/operator.nk"
@@ -85,6 +86,7 @@ run() {
 }
 
 deployed=0
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
   local rc=$?
   if [ "$deployed" = 1 ] && [ "$rc" -ne 0 ]; then
@@ -142,6 +144,10 @@ timeout -s INT 40 make --no-print-directory flock-watch >"$logs/flock-watch.log"
 seen=$(grep -o 'heartbeat [a-z0-9-]*' "$logs/flock-watch.log" | sort -u | wc -l)
 [ "$seen" -eq "$count" ] || { tail -20 "$logs/flock-watch.log" >&2; die "make flock-watch: heartbeats from $seen of $count agents in 40 s"; }
 echo "   heartbeats from all $seen agents"
+run "make flock-logs" flock-logs.log make --no-print-directory flock-logs
+for c in "$flock-bus" "$flock-agent-1" "$flock-agent-$count"; do
+  grep -q "^== $c\$" "$logs/flock-logs.log" || die "make flock-logs shows nothing of $c"
+done
 
 # 3. The isolation probes against what Pulumi created.
 echo "== isolation probes (tests/e2e against the deployed flock)"
@@ -179,13 +185,13 @@ ok=$(grep -c '\] ok' "$logs/flock-test-2.log" || true)
 run "pulumi preview --expect-no-changes (after adding)" preview-2.log pulumi preview --expect-no-changes -s "$stack"
 
 # 6. The policy pack: clean, then blocking a broken change.
-run "pulumi preview --policy-pack infra/policy" policy-clean.log pulumi preview -s "$stack" --policy-pack infra/policy
+run "make preview (diff with the policy pack)" policy-clean.log make --no-print-directory preview
 ! grep -qi 'mandatory' "$logs/policy-clean.log" || die "the policy pack reports violations on the stack ($logs/policy-clean.log)"
 sed -i 's/ReadOnly:     pulumi.Bool(true)/ReadOnly:     pulumi.Bool(false)/' infra/dockerflock/dockerflock.go
 git diff --quiet infra/dockerflock/dockerflock.go && die "could not break the stack for the policy test"
-echo "== pulumi preview --policy-pack infra/policy, containers made writable"
+echo "== make preview, containers made writable"
 t0=$(now)
-if pulumi preview -s "$stack" --policy-pack infra/policy >"$logs/policy-broken.log" 2>&1; then
+if make --no-print-directory preview >"$logs/policy-broken.log" 2>&1; then
   die "the policy pack let a writable container through ($logs/policy-broken.log)"
 fi
 grep -q 'container-read-only-rootfs' "$logs/policy-broken.log" || die "the preview failed, but not on container-read-only-rootfs ($logs/policy-broken.log)"

@@ -20,7 +20,7 @@ if ! [ -x "$bin" ] || [ "$("$bin" -version 2>/dev/null | head -n1)" != "$ACTIONL
 	echo "installing actionlint $ACTIONLINT_VERSION into $bindir"
 	mkdir -p "$bindir"
 	# Outside the module's go.mod: `go install pkg@version` resolves actionlint's own dependencies.
-	(cd "$bindir" && GOBIN="$bindir" GOFLAGS= go install "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION")
+	(cd "$bindir" && GOBIN="$bindir" GOFLAGS="" go install "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION")
 fi
 
 cd "$root"
