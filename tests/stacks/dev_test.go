@@ -398,3 +398,45 @@ func TestDevStackOutputs(t *testing.T) {
 		}
 	}
 }
+
+// Destroying the flock (or removing an agent) takes each agent's key off the
+// host: its prepare step's delete removes exactly its own key file, holds no
+// seed (a delete step's command is plain state), and reads no stdin (the
+// provider hands a delete its create's stdin: the secret script).
+func TestDevDeleteStepsRemoveKeysAndImages(t *testing.T) {
+	s := dev(t, nil)
+	for _, id := range []string{"agent-1", "agent-2", "agent-3"} {
+		prep, ok := s.Get(capture.TypeCommand, "flock-"+id+"-prepare")
+		if !ok {
+			t.Fatalf("%s: no prepare step", id)
+		}
+		del := prep.String("delete")
+		key := "/srv/flock/state/creds/" + id + ".nk"
+		if !strings.Contains(del, "rm -f "+key) || !strings.Contains(del, "</dev/null") {
+			t.Errorf("%s: delete step %q does not remove %s with stdin closed", id, del, key)
+		}
+		if strings.Contains(del, "SU") || strings.Contains(del, "creds/agent-"+other(id)) {
+			t.Errorf("%s: delete step %q holds a seed or names another agent's key", id, del)
+		}
+	}
+	cleanup, ok := s.Get(capture.TypeCommand, "flock-images-cleanup")
+	if !ok || !strings.Contains(cleanup.String("delete"), "docker image rm -f ai-flock/flock-agent:latest ai-flock/flock-bus:latest") {
+		t.Fatalf("no step removes the images on destroy: %+v", cleanup.Inputs)
+	}
+	for _, c := range s.ByType(capture.TypeContainer) {
+		found := false
+		for _, d := range c.Deps {
+			found = found || strings.HasSuffix(d, "::flock-images-cleanup")
+		}
+		if !found {
+			t.Errorf("%s does not depend on the images cleanup: its delete could run first", c.Name)
+		}
+	}
+}
+
+func other(id string) string {
+	if id == "agent-1" {
+		return "2"
+	}
+	return "1"
+}
