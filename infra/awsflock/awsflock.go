@@ -2,7 +2,7 @@
 // subnets, one EFS access point per agent directory and log, the bus found
 // through Cloud Map DNS, credentials in Secrets Manager, logs in CloudWatch,
 // images in ECR. It renders the same flock model as the dev component and
-// holds the same invariants (DESIGN.md section 3, its AWS paragraph).
+// holds the same isolation invariants (README: security model).
 package awsflock
 
 import (

@@ -1,5 +1,5 @@
 // Command policy is the AI Flock policy pack: the isolation invariants of
-// DESIGN.md section 3 as Pulumi policies, for both stacks.
+// the README's security model as Pulumi policies, for both stacks.
 //
 //	pulumi preview --policy-pack infra/policy -s dev
 //

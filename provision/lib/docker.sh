@@ -94,7 +94,7 @@ render_daemon_json() {
     # --network=host: with gVisor's own netstack runsc refuses to start a
     # container that has networking ("cannot run with network enabled in root
     # network namespace"); with --network=host it uses the container's network
-    # namespace through the host kernel's stack (DESIGN.md section 8).
+    # namespace through the host kernel's stack (provision/README.md says what that trades away).
     runsc=$(jq -cn --arg p "$(runsc_path)" '{path: $p, runtimeArgs: ["--network=host"]}')
   fi
   jq -S --indent 2 \

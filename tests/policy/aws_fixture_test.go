@@ -12,7 +12,7 @@ import (
 )
 
 // awsStack is a hand-made aws flock of n agents that keeps every invariant of
-// DESIGN.md section 3 (its AWS paragraph) and issue 5. The breaking fixtures
+// the aws stack (README: the aws stack; infra/awsflock/README.md). The breaking fixtures
 // of the aws policies are built on it: it is small, stable, and uses shapes
 // the aws stack itself does not (inline security group ingress,
 // vpc.SecurityGroupIngressRule), so every policy is exercised on both. The

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Single-quoted $... below is meant for the container's shell, jq or dpkg-query.
 # shellcheck disable=SC2016
-# Tests for the Vagrantfile and provision/ (issue 7). Run as root on Debian:
+# Tests for the Vagrantfile and provision/. Run as root on Debian:
 #
 #   bash tests/provision/run.sh
 #

@@ -20,7 +20,7 @@ import (
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
-// The aws stack under the mock engine: every point of issue 5 for 3 and 50
+// The aws stack under the mock engine: every invariant for 3 and 50
 // agents. Resources are found by name (<flock>-<agent>-<part>) and checked
 // against each other through the mock IDs and ARNs, so a policy or a task
 // that names another agent's resource fails.

@@ -45,7 +45,7 @@ const (
 )
 
 // AgentIDEnv is the environment variable naming the agent a container runs
-// (DESIGN.md section 5); task definitions without an ai-flock.agent tag are
+// (the agent runtime's AGENT_ID); task definitions without an ai-flock.agent tag are
 // recognised by it.
 const AgentIDEnv = "AGENT_ID"
 
