@@ -93,7 +93,10 @@ func Throughput(ctx context.Context, l Load) (Stats, error) {
 	}
 	defer stop()
 
-	js, _ := jetstream.New(op, jetstream.WithPublishAsyncMaxPending(4096))
+	js, err := jetstream.New(op, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return Stats{}, err
+	}
 	var mu sync.Mutex
 	sent := map[string]time.Time{}
 	lat := make([]time.Duration, 0, l.Tasks)

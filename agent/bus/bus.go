@@ -114,7 +114,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("bus: admin connection: %w", err)
 	}
-	s.js, _ = jetstream.New(s.nc)
+	if s.js, err = jetstream.New(s.nc); err != nil {
+		s.nc.Close()
+		ns.Shutdown()
+		return nil, fmt.Errorf("bus: jetstream: %w", err)
+	}
 
 	s.done.Add(1)
 	go s.parkLoop()
@@ -163,7 +167,6 @@ func (s *Server) options() (*server.Options, error) {
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 
 // NATS returns the embedded server (tests, monitoring).
-func (s *Server) NATS() *server.Server { return s.ns }
 
 // Reload re-reads the config and topology files, applies the config to the
 // running server (new and removed users, changed permissions) and reconciles

@@ -53,7 +53,12 @@ func Connect(url string, cred Credential, opts ...nats.Option) (*Client, error) 
 	if err != nil {
 		return nil, err
 	}
-	return New(nc), nil
+	cl, err := New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return cl, nil
 }
 
 // Credential is the operator's nkey: a seed file (Docker hosts: make
@@ -89,16 +94,16 @@ func (c Credential) option() (nats.Option, error) {
 }
 
 // New wraps an existing connection (it must use the operator's inbox prefix).
-func New(nc *nats.Conn) *Client {
-	js, _ := jetstream.New(nc)
-	return &Client{nc: nc, js: js}
+func New(nc *nats.Conn) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return &Client{nc: nc, js: js}, nil
 }
 
 // Close closes the connection.
 func (c *Client) Close() { c.nc.Close() }
-
-// Conn is the underlying connection.
-func (c *Client) Conn() *nats.Conn { return c.nc }
 
 // Target says where a task goes.
 type Target struct {

@@ -66,8 +66,14 @@ func newEnv(t *testing.T, cfg flock.Config) *env {
 	t.Helper()
 	f := bustest.Start(t, cfg)
 	op := f.Connect(t, protocol.OperatorUser)
-	e := &env{t: t, f: f, shared: t.TempDir(), op: op, cl: operator.New(op), events: make(chan *nats.Msg, 4096)}
-	e.js, _ = jetstream.New(op)
+	cl, err := operator.New(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, f: f, shared: t.TempDir(), op: op, cl: cl, events: make(chan *nats.Msg, 4096)}
+	if e.js, err = jetstream.New(op); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := op.ChanSubscribe(protocol.SubjectEvents, e.events); err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer a.nc.Close()
-	a.js, _ = jetstream.New(a.nc)
+	if a.js, err = jetstream.New(a.nc); err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
 
 	// Announce at once: the first heartbeat is the agent's "I am here".
 	a.heartbeat()
