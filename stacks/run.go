@@ -51,7 +51,7 @@ func deriveKeys(s Settings) (Keys, error) {
 		return Keys{}, err
 	}
 	for _, a := range s.Model.Agents {
-		if k.Agents[a.ID], err = credentials.Derive(s.BusSecret, "agent/"+a.ID); err != nil {
+		if k.Agents[a.ID], err = credentials.Derive(s.BusSecret, credentials.AgentUser(a.ID)); err != nil {
 			return Keys{}, err
 		}
 	}

@@ -118,7 +118,7 @@ func (f *Flock) render(cfg flock.Config) error {
 	}
 	keys := busconfig.PublicKeys{Operator: op.Public, Agents: map[string]string{}}
 	for _, id := range m.AgentIDs() {
-		k, err := credentials.Derive(f.master, id)
+		k, err := credentials.Derive(f.master, credentials.AgentUser(id))
 		if err != nil {
 			return err
 		}
@@ -142,10 +142,19 @@ func (f *Flock) render(cfg flock.Config) error {
 	return nil
 }
 
-// Key derives user's nkey from Master.
+// busUser is the name a test user's key is derived under, as the stacks
+// derive it: the operator's own name, an agent's credentials.AgentUser.
+func busUser(user string) string {
+	if user == protocol.OperatorUser {
+		return user
+	}
+	return credentials.AgentUser(user)
+}
+
+// Key derives user's (an agent ID or protocol.OperatorUser) nkey from Master.
 func Key(tb testing.TB, user string) credentials.Key {
 	tb.Helper()
-	k, err := credentials.Derive(Master, user)
+	k, err := credentials.Derive(Master, busUser(user))
 	if err != nil {
 		tb.Fatalf("derive %s: %v", user, err)
 	}
@@ -154,7 +163,7 @@ func Key(tb testing.TB, user string) credentials.Key {
 
 // WriteSeed writes user's seed to a 0600 file under Dir and returns its path.
 func (f *Flock) WriteSeed(user string) (string, error) {
-	k, err := credentials.Derive(Master, user)
+	k, err := credentials.Derive(f.master, busUser(user))
 	if err != nil {
 		return "", err
 	}

@@ -27,7 +27,7 @@ func keys(t *testing.T, m flock.Model) PublicKeys {
 	op, _ := credentials.Derive(master, "operator")
 	k := PublicKeys{Operator: op.Public, Agents: map[string]string{}}
 	for _, a := range m.Agents {
-		ak, err := credentials.Derive(master, "agent/"+a.ID)
+		ak, err := credentials.Derive(master, credentials.AgentUser(a.ID))
 		if err != nil {
 			t.Fatal(err)
 		}

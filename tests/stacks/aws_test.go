@@ -720,7 +720,7 @@ func awsPlainSeeds(v resource.PropertyValue, path string, out *[]string) {
 func checkAWSSecrets(t *testing.T, s *capture.Stack, ids []string) {
 	for _, id := range ids {
 		v := awsGet(t, s, capture.TypeSecretVersion, "flock-"+id+"-nkey")
-		key, _ := credentials.Derive([]byte(capture.TestSecret), "agent/"+id)
+		key, _ := credentials.Derive([]byte(capture.TestSecret), credentials.AgentUser(id))
 		if !v.Inputs["secretString"].IsSecret() || v.String("secretString") != key.Seed {
 			t.Errorf("%s: secret value is not its seed held as a Pulumi secret", id)
 		}
