@@ -35,7 +35,7 @@ type Client struct {
 	js jetstream.JetStream
 }
 
-// Connect dials the bus as the operator (nkey seed file; "" for none).
+// Connect dials the bus as the operator with cred (a zero Credential: none).
 func Connect(url string, cred Credential, opts ...nats.Option) (*Client, error) {
 	all := []nats.Option{
 		nats.Name("flock-operator"),

@@ -235,7 +235,8 @@ func project(key string, v, like any) any {
 
 // nanoToDecimalString is the provider's nanoInt64ToDecimalString: a "round"
 // value (nine zeros in its 9-decimal form) is written with one decimal, so
-// one core reads back as "1.0" and 0.05 as "0.1".
+// one core reads back as "1.0" and 0.05 as "0.1". It is kept apart from
+// flock.CPUString on purpose: the check must not share the code it checks.
 func nanoToDecimalString(nano int64) string {
 	if nano == 0 {
 		return "0"
