@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/infra/busconfig"
 )
 
@@ -53,6 +55,7 @@ type Server struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	sub   *nats.Subscription
+	rost  *nats.Subscription
 
 	mu       sync.Mutex // serialises Reload and reconcile
 	topology busconfig.Topology
@@ -131,6 +134,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.Shutdown()
 		return nil, err
 	}
+	if s.rost, err = s.nc.Subscribe(protocol.SubjectRoster, s.onRoster); err != nil {
+		s.Shutdown()
+		return nil, fmt.Errorf("bus: subscribe roster: %w", err)
+	}
 	log.Info("bus ready", "url", s.ClientURL(), "streams", len(topo.Streams), "consumers", len(topo.Consumers))
 	return s, nil
 }
@@ -166,8 +173,6 @@ func (s *Server) options() (*server.Options, error) {
 // ClientURL is where clients connect (nats://host:port).
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 
-// NATS returns the embedded server (tests, monitoring).
-
 // Reload re-reads the config and topology files, applies the config to the
 // running server (new and removed users, changed permissions) and reconciles
 // the topology. Clients stay connected.
@@ -196,8 +201,10 @@ func (s *Server) Reload(ctx context.Context) error {
 // the server down. Safe to call more than once.
 func (s *Server) Shutdown() {
 	s.shutOnce.Do(func() {
-		if s.sub != nil {
-			_ = s.sub.Unsubscribe()
+		for _, sub := range []*nats.Subscription{s.sub, s.rost} {
+			if sub != nil {
+				_ = sub.Unsubscribe()
+			}
 		}
 		close(s.stop)
 		s.done.Wait()
@@ -215,6 +222,27 @@ func (s *Server) Topology() busconfig.Topology {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.topology
+}
+
+// onRoster answers flock.roster with the flock's agent IDs: the agents whose
+// task consumers the topology declares. That is all an agent learns about its
+// peers from the bus (not their heartbeats, tasks, results or events, which
+// only the operator may read): the names it can address a message to.
+func (s *Server) onRoster(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	r := protocol.Roster{V: protocol.Version, Agents: []string{}}
+	for _, c := range s.Topology().Consumers {
+		if c.Stream == protocol.StreamTasks && c.Config.Durable != protocol.ConsumerPool {
+			r.Agents = append(r.Agents, c.Config.Durable)
+		}
+	}
+	sort.Strings(r.Agents)
+	b, _ := json.Marshal(r)
+	if err := m.Respond(b); err != nil {
+		s.log.Warn("roster not sent", "err", err)
+	}
 }
 
 // loadConfig parses the server config. A JSON config (what busconfig renders)

@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"strconv"
@@ -116,12 +117,69 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 		a1.noErrors(t)
 	})
 
+	t.Run("sends only as itself", func(t *testing.T) {
+		inbox := listen(t, a2.Conn, protocol.InboxOf("agent-2"))
+		for _, as := range []string{"agent-2", protocol.OperatorUser, "agent-3"} {
+			subj := protocol.InboxSubject("agent-2", as)
+			_ = a1.Publish(subj, []byte("forged sender"))
+			a1.denied(t, "publish", subj)
+			nothing(t, inbox, "a message agent-1 sent as "+as)
+		}
+		_ = op.Publish(protocol.InboxSubject("agent-2", "agent-1"), []byte("forged sender"))
+		op.denied(t, "publish", protocol.InboxSubject("agent-2", "agent-1"))
+		nothing(t, inbox, "a message the operator sent as agent-1")
+		// Control: each may send as itself, and the subject names it.
+		_ = a1.Publish(protocol.InboxSubject("agent-2", "agent-1"), []byte("from agent-1"))
+		if m := got(t, inbox, "agent-1 as itself"); m.Subject != "agent.agent-2.inbox.agent-1" {
+			t.Fatalf("subject %s", m.Subject)
+		}
+		_ = op.Publish(protocol.InboxSubject("agent-2", protocol.OperatorUser), []byte("from the operator"))
+		got(t, inbox, "the operator as itself")
+		a1.noErrors(t)
+		op.noErrors(t)
+	})
+
+	t.Run("answers only what it was asked", func(t *testing.T) {
+		// allow_responses: agent-1 may reply once to a request it received,
+		// never publish on another user's reply subject unprompted.
+		replies := listen(t, a2.Conn, protocol.InboxPrefix("agent-2")+".>")
+		_ = a1.Publish(protocol.InboxPrefix("agent-2")+".forged", []byte("unasked"))
+		a1.denied(t, "publish", protocol.InboxPrefix("agent-2")+".forged")
+		nothing(t, replies, "an unasked reply")
+		sub, err := a1.Subscribe(protocol.InboxOf("agent-1"), func(m *nats.Msg) { _ = m.Respond([]byte("receipt")) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		_ = a1.Flush()
+		m, err := a2.Request(protocol.InboxSubject("agent-1", "agent-2"), []byte("hello"), 2*time.Second)
+		if err != nil || string(m.Data) != "receipt" {
+			t.Fatalf("request to agent-1: %v %v", m, err)
+		}
+		a1.noErrors(t)
+	})
+
+	t.Run("learns the roster and nothing more", func(t *testing.T) {
+		m, err := a1.Request(protocol.SubjectRoster, nil, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r protocol.Roster
+		if err := json.Unmarshal(m.Data, &r); err != nil || strings.Join(r.Agents, ",") != "agent-1,agent-2" {
+			t.Fatalf("roster %s (%v)", m.Data, err)
+		}
+		for _, subj := range []string{protocol.SubjectHeartbeats, protocol.SubjectEvents, protocol.SubjectResults} {
+			_, _ = a1.SubscribeSync(subj)
+			a1.denied(t, "subscription", subj)
+		}
+	})
+
 	t.Run("cannot subscribe to agent-2's subjects", func(t *testing.T) {
-		for _, subj := range []string{"agent.agent-2.>", protocol.InboxSubject("agent-2"), "agent.*.inbox", "agent.>", ">"} {
+		for _, subj := range []string{"agent.agent-2.>", protocol.InboxOf("agent-2"), protocol.InboxSubject("agent-2", "agent-1"), "agent.*.inbox.*", "agent.>", ">"} {
 			sub, _ := a1.SubscribeSync(subj)
 			a1.denied(t, "subscription", subj)
 			_ = a2.Publish(protocol.EventsSubject("agent-2"), []byte("private"))
-			_ = op.Publish(protocol.InboxSubject("agent-2"), []byte("for agent-2 only"))
+			_ = op.Publish(protocol.InboxSubject("agent-2", protocol.OperatorUser), []byte("for agent-2 only"))
 			_ = op.Flush()
 			if m, err := sub.NextMsg(200 * time.Millisecond); err == nil {
 				t.Fatalf("agent-1 read %s on %s", m.Data, m.Subject)

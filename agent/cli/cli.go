@@ -50,7 +50,7 @@ Agent (in its container):
 Operator (common flags: --nats URL, --nkey FILE, --json):
   task (--agent ID | --pool | --all) [flags] -- COMMAND [ARGS...]
                     publish a task and wait for its result(s)
-  send --to ID MESSAGE...   put a message in an agent's inbox
+  send --to ID MESSAGE...   put a message in an agent's inbox (sent as "operator")
   broadcast MESSAGE...      announce to every agent
   watch             print heartbeats, events, results and dead letters live
   agents            list the agents with their last heartbeat
@@ -58,7 +58,7 @@ Operator (common flags: --nats URL, --nkey FILE, --json):
   version           print the version
 
 Exit codes: 0 ok, 1 task failed (health: unhealthy), 2 usage, 3 bus error,
-4 timed out waiting, 5 unknown agent.
+4 timed out waiting, 5 unknown agent (or, for send, not connected).
 `
 
 // Main runs the command line and returns the exit code.

@@ -137,8 +137,8 @@ func TestOperatorCommands(t *testing.T) {
 		if !strings.Contains(mustRead(filepath.Join(e.shared, "agents", "agent-1", file)), "please review") {
 			t.Fatalf("message not in %s", file)
 		}
-		if code, _, _ := e.run(t, "send", "--to", "agent-2", "--wait", "500ms", "hello?"); code != cli.ExitTimeout {
-			t.Fatalf("send to a stopped agent: exit %d, want %d", code, cli.ExitTimeout)
+		if code, _, errOut := e.run(t, "send", "--to", "agent-2", "--wait", "5s", "hello?"); code != cli.ExitUnknownAgent || !strings.Contains(errOut, "agent-2 is not connected") {
+			t.Fatalf("send to a stopped agent: exit %d (want %d), %q", code, cli.ExitUnknownAgent, errOut)
 		}
 	})
 	t.Run("agents", func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/agent/protocol"
 )
@@ -30,7 +31,7 @@ func exitFor(err error, sio IO) int {
 	switch {
 	case errors.Is(err, operator.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return ExitTimeout
-	case errors.Is(err, operator.ErrUnknownAgent), errors.Is(err, operator.ErrNoAgents):
+	case errors.Is(err, operator.ErrUnknownAgent), errors.Is(err, operator.ErrNoAgents), errors.Is(err, mailbox.ErrNotConnected):
 		return ExitUnknownAgent
 	case errors.As(err, &fe):
 		return ExitUsage
@@ -170,7 +171,6 @@ func sendCmd(ctx context.Context, args []string, env Env, sio IO) int {
 	var c common
 	c.register(fs, env)
 	to := fs.String("to", "", "agent ID (required)")
-	from := fs.String("from", protocol.OperatorUser, "sender name written into the message (not verified by the bus)")
 	noWait := fs.Bool("no-wait", false, "do not wait for the agent to confirm it stored the message")
 	wait := fs.Duration("wait", 5*time.Second, "how long to wait for the confirmation")
 	if code, ok := parse(fs, args); !ok {
@@ -187,8 +187,7 @@ func sendCmd(ctx context.Context, args []string, env Env, sio IO) int {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
-	msg := protocol.Message{From: *from, Body: strings.Join(fs.Args(), " ")}
-	msg.ID = operator.NewTaskID()[2:]
+	msg := protocol.Message{ID: mailbox.NewID(), Body: strings.Join(fs.Args(), " ")}
 	file, err := cl.Send(ctx, *to, msg, !*noWait)
 	if err != nil {
 		return exitFor(err, sio)

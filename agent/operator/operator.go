@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/agent/protocol"
 )
 
@@ -262,61 +263,33 @@ func keys(m map[string]bool) []string {
 	return ks
 }
 
-// Send puts msg in agent to's inbox. With wait, it waits for the agent's
-// inbox event for the message and returns the file it was stored in.
+// Send puts msg in agent to's inbox as the operator. With wait, it waits for
+// the agent's receipt and returns the file the message was stored in.
 func (c *Client) Send(ctx context.Context, to string, msg protocol.Message, wait bool) (string, error) {
-	return c.send(ctx, protocol.InboxSubject(to), protocol.EventsSubject(to), protocol.EventInbox, msg, wait)
+	r, err := mailbox.Send(ctx, c.nc, protocol.OperatorUser, to, msg, wait)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "", fmt.Errorf("%w for %s to confirm the message", ErrTimeout, to)
+	}
+	return r.File, err
 }
 
-// Broadcast sends msg to every agent.
+// Broadcast sends msg to every agent (they record the operator as its sender).
 func (c *Client) Broadcast(ctx context.Context, msg protocol.Message) error {
-	_, err := c.send(ctx, protocol.SubjectBroadcast, "", "", msg, false)
-	return err
-}
-
-func (c *Client) send(ctx context.Context, subject, events, evType string, msg protocol.Message, wait bool) (string, error) {
 	if msg.ID == "" {
-		msg.ID = NewTaskID()[2:]
+		msg.ID = mailbox.NewID()
 	}
 	if msg.V == 0 {
 		msg.V = protocol.Version
 	}
-	if msg.From == "" {
-		msg.From = protocol.OperatorUser
-	}
 	if msg.Time.IsZero() {
 		msg.Time = time.Now().UTC()
 	}
-	var ch chan *nats.Msg
-	if wait {
-		ch = make(chan *nats.Msg, 64)
-		sub, err := c.nc.ChanSubscribe(events, ch)
-		if err != nil {
-			return "", err
-		}
-		defer sub.Unsubscribe()
-	}
+	msg.From = protocol.OperatorUser
 	b, _ := json.Marshal(msg)
-	if err := c.nc.Publish(subject, b); err != nil {
-		return "", err
+	if err := c.nc.Publish(protocol.SubjectBroadcast, b); err != nil {
+		return err
 	}
-	if err := c.flush(ctx); err != nil {
-		return "", err
-	}
-	if !wait {
-		return "", nil
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("%w for %s to confirm message %s", ErrTimeout, strings.TrimSuffix(strings.TrimPrefix(events, "agent."), ".events"), msg.ID)
-		case m := <-ch:
-			var e protocol.Event
-			if json.Unmarshal(m.Data, &e) == nil && e.Type == evType && e.Ref == msg.ID {
-				return e.Detail, nil
-			}
-		}
-	}
+	return c.flush(ctx)
 }
 
 // Item is one thing Watch saw.

@@ -151,8 +151,9 @@ type Event struct {
 	Detail string    `json:"detail,omitempty"`
 }
 
-// Message is the body of an inbox message (agent.<id>.inbox) or a broadcast.
-// From is what the sender claims: core NATS does not vouch for it.
+// Message is the body of an inbox message (agent.<to>.inbox.<from>) or a
+// broadcast. From is filled in by the receiver from the subject (the bus
+// vouches for it); what a sender puts there is ignored.
 type Message struct {
 	V    int             `json:"v"`
 	ID   string          `json:"id"`
@@ -160,6 +161,25 @@ type Message struct {
 	Time time.Time       `json:"time"`
 	Body string          `json:"body,omitempty"`
 	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Receipt is the receiving agent's answer to an inbox message sent as a
+// request: the message is stored in File (relative to the agent's directory),
+// or Error says why it is not.
+type Receipt struct {
+	V     int    `json:"v"`
+	ID    string `json:"id"`   // the message ID
+	To    string `json:"to"`   // the receiving agent
+	From  string `json:"from"` // the sender, as the bus vouched for it
+	File  string `json:"file,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// Roster is the bus's answer on flock.roster: the IDs of the flock's agents,
+// sorted. It is all an agent learns about its peers from the bus.
+type Roster struct {
+	V      int      `json:"v"`
+	Agents []string `json:"agents"`
 }
 
 // Duration is a time.Duration that reads "30s", "5m" or a number of seconds

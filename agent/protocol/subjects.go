@@ -3,6 +3,8 @@
 // consumer names here, message bodies beside them.
 package protocol
 
+import "strings"
+
 // JetStream streams and consumers. The bus creates them at start; agents only
 // pull from their own consumer and the shared pool consumer.
 const (
@@ -24,6 +26,7 @@ const (
 	SubjectDead        = "deadletter.>"  // parked tasks
 	SubjectHeartbeats  = "agent.*.heartbeat"
 	SubjectEvents      = "agent.*.events"
+	SubjectRoster      = "flock.roster" // request: the bus answers with the flock's agent IDs
 	OperatorUser       = "operator"
 	OperatorInboxToken = "operator"
 )
@@ -42,8 +45,26 @@ func EventsSubject(id string) string { return "agent." + id + ".events" }
 // HeartbeatSubject carries an agent's periodic status.
 func HeartbeatSubject(id string) string { return "agent." + id + ".heartbeat" }
 
-// InboxSubject is an agent's mailbox: anyone may send, only it may read.
-func InboxSubject(id string) string { return "agent." + id + ".inbox" }
+// InboxSubject is where from sends a message to agent to. The last token is
+// the sender, and the bus lets each user publish only with its own ID there
+// (the operator as "operator"): the receiver takes the sender from the
+// subject, never from the body.
+func InboxSubject(to, from string) string { return "agent." + to + ".inbox." + from }
+
+// InboxOf is what agent id subscribes to: its inbox, from any sender.
+func InboxOf(id string) string { return "agent." + id + ".inbox.*" }
+
+// InboxFrom is what sender from may publish on: any agent's inbox, as itself.
+func InboxFrom(from string) string { return "agent.*.inbox." + from }
+
+// InboxSender returns the sender token of an inbox subject.
+func InboxSender(subject string) (string, bool) {
+	t := strings.Split(subject, ".")
+	if len(t) != 4 || t[0] != "agent" || t[2] != "inbox" || t[3] == "" {
+		return "", false
+	}
+	return t[3], true
+}
 
 // InboxPrefix is the reply-inbox prefix of a bus user (nats.CustomInboxPrefix):
 // replies to agent-1 arrive on _INBOX.agent-1.>, which no one else may read.

@@ -148,6 +148,8 @@ func (a *Agent) taskEnv(t *protocol.Task, dir string, attempt int) []string {
 		"FLOCK_TASK_DIR="+dir,
 		"FLOCK_TASK_ATTEMPT="+strconv.Itoa(attempt),
 		"FLOCK_SHARED_DIR="+a.cfg.SharedDir,
+		"FLOCK_NATS_URL="+a.cfg.URL,
+		"FLOCK_NKEY_FILE="+a.keyFile,
 	)
 }
 

@@ -18,23 +18,28 @@ import (
 	"github.com/ai-flock/ai-flock/agent/protocol"
 )
 
-// stored is what an inbox file holds.
-type stored struct {
+// Stored is what an inbox file holds. From is the sender the bus vouched for
+// (the last token of agent.<id>.inbox.<from>; "operator" for a broadcast);
+// whatever the body claimed is replaced, and a different claim is noted in
+// Problem.
+type Stored struct {
 	V        int              `json:"v"`
 	Kind     string           `json:"kind"` // inbox | broadcast
 	Subject  string           `json:"subject"`
+	From     string           `json:"from"`
 	Received time.Time        `json:"received"`
 	Message  protocol.Message `json:"message"`
 	Problem  string           `json:"problem,omitempty"` // the body was not a valid message; Message.Body holds it as text
 }
 
-// subscribeMessages subscribes to the agent's inbox and to broadcast. Each
-// message is stored as one JSON file in <agent dir>/inbox/, where the agent's
-// work reads it (oldest first by name), and acknowledged with an event
-// (inbox/broadcast) naming the message ID and the file.
+// subscribeMessages subscribes to the agent's inbox (from any sender) and to
+// broadcast. Each message is stored as one JSON file in <agent dir>/inbox/,
+// where the agent's work reads it (oldest first by name), and acknowledged
+// with an event (inbox/broadcast) naming the message ID and the file, and,
+// when the sender asked (a request), with a receipt on its reply subject.
 func (a *Agent) subscribeMessages() ([]*nats.Subscription, error) {
 	var subs []*nats.Subscription
-	for subj, kind := range map[string]string{protocol.InboxSubject(a.cfg.ID): "inbox", protocol.SubjectBroadcast: "broadcast"} {
+	for subj, kind := range map[string]string{protocol.InboxOf(a.cfg.ID): "inbox", protocol.SubjectBroadcast: "broadcast"} {
 		s, err := a.nc.Subscribe(subj, func(m *nats.Msg) { a.store(kind, m) })
 		if err != nil {
 			return nil, fmt.Errorf("subscribe %s: %w", subj, err)
@@ -45,7 +50,15 @@ func (a *Agent) subscribeMessages() ([]*nats.Subscription, error) {
 }
 
 func (a *Agent) store(kind string, m *nats.Msg) {
-	st := stored{V: protocol.Version, Kind: kind, Subject: m.Subject, Received: time.Now().UTC()}
+	from := protocol.OperatorUser // only the operator may broadcast
+	if kind == "inbox" {
+		var ok bool
+		if from, ok = protocol.InboxSender(m.Subject); !ok {
+			a.log.Warn("message on an unexpected subject dropped", "subject", m.Subject)
+			return
+		}
+	}
+	st := Stored{V: protocol.Version, Kind: kind, Subject: m.Subject, From: from, Received: time.Now().UTC()}
 	if err := json.Unmarshal(m.Data, &st.Message); err != nil || st.Message.V > protocol.Version {
 		st.Message = protocol.Message{V: protocol.Version}
 		if err != nil {
@@ -59,17 +72,26 @@ func (a *Agent) store(kind string, m *nats.Msg) {
 			st.Message.Body = fmt.Sprintf("(%d bytes of binary data)", len(m.Data))
 		}
 	}
+	if claim := st.Message.From; claim != "" && claim != from {
+		st.Problem = strings.TrimPrefix(st.Problem+"; ", "; ") + fmt.Sprintf("the body claimed to be from %q: ignored, the bus vouches for %q", claim, from)
+	}
+	st.Message.From = from
 	if !protocol.ValidTaskID(st.Message.ID) {
 		st.Message.ID = randomID()
 	}
+	receipt := protocol.Receipt{V: protocol.Version, ID: st.Message.ID, To: a.cfg.ID, From: from}
 	name := fmt.Sprintf("%s-%06d-%s-%s.json", st.Received.Format("20060102T150405.000000000Z"), a.inboxN.Add(1)%1000000, kind, st.Message.ID)
 	b, _ := json.MarshalIndent(st, "", "  ")
 	if err := writeAtomic(filepath.Join(a.inboxDir, name), append(b, '\n')); err != nil {
-		a.log.Error("message not stored", "kind", kind, "id", st.Message.ID, "err", err)
+		a.log.Error("message not stored", "kind", kind, "id", st.Message.ID, "from", from, "err", err)
+		receipt.Error = "not stored: " + err.Error()
+		a.respond(m, receipt)
 		return
 	}
 	rel := filepath.Join("inbox", name)
-	a.log.Info("message stored", "kind", kind, "id", st.Message.ID, "from", st.Message.From, "file", rel)
+	a.log.Info("message stored", "kind", kind, "id", st.Message.ID, "from", from, "file", rel)
+	receipt.File = rel
+	a.respond(m, receipt)
 	typ := protocol.EventInbox
 	if kind == "broadcast" {
 		typ = protocol.EventBroadcast
@@ -80,6 +102,17 @@ func (a *Agent) store(kind string, m *nats.Msg) {
 		case a.pruneReq <- "inbox":
 		default:
 		}
+	}
+}
+
+// respond answers a message sent as a request with its receipt.
+func (a *Agent) respond(m *nats.Msg, r protocol.Receipt) {
+	if m.Reply == "" {
+		return
+	}
+	b, _ := json.Marshal(r)
+	if err := m.Respond(b); err != nil {
+		a.log.Warn("receipt not sent", "id", r.ID, "to", r.From, "err", err)
 	}
 }
 

@@ -30,6 +30,8 @@ type Agent struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 
+	keyFile string // FLOCK_NKEY_FILE for task processes (credentialFile)
+
 	slots     *slots
 	inflight  sync.WaitGroup
 	runCtx    context.Context    // parent of every task process; cancelled when the grace period ends
@@ -81,6 +83,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	nk, err := nkeyOption(cfg)
 	if err != nil {
 		return err
+	}
+	if a.keyFile, err = credentialFile(cfg); err != nil {
+		return err
+	}
+	if a.keyFile != cfg.NkeyFile {
+		defer os.Remove(a.keyFile)
 	}
 	log.Info("agent starting", "url", cfg.URL, "concurrency", cfg.Concurrency, "dir", cfg.AgentDir(), "version", cfg.Version)
 
@@ -358,6 +366,24 @@ func allowedEnv(allow []string, environ []string) []string {
 }
 
 var errHandback = errors.New("handed back")
+
+// credentialFile is the file task processes are told holds the agent's key
+// (FLOCK_NKEY_FILE), so that an agent program can act on the bus as its agent
+// (`flock-agent mcp`). With the key in a file, that file; with the seed in
+// the environment (Fargate), the seed written beside the status file (the
+// container's private /run), owner-only, removed when the agent stops. Task
+// processes run as the agent's user, so this gives them nothing the agent's
+// own permissions do not already bound.
+func credentialFile(cfg Config) (string, error) {
+	if cfg.NkeySeed == "" {
+		return cfg.NkeyFile, nil
+	}
+	f := filepath.Join(filepath.Dir(cfg.StatusFile), "flock-agent.nk")
+	if err := writeAtomic(f, []byte(cfg.NkeySeed+"\n")); err != nil { // mode 0600 (CreateTemp)
+		return "", fmt.Errorf("agent key for task processes: %w", err)
+	}
+	return f, nil
+}
 
 // nkeyOption authenticates with the seed from NATS_NKEY_SEED, or else from
 // the NATS_NKEY_FILE file. The variable is removed from the environment once

@@ -212,10 +212,11 @@ func TestExecFeatures(t *testing.T) {
 		task := tool("env", "env")
 		task.Env = map[string]string{"MODE": "fast"}
 		out := e.run(to, task, 10*time.Second)[0].Stdout
-		for _, want := range []string{"ALLOWED_VAR=visible", "MODE=fast", "FLOCK_TASK_ID=env", "FLOCK_AGENT_ID=agent-1"} {
+		for _, want := range []string{"ALLOWED_VAR=visible", "MODE=fast", "FLOCK_TASK_ID=env", "FLOCK_AGENT_ID=agent-1",
+			"FLOCK_NATS_URL=" + e.f.URL, "FLOCK_NKEY_FILE=" + e.f.SeedFile(t, "agent-1")} {
 			mustContain(t, "task env", out, want)
 		}
-		if strings.Contains(out, "SECRET_VAR") || strings.Contains(out, "NATS_") {
+		if strings.Contains(out, "SECRET_VAR") || strings.Contains(out, "\nNATS_") || strings.HasPrefix(out, "NATS_") {
 			t.Fatalf("task saw variables outside the allow-list:\n%s", out)
 		}
 	})
@@ -432,18 +433,25 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 		t.Fatalf("agent-2 got agent-1's message: %v", es)
 	}
 
-	// Agent to agent: agent-2 may write to agent-1's inbox.
+	// Agent to agent: agent-2 may write to agent-1's inbox, as itself; a
+	// claim in the body is not believed. Sent as a request, the message is
+	// answered with agent-1's receipt.
 	nc2 := e.f.Connect(t, "agent-2")
-	b, _ := json.Marshal(protocol.Message{V: 1, ID: "from-2", From: "agent-2", Body: "hi"})
-	if err := nc2.Publish(protocol.InboxSubject("agent-1"), b); err != nil {
+	b, _ := json.Marshal(protocol.Message{V: 1, ID: "from-2", From: protocol.OperatorUser, Body: "hi"})
+	reply, err := nc2.Request(protocol.InboxSubject("agent-1", "agent-2"), b, 5*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	ev := e.waitEvent("agent-1", protocol.EventInbox, 5*time.Second)
-	for ev.Ref == "m-1" { // the operator's message, seen first
-		ev = e.waitEvent("agent-1", protocol.EventInbox, 5*time.Second)
+	var rc protocol.Receipt
+	if err := json.Unmarshal(reply.Data, &rc); err != nil || rc.ID != "from-2" || rc.To != "agent-1" || rc.From != "agent-2" || rc.File == "" || rc.Error != "" {
+		t.Fatalf("receipt %s (%v)", reply.Data, err)
 	}
-	if ev.Ref != "from-2" || !strings.Contains(readFile(t, filepath.Join(e.shared, "agents", "agent-1", ev.Detail)), `"from": "agent-2"`) {
-		t.Fatalf("inbox event %+v", ev)
+	var got worker.Stored
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(e.shared, "agents", "agent-1", rc.File))), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.From != "agent-2" || got.Message.From != "agent-2" || !strings.Contains(got.Problem, `claimed to be from "operator"`) {
+		t.Fatalf("stored %+v: want the sender the subject names, and the false claim noted", got)
 	}
 
 	if err := e.cl.Broadcast(ctx, protocol.Message{ID: "b-1", Body: "all hands"}); err != nil {

@@ -51,6 +51,17 @@ type Options struct {
 type Permissions struct {
 	Publish   Rule `json:"publish"`
 	Subscribe Rule `json:"subscribe"`
+	// Responses lets a user answer a request it received once, on that
+	// request's reply subject only (how an agent returns a delivery receipt
+	// to the sender's private reply inbox without being able to publish there
+	// otherwise).
+	Responses *Responses `json:"allow_responses,omitempty"`
+}
+
+// Responses is nats-server's allow_responses: replies per request, and for how long.
+type Responses struct {
+	Max     int    `json:"max"`
+	Expires string `json:"expires"`
 }
 
 // Rule lists allowed subjects (everything else is denied).
@@ -95,14 +106,17 @@ func ackSubjects(stream, consumer string) []string {
 }
 
 // AgentPermissions is exactly what one agent may do on the bus: publish its
-// own results, events and heartbeats, message any agent's inbox, pull and ack
-// its own consumer and the pool; read its own inbox, its own replies and broadcast.
+// own results, events and heartbeats, message any agent's inbox as itself,
+// ask the bus for the roster, pull and ack its own consumer and the pool;
+// read its own inbox, its own replies and broadcast; answer a message it
+// received once (the delivery receipt).
 func AgentPermissions(id string) Permissions {
 	pub := []string{
 		protocol.ResultSubject(id),
 		protocol.EventsSubject(id),
 		protocol.HeartbeatSubject(id),
-		"agent.*.inbox",
+		protocol.InboxFrom(id),
+		protocol.SubjectRoster,
 	}
 	for _, c := range []string{protocol.AgentConsumer(id), protocol.ConsumerPool} {
 		pub = append(pub,
@@ -114,19 +128,21 @@ func AgentPermissions(id string) Permissions {
 		Publish: Rule{Allow: pub},
 		Subscribe: Rule{Allow: []string{
 			protocol.InboxPrefix(id) + ".>",
-			protocol.InboxSubject(id),
+			protocol.InboxOf(id),
 			protocol.SubjectBroadcast,
 		}},
+		Responses: &Responses{Max: 1, Expires: "1m"},
 	}
 }
 
-// OperatorPermissions: send tasks, inbox messages and broadcasts, use the
-// JetStream API (results, dead letters); watch results, events, heartbeats.
-// It cannot publish as an agent (results, events, heartbeats).
+// OperatorPermissions: send tasks, inbox messages (as "operator") and
+// broadcasts, ask for the roster, use the JetStream API (results, dead
+// letters); watch results, events, heartbeats. It cannot publish as an agent
+// (results, events, heartbeats, inbox messages).
 func OperatorPermissions() Permissions {
 	return Permissions{
 		Publish: Rule{Allow: []string{
-			protocol.SubjectTasks, "agent.*.inbox", protocol.SubjectBroadcast,
+			protocol.SubjectTasks, protocol.InboxFrom(protocol.OperatorUser), protocol.SubjectBroadcast, protocol.SubjectRoster,
 			"$JS.API.>", "$JS.ACK.>", "$JS.FC.>",
 		}},
 		Subscribe: Rule{Allow: []string{

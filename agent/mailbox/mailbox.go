@@ -1,0 +1,80 @@
+// Package mailbox sends inbox messages the way every sender must: on
+// agent.<to>.inbox.<from> (the bus lets a user publish there only as itself)
+// and, when the sender waits, as a request the receiving agent answers with a
+// receipt once the message is stored. The operator client and an agent's MCP
+// server both send through it.
+package mailbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ai-flock/ai-flock/agent/protocol"
+)
+
+var (
+	// ErrNotConnected: no agent is subscribed to that inbox (unknown, or not running).
+	ErrNotConnected = errors.New("no agent took the message")
+	// ErrNotStored: the receiving agent could not store the message.
+	ErrNotStored = errors.New("the receiving agent did not store the message")
+)
+
+// NewID returns a random message ID (protocol.ValidTaskID).
+func NewID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "m-" + time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// Send puts msg in agent to's inbox as from. Without wait it returns once
+// the bus has the message (a flush), with an empty receipt; with wait, the
+// receiving agent's receipt. The message's ID, version and time are filled in
+// when empty; From is always from (the receiver ignores the body's claim).
+func Send(ctx context.Context, nc *nats.Conn, from, to string, msg protocol.Message, wait bool) (protocol.Receipt, error) {
+	if msg.ID == "" {
+		msg.ID = NewID()
+	}
+	if !protocol.ValidTaskID(msg.ID) {
+		return protocol.Receipt{}, fmt.Errorf("message id %q: 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", msg.ID)
+	}
+	if msg.V == 0 {
+		msg.V = protocol.Version
+	}
+	if msg.Time.IsZero() {
+		msg.Time = time.Now().UTC()
+	}
+	msg.From = from
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return protocol.Receipt{}, err
+	}
+	subject := protocol.InboxSubject(to, from)
+	if !wait {
+		if err := nc.Publish(subject, b); err != nil {
+			return protocol.Receipt{}, err
+		}
+		return protocol.Receipt{V: protocol.Version, ID: msg.ID, To: to, From: from}, nc.FlushWithContext(ctx)
+	}
+	m, err := nc.RequestWithContext(ctx, subject, b)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return protocol.Receipt{}, fmt.Errorf("%w: %s is not connected to the bus (or no such agent)", ErrNotConnected, to)
+	case err != nil:
+		return protocol.Receipt{}, fmt.Errorf("message %s to %s: %w", msg.ID, to, err)
+	}
+	var r protocol.Receipt
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return protocol.Receipt{}, fmt.Errorf("message %s to %s: unreadable receipt: %w", msg.ID, to, err)
+	}
+	if r.Error != "" {
+		return r, fmt.Errorf("%w: %s: %s", ErrNotStored, to, r.Error)
+	}
+	return r, nil
+}
