@@ -46,6 +46,8 @@ Agent (in its container):
   run               run the agent (the default): configured from the environment
   health            exit 0 iff the running agent recently confirmed its bus connection
   tool NAME ARGS    tiny built-in programs for exec tasks (flock-agent tool help)
+  mcp               MCP server on stdio for an agent program: send, read_inbox,
+                    roster, task_context, as this agent (its own bus key)
 
 Operator (common flags: --nats URL, --nkey FILE, --json):
   task (--agent ID | --pool | --all) [flags] -- COMMAND [ARGS...]
@@ -55,6 +57,8 @@ Operator (common flags: --nats URL, --nkey FILE, --json):
   watch             print heartbeats, events, results and dead letters live
   agents            list the agents with their last heartbeat
   dead              list parked (dead-letter) tasks
+  mcp --operator    the operator's MCP server on stdio: run_task, list_agents,
+                    send, broadcast, recent_events, dead_letters
   version           print the version
 
 Exit codes: 0 ok, 1 task failed (health: unhealthy), 2 usage, 3 bus error,
@@ -74,6 +78,8 @@ func Main(ctx context.Context, args []string, env Env, sio IO) int {
 		return health(env, sio)
 	case "tool":
 		return tool.Main(args, sio.In, sio.Out, sio.Err)
+	case "mcp":
+		return mcpCmd(ctx, args, env, sio)
 	case "task":
 		return taskCmd(ctx, args, env, sio)
 	case "send":

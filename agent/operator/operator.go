@@ -302,7 +302,11 @@ type Item struct {
 }
 
 // Watch calls fn for every heartbeat, event, result and dead letter until ctx ends.
-func (c *Client) Watch(ctx context.Context, fn func(Item)) error {
+func (c *Client) Watch(ctx context.Context, fn func(Item)) error { return c.WatchReady(ctx, fn, nil) }
+
+// WatchReady is Watch that calls ready (if set) once the bus has the
+// subscriptions: nothing published after that is missed.
+func (c *Client) WatchReady(ctx context.Context, fn func(Item), ready func()) error {
 	ch := make(chan *nats.Msg, 4096)
 	for _, s := range []string{protocol.SubjectHeartbeats, protocol.SubjectEvents, protocol.SubjectResults, protocol.SubjectDead} {
 		sub, err := c.nc.ChanSubscribe(s, ch)
@@ -313,6 +317,9 @@ func (c *Client) Watch(ctx context.Context, fn func(Item)) error {
 	}
 	if err := c.flush(ctx); err != nil {
 		return err
+	}
+	if ready != nil {
+		ready()
 	}
 	for {
 		select {
