@@ -149,7 +149,7 @@ func TestBusPermissionsFromContainer(t *testing.T) {
 			t.Logf("%s: %s", k, v)
 		}
 	}
-	if len(outcome) < 9 {
+	if len(outcome) < 11 {
 		t.Errorf("only %d attempts reported: %v", len(outcome), outcome)
 	}
 }

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 )
 
@@ -129,13 +131,48 @@ func main() {
 		burn(arg(2))
 	case "nats":
 		natsProbe(arg(2), arg(3), arg(4))
+	case "mcp":
+		// An agent program: start `/flock-agent mcp` on stdio, call one tool
+		// with the JSON arguments given, print its structured output.
+		mcpCall(arg(2), arg(3))
 	default:
 		usage()
 	}
 }
 
+// mcpCall is an agent program using its agent's MCP server, as an AI agent
+// would: the server runs as a child with the task's environment.
+func mcpCall(tool, args string) {
+	var in map[string]any
+	if err := json.Unmarshal([]byte(args), &in); err != nil {
+		fail(fmt.Errorf("arguments: %w", err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.Command("/flock-agent", "mcp")
+	cmd.Stderr = os.Stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "probe", Version: "v0"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		fail(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: in})
+	if err != nil {
+		fail(err)
+	}
+	if res.IsError {
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				fmt.Println("FAIL", tc.Text)
+			}
+		}
+		os.Exit(1)
+	}
+	json.NewEncoder(os.Stdout).Encode(res.StructuredContent)
+}
+
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats ...")
+	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|mcp ...")
 	os.Exit(2)
 }
 
@@ -256,7 +293,9 @@ func natsProbe(url, seedFile, other string) {
 	try("publish as other result", func() error { return nc.Publish("task.result."+other, []byte(`{}`)) })
 	try("publish broadcast", func() error { return nc.Publish("broadcast", []byte(`{}`)) })
 	try("subscribe other agent", func() error { _, err := nc.SubscribeSync("agent." + other + ".>"); return err })
-	try("subscribe other inbox", func() error { _, err := nc.SubscribeSync("agent." + other + ".inbox"); return err })
+	try("subscribe other inbox", func() error { _, err := nc.SubscribeSync("agent." + other + ".inbox.*"); return err })
+	try("send as other", func() error { return nc.Publish("agent."+other+".inbox."+other, []byte(`{"v":1,"body":"forged"}`)) })
+	try("send as operator", func() error { return nc.Publish("agent."+other+".inbox.operator", []byte(`{"v":1,"body":"forged"}`)) })
 	try("subscribe other replies", func() error { _, err := nc.SubscribeSync("_INBOX." + other + ".>"); return err })
 	try("subscribe all results", func() error { _, err := nc.SubscribeSync("task.result.>"); return err })
 	try("read other tasks", func() error {

@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-flock/ai-flock/agent/mcpserver"
+	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/agent/worker"
+)
+
+// An agent program inside agent-1 (a task started through the bus) uses
+// `flock-agent mcp` to message agent-2; an agent program inside agent-2
+// reads it over MCP with the sender the bus vouched for.
+func TestAgentsMessageOverMCP(t *testing.T) {
+	f := need(t)
+	a1, a2 := f.agents[0], f.agents[1]
+	nc, js := jsClient(t)
+	rs := watchResults(t, nc)
+
+	// mcpTask runs the probe as an agent program calling one MCP tool.
+	mcpTask := func(agent, tool string, args any) string {
+		t.Helper()
+		b, _ := json.Marshal(args)
+		id := taskID(t, agent+"-"+strings.ReplaceAll(tool, "_", "-"))
+		publish(t, js, protocol.TaskSubject(agent), protocol.Task{ID: id, Kind: protocol.KindExec, Command: f.probe[agent], Args: []string{"mcp", tool, string(b)}})
+		r := rs.collect(t, 60*time.Second, func(m map[string][]protocol.Result) bool { return len(m[id]) > 0 })[id][0]
+		if !r.OK() {
+			t.Fatalf("%s on %s: %+v", tool, agent, r)
+		}
+		return r.Stdout
+	}
+
+	body := "hello over MCP " + time.Now().Format(time.RFC3339Nano)
+	var rc protocol.Receipt
+	if err := json.Unmarshal([]byte(mcpTask(a1, "send", map[string]any{"to": a2, "body": body})), &rc); err != nil {
+		t.Fatal(err)
+	}
+	if rc.From != a1 || rc.To != a2 || rc.File == "" {
+		t.Fatalf("receipt %+v", rc)
+	}
+	var st worker.Stored
+	readJSONFile(t, filepath.Join(f.sharedRoot, "agents", a2, rc.File), &st)
+	if st.From != a1 || st.Message.Body != body {
+		t.Fatalf("agent-2 stored %+v", st)
+	}
+
+	var inbox mcpserver.ReadInboxOut
+	if err := json.Unmarshal([]byte(mcpTask(a2, "read_inbox", map[string]any{"wait_seconds": 5, "max": 100})), &inbox); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, m := range inbox.Messages {
+		if m.ID == rc.ID {
+			found = m.From == a1 && m.Body == body
+		}
+	}
+	if !found {
+		t.Fatalf("agent-2 read no message %s from %s over MCP: %+v", rc.ID, a1, inbox)
+	}
+
+	var ro mcpserver.RosterOut
+	if err := json.Unmarshal([]byte(mcpTask(a1, "roster", map[string]any{})), &ro); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(f.agents)
+	slices.Sort(want)
+	if ro.Self != a1 || !slices.Equal(ro.Agents, want) {
+		t.Fatalf("roster %+v, want %v", ro, want)
+	}
+	t.Logf("agent-1 -> agent-2 over MCP: %s stored as %s, sender %s", rc.ID, rc.File, st.From)
+}
+
+func readJSONFile(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
