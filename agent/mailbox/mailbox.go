@@ -51,7 +51,7 @@ func Send(ctx context.Context, nc *nats.Conn, from, to string, msg protocol.Mess
 		msg.Time = time.Now().UTC()
 	}
 	msg.From = from
-	b, err := json.Marshal(msg)
+	b, err := protocol.Encode(msg, false)
 	if err != nil {
 		return protocol.Receipt{}, err
 	}

@@ -421,3 +421,20 @@ func sortedKeys(m map[string]string) []string {
 	sort.Strings(ks)
 	return ks
 }
+
+// Encode writes v as JSON without HTML escaping, indented when indent is
+// set. encoding/json's default writes each of <, > and & as a six-byte
+// \u escape: a body of "<" characters would be stored and sent at six times
+// its size.
+func Encode(v any, indent bool) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

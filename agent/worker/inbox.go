@@ -81,7 +81,7 @@ func (a *Agent) store(kind string, m *nats.Msg) {
 	}
 	receipt := protocol.Receipt{V: protocol.Version, ID: st.Message.ID, To: a.cfg.ID, From: from}
 	name := fmt.Sprintf("%s-%06d-%s-%s.json", st.Received.Format("20060102T150405.000000000Z"), a.inboxN.Add(1)%1000000, kind, st.Message.ID)
-	b, _ := json.MarshalIndent(st, "", "  ")
+	b, _ := protocol.Encode(st, true)
 	if err := writeAtomic(filepath.Join(a.inboxDir, name), append(b, '\n')); err != nil {
 		a.log.Error("message not stored", "kind", kind, "id", st.Message.ID, "from", from, "err", err)
 		receipt.Error = "not stored: " + err.Error()

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -89,10 +88,10 @@ func (a *Agent) handle(msg delivery, keep time.Duration) {
 // retrying while the bus is away; the message ID makes a retry of a result
 // that did arrive harmless.
 func (a *Agent) publishResult(msg delivery, res *protocol.Result, keep time.Duration) error {
-	b, _ := json.Marshal(res)
+	b, _ := protocol.Encode(res, false)
 	if max := a.nc.MaxPayload(); max > 0 && int64(len(b)) > max-1024 {
 		res.Stdout, res.Stderr, res.Truncated = "", "", true
-		b, _ = json.Marshal(res)
+		b, _ = protocol.Encode(res, false)
 	}
 	m := nats.NewMsg(protocol.ResultSubject(a.cfg.ID))
 	m.Data = b
@@ -124,7 +123,7 @@ func (a *Agent) publishResult(msg delivery, res *protocol.Result, keep time.Dura
 
 // writeResultFile writes result.json into the task directory.
 func (a *Agent) writeResultFile(res *protocol.Result) {
-	b, _ := json.MarshalIndent(res, "", "  ")
+	b, _ := protocol.Encode(res, true)
 	p := filepath.Join(a.tasksDir, res.TaskID, "result.json")
 	if err := writeAtomic(p, append(b, '\n')); err != nil {
 		a.log.Warn("result file not written", "task", res.TaskID, "err", err)

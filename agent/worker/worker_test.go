@@ -454,6 +454,17 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 		t.Fatalf("stored %+v: want the sender the subject names, and the false claim noted", got)
 	}
 
+	// Stored without amplification: a body of "<" (which encoding/json
+	// escapes to six bytes each by default) takes about its own size.
+	lt := strings.Repeat("<", 20000)
+	ltFile, err := e.cl.Send(ctx, "agent-1", protocol.Message{ID: "lt", Body: lt}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(e.shared, "agents", "agent-1", ltFile)); err != nil || fi.Size() > int64(len(lt))+1024 {
+		t.Fatalf("a %d-byte body stored in %v bytes (%v)", len(lt), fi.Size(), err)
+	}
+
 	if err := e.cl.Broadcast(ctx, protocol.Message{ID: "b-1", Body: "all hands"}); err != nil {
 		t.Fatal(err)
 	}
