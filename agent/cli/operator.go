@@ -116,13 +116,14 @@ func taskCmd(ctx context.Context, args []string, env Env, sio IO) int {
 	ctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
 	failed := false
-	results, err := cl.Run(ctx, t, task, func(r protocol.Result) {
+	_, err := cl.RunChecked(ctx, t, task, func(r protocol.Result) {
 		if !r.OK() {
 			failed = true
 		}
 		printResult(r, c.json, sio)
+	}, func(r protocol.Result) {
+		fmt.Fprintf(sio.Err, "flock-agent: ignored a forged result of task %s from %s: it lacks the task's nonce, so the bus never gave %s this task\n", r.TaskID, r.Agent, r.Agent)
 	})
-	_ = results
 	if err != nil {
 		return exitFor(err, sio)
 	}

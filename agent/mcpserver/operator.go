@@ -113,6 +113,9 @@ type RunTaskOut struct {
 	TaskID   string            `json:"task_id"`
 	Complete bool              `json:"complete"` // every awaited result arrived
 	Results  []protocol.Result `json:"results"`
+	// Forged lists results that claimed the task without its nonce (an agent
+	// the bus never gave it); they are not among Results.
+	Forged []protocol.Result `json:"forged,omitempty"`
 }
 
 func (o *Operator) runTask(ctx context.Context, _ *mcp.CallToolRequest, in RunTaskIn) (*mcp.CallToolResult, RunTaskOut, error) {
@@ -154,8 +157,9 @@ func (o *Operator) runTask(ctx context.Context, _ *mcp.CallToolRequest, in RunTa
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	res, err := o.cl.Run(ctx, target, task, nil)
-	out := RunTaskOut{TaskID: task.ID, Results: res, Complete: err == nil}
+	var forged []protocol.Result
+	res, err := o.cl.RunChecked(ctx, target, task, nil, func(r protocol.Result) { forged = append(forged, r) })
+	out := RunTaskOut{TaskID: task.ID, Results: res, Complete: err == nil, Forged: forged}
 	if out.Results == nil {
 		out.Results = []protocol.Result{}
 	}

@@ -7,6 +7,7 @@ package operator
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -154,6 +155,13 @@ func (c *Client) Agents(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// newNonce returns a task's secret: 128 random bits.
+func newNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // NewTaskID returns a fresh task ID: t-<UTC time>-<random>.
 func NewTaskID() string {
 	var b [4]byte
@@ -166,6 +174,13 @@ func NewTaskID() string {
 // sees each result as it arrives. When ctx ends first, Run returns what it
 // has with ErrTimeout.
 func (c *Client) Run(ctx context.Context, target Target, task protocol.Task, onResult func(protocol.Result)) ([]protocol.Result, error) {
+	return c.RunChecked(ctx, target, task, onResult, nil)
+}
+
+// RunChecked is Run that reports forged results to onForged: results for the
+// task (its sequence and subject) that do not echo its nonce, sent by an agent
+// the bus never gave the task. They are ignored either way.
+func (c *Client) RunChecked(ctx context.Context, target Target, task protocol.Task, onResult, onForged func(protocol.Result)) ([]protocol.Result, error) {
 	subject, err := target.Subject()
 	if err != nil {
 		return nil, err
@@ -175,6 +190,9 @@ func (c *Client) Run(ctx context.Context, target Target, task protocol.Task, onR
 	}
 	if task.V == 0 {
 		task.V = protocol.Version
+	}
+	if task.Nonce == "" {
+		task.Nonce = newNonce()
 	}
 	if err := task.Validate(); err != nil {
 		return nil, err
@@ -234,6 +252,12 @@ func (c *Client) Run(ctx context.Context, target Target, task protocol.Task, onR
 			}
 			// The server vouches for the sender: task.result.<agent>.
 			r.Agent = strings.TrimPrefix(rm.Subject, "task.result.")
+			if subtle.ConstantTimeCompare([]byte(r.Nonce), []byte(task.Nonce)) != 1 {
+				if onForged != nil {
+					onForged(r)
+				}
+				continue
+			}
 			key := r.Agent
 			if want[""] {
 				key = ""

@@ -73,6 +73,10 @@ type Task struct {
 	Timeout Duration          `json:"timeout,omitempty"`
 	// MaxOutputBytes lowers (never raises) the agent's cap on stdout and stderr.
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
+	// Nonce is a secret the operator puts in each task. Only an agent the bus
+	// delivered the task to learns it, and its result echoes it: a result
+	// without it (an agent claiming a task it never received) is forged.
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // Result is the body an agent publishes on task.result.<agent-id> for every
@@ -86,6 +90,7 @@ type Result struct {
 	Error   string `json:"error,omitempty"` // what was wrong, for rejected and error
 	Subject string `json:"subject"`         // the task's subject: tasks.<id>, tasks.pool or tasks.all
 	Seq     uint64 `json:"seq"`             // the task's sequence in FLOCK_TASKS: correlates even an unreadable body
+	Nonce   string `json:"nonce,omitempty"` // the task's nonce: proves the agent was given the task
 	Attempt int    `json:"attempt"`         // delivery count, 1 on the first run
 
 	ExitCode    *int   `json:"exit_code,omitempty"`
@@ -302,6 +307,9 @@ func (t *Task) Validate() error {
 	}
 	if !ValidTaskID(t.ID) {
 		return &FieldError{"id", fmt.Sprintf("must match %s: it names the task directory (got %q)", taskIDPattern, clip(t.ID))}
+	}
+	if len(t.Nonce) > 128 {
+		return &FieldError{"nonce", fmt.Sprintf("at most 128 bytes (got %d)", len(t.Nonce))}
 	}
 	if t.Kind == "" {
 		if t.Command == "" {

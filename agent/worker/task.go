@@ -28,7 +28,7 @@ func (a *Agent) handle(msg delivery, keep time.Duration) {
 	res := protocol.Result{V: protocol.Version, Agent: a.cfg.ID, Subject: msg.Subject(), Started: time.Now().UTC()}
 	res.Seq, res.Attempt = msg.Meta()
 	task, err := protocol.DecodeTask(msg.Data(), a.cfg.MaxTaskBytes)
-	res.TaskID, res.Kind = task.ID, task.Kind
+	res.TaskID, res.Kind, res.Nonce = task.ID, task.Kind, task.Nonce
 	log := a.log.With("task", task.ID, "seq", res.Seq, "subject", res.Subject, "attempt", res.Attempt)
 	switch {
 	case err != nil:

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -494,5 +495,54 @@ func TestLongTaskIsNotRedeliveredWhileItRuns(t *testing.T) {
 	case m := <-ch:
 		t.Fatalf("a second run of the long task: %s", m.Data)
 	case <-time.After(1500 * time.Millisecond):
+	}
+}
+
+// A hostile agent learns a pool task's sequence from the pool consumer's
+// info (which it may read) and publishes a result for it on its own subject
+// before the agent that was given the task answers. Without the task's nonce
+// the operator ignores it and reports it.
+func TestForgedPoolResultIsIgnored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(3, nil))
+	e.start("agent-1")
+	forger := e.f.Connect(t, "agent-3") // agent-3's own key; it runs no worker
+	js3, err := jetstream.New(forger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pool, err := js3.Consumer(ctx, protocol.StreamTasks, protocol.ConsumerPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := pool.CachedInfo().Delivered.Stream
+	forgedSent := make(chan uint64, 1)
+	go func() {
+		for ctx.Err() == nil {
+			info, err := pool.Info(ctx)
+			if err == nil && info.Delivered.Stream > before {
+				seq := info.Delivered.Stream
+				b, _ := json.Marshal(protocol.Result{V: 1, Agent: "agent-3", Status: protocol.StatusOK, Subject: protocol.SubjectTasksPool, Seq: seq, Nonce: "guessed", Stdout: "forged"})
+				_ = forger.Publish(protocol.ResultSubject("agent-3"), b)
+				_ = forger.Flush()
+				forgedSent <- seq
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	var forged []protocol.Result
+	res, err := e.cl.RunChecked(ctx, operator.Target{Pool: true}, tool("pooled", "sleep", "1500ms"), nil, func(r protocol.Result) { forged = append(forged, r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := <-forgedSent
+	if len(res) != 1 || res[0].Agent != "agent-1" || res[0].Seq != seq || !res[0].OK() {
+		t.Fatalf("results %+v: want only agent-1's", res)
+	}
+	if len(forged) != 1 || forged[0].Agent != "agent-3" || forged[0].Stdout != "forged" {
+		t.Fatalf("forged %+v: want agent-3's reported", forged)
 	}
 }
