@@ -15,6 +15,7 @@ import (
 
 	"github.com/ai-flock/ai-flock/agent/bus"
 	"github.com/ai-flock/ai-flock/agent/bustest"
+	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/infra/flock"
 )
@@ -480,3 +481,65 @@ func TestShutdownIsClean(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// A hostile agent floods its own result subject far past its share of the
+// store: only its own oldest results are evicted; another agent's stored
+// result stays readable and it can still store new ones.
+func TestResultsFloodEvictsOnlyTheFlooder(t *testing.T) {
+	t.Parallel()
+	cfg := bustest.Agents(2)
+	share := 4
+	cfg.Bus.ResultsMiBPerAgent = &share
+	f := bustest.Start(t, cfg)
+	a1, a2 := connect(t, f, "agent-1"), connect(t, f, "agent-2")
+	js1, _ := jetstream.New(a1.Conn)
+	js2, _ := jetstream.New(a2.Conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	if _, err := js2.Publish(ctx, protocol.ResultSubject("agent-2"), []byte(`{"v":1,"task_id":"before","agent":"agent-2","status":"ok","subject":"tasks.agent-2","seq":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	junk := make([]byte, 512<<10)
+	for i := range junk {
+		junk[i] = 'x'
+	}
+	sent := 0
+	for ; sent < 4*share*2; sent++ { // twice its share
+		if _, err := js1.Publish(ctx, protocol.ResultSubject("agent-1"), junk); err != nil {
+			t.Fatalf("flood %d: %v", sent, err)
+		}
+	}
+	if _, err := js2.Publish(ctx, protocol.ResultSubject("agent-2"), []byte(`{"v":1,"task_id":"after","agent":"agent-2","status":"ok","subject":"tasks.agent-2","seq":2}`)); err != nil {
+		t.Fatalf("agent-2 cannot store a result after the flood: %v", err)
+	}
+
+	op := f.Connect(t, protocol.OperatorUser)
+	jsop, _ := jetstream.New(op)
+	s1, err := jsop.Stream(ctx, protocol.ResultsStream("agent-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s1.CachedInfo().State
+	if st.Bytes > uint64(share)<<20 || st.Msgs == 0 || st.LastSeq != uint64(sent) {
+		t.Fatalf("agent-1's stream after %d × 512 KiB: %d bytes in %d messages, last %d: want at most its %d MiB, keeping its newest", sent, st.Bytes, st.Msgs, st.LastSeq, share)
+	}
+	cl, err := operator.New(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := cl.StoredResults(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a2ids []string
+	for _, r := range rs {
+		if r.Agent == "agent-2" {
+			a2ids = append(a2ids, r.TaskID)
+		}
+	}
+	if strings.Join(a2ids, ",") != "before,after" {
+		t.Fatalf("agent-2's stored results after agent-1's flood: %v", a2ids)
+	}
+	t.Logf("agent-1 sent %d MiB; its stream holds %d KiB in %d messages; agent-2 kept %v", sent/2, st.Bytes>>10, st.Msgs, a2ids)
+}

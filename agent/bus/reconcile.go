@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -21,6 +22,7 @@ func (s *Server) reconcile(ctx context.Context, topo busconfig.Topology) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
+	errs = append(errs, s.removeStaleStreams(ctx, topo)...)
 	for _, sc := range topo.Streams {
 		if _, err := s.js.CreateOrUpdateStream(ctx, sc); err != nil {
 			errs = append(errs, fmt.Errorf("stream %s: %w", sc.Name, err))
@@ -67,4 +69,35 @@ func (s *Server) reconcile(ctx context.Context, topo busconfig.Topology) error {
 		return fmt.Errorf("bus: reconcile: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// removeStaleStreams deletes the results streams the topology no longer has:
+// the one all agents shared in earlier versions (its subjects overlap the
+// per-agent streams, which could not be created beside it), and those of
+// agents that were removed (with their consumers; their share of the store
+// goes back to the others).
+func (s *Server) removeStaleStreams(ctx context.Context, topo busconfig.Topology) []error {
+	want := map[string]bool{}
+	for _, sc := range topo.Streams {
+		want[sc.Name] = true
+	}
+	var errs []error
+	names := s.js.StreamNames(ctx)
+	var stale []string
+	for n := range names.Name() {
+		if !want[n] && (n == protocol.StreamResults || strings.HasPrefix(n, protocol.ResultsStream(""))) {
+			stale = append(stale, n)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return []error{fmt.Errorf("list streams: %w", err)}
+	}
+	for _, n := range stale {
+		if err := s.js.DeleteStream(ctx, n); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			errs = append(errs, fmt.Errorf("delete stream %s: %w", n, err))
+			continue
+		}
+		s.log.Info("deleted a results stream no longer in the topology", "stream", n)
+	}
+	return errs
 }

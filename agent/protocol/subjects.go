@@ -8,10 +8,13 @@ import "strings"
 // JetStream streams and consumers. The bus creates them at start; agents only
 // pull from their own consumer and the shared pool consumer.
 const (
-	StreamTasks   = "FLOCK_TASKS"   // tasks.>
-	StreamResults = "FLOCK_RESULTS" // task.result.>
-	StreamDead    = "FLOCK_DEAD"    // deadletter.>
-	StreamStatus  = "FLOCK_STATUS"  // agent.*.heartbeat, the last one of each agent
+	StreamTasks = "FLOCK_TASKS" // tasks.>
+	// StreamResults was the one results stream all agents shared; the bus
+	// removes it. Each agent's results now have a stream of their own
+	// (ResultsStream), so no agent can evict another's.
+	StreamResults = "FLOCK_RESULTS"
+	StreamDead    = "FLOCK_DEAD"   // deadletter.>
+	StreamStatus  = "FLOCK_STATUS" // agent.*.heartbeat, the last one of each agent
 
 	ConsumerPool = "pool" // shared work queue on tasks.pool: one agent runs each task
 )
@@ -69,6 +72,10 @@ func InboxSender(subject string) (string, bool) {
 // InboxPrefix is the reply-inbox prefix of a bus user (nats.CustomInboxPrefix):
 // replies to agent-1 arrive on _INBOX.agent-1.>, which no one else may read.
 func InboxPrefix(user string) string { return "_INBOX." + user }
+
+// ResultsStream is the stream holding agent id's results (task.result.<id>),
+// bounded on its own: an agent flooding its results evicts only its own.
+func ResultsStream(id string) string { return "FLOCK_RESULTS_" + id }
 
 // AgentConsumer is the durable consumer of an agent's own tasks (tasks.<id> and tasks.all).
 func AgentConsumer(id string) string { return id }

@@ -223,31 +223,14 @@ func (e *env) publishRaw(subject string, body []byte) uint64 {
 	return ack.Sequence
 }
 
-// results reads every result stored in FLOCK_RESULTS so far.
+// results reads every result the bus stores so far (every agent's stream).
 func (e *env) results() []protocol.Result {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := e.js.OrderedConsumer(ctx, protocol.StreamResults, jetstream.OrderedConsumerConfig{})
+	out, err := e.cl.StoredResults(ctx, time.Time{})
 	if err != nil {
-		e.t.Fatal(err)
-	}
-	info, err := e.js.Stream(ctx, protocol.StreamResults)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	n := info.CachedInfo().State.Msgs
-	var out []protocol.Result
-	for uint64(len(out)) < n {
-		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			e.t.Fatalf("read results: %v", err)
-		}
-		var r protocol.Result
-		if err := json.Unmarshal(m.Data(), &r); err != nil {
-			e.t.Fatal(err)
-		}
-		out = append(out, r)
+		e.t.Fatalf("read results: %v", err)
 	}
 	return out
 }

@@ -233,12 +233,6 @@ func BuildTopology(m flock.Model) Topology {
 			MaxMsgSize: int32(b.MaxPayloadBytes), Duplicates: 2 * time.Minute, Replicas: 1,
 		},
 		{
-			Name: protocol.StreamResults, Subjects: []string{protocol.SubjectResults},
-			Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
-			Storage: jetstream.FileStorage, MaxAge: b.StreamMaxAge, MaxBytes: b.StreamMaxBytes,
-			MaxMsgSize: int32(b.MaxPayloadBytes), Replicas: 1,
-		},
-		{
 			Name: protocol.StreamDead, Subjects: []string{protocol.SubjectDead},
 			Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew,
 			Storage: jetstream.FileStorage, MaxAge: b.StreamMaxAge, MaxBytes: b.StreamMaxBytes,
@@ -250,9 +244,21 @@ func BuildTopology(m flock.Model) Topology {
 			Name: protocol.StreamStatus, Subjects: []string{protocol.SubjectHeartbeats},
 			Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
 			Storage: jetstream.FileStorage, MaxMsgsPerSubject: 1, MaxAge: b.StreamMaxAge,
-			MaxBytes: 8 << 20, MaxMsgSize: 64 << 10, Replicas: 1,
+			MaxBytes: flock.StatusStreamBytes, MaxMsgSize: 64 << 10, Replicas: 1,
 		},
 	}}
+	// One results stream per agent, each bounded on its own: an agent that
+	// floods its result subject evicts only its own oldest results (the
+	// operator still sees every result live on task.result.>).
+	for _, a := range m.Agents {
+		t.Streams = append(t.Streams, jetstream.StreamConfig{
+			Name: protocol.ResultsStream(a.ID), Subjects: []string{protocol.ResultSubject(a.ID)},
+			Description: "results of agent " + a.ID,
+			Retention:   jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
+			Storage: jetstream.FileStorage, MaxAge: b.StreamMaxAge, MaxBytes: b.ResultsBytesPerAgent,
+			MaxMsgSize: int32(min(int64(b.MaxPayloadBytes), b.ResultsBytesPerAgent)), Replicas: 1,
+		})
+	}
 	pending := 0
 	for _, a := range m.Agents {
 		pending += a.Limits.Concurrency

@@ -55,14 +55,18 @@ type SharedConfig struct {
 
 // BusConfig is flock:bus.
 type BusConfig struct {
-	Heartbeat       *string      `json:"heartbeatInterval"`
-	AckWait         *string      `json:"ackWait"`
-	MaxDeliver      *int         `json:"maxDeliver"`
-	MaxPayloadKiB   *int         `json:"maxPayloadKiB"`
-	StreamMaxAge    *string      `json:"streamMaxAge"`
-	StreamMaxMiB    *int         `json:"streamMaxMiB"`
-	JetStreamMaxMiB *int         `json:"jetStreamMaxMiB"`
-	Limits          LimitsConfig `json:"limits"`
+	Heartbeat       *string `json:"heartbeatInterval"`
+	AckWait         *string `json:"ackWait"`
+	MaxDeliver      *int    `json:"maxDeliver"`
+	MaxPayloadKiB   *int    `json:"maxPayloadKiB"`
+	StreamMaxAge    *string `json:"streamMaxAge"`
+	StreamMaxMiB    *int    `json:"streamMaxMiB"`
+	JetStreamMaxMiB *int    `json:"jetStreamMaxMiB"`
+	// ResultsMiBPerAgent bounds each agent's own results stream (default:
+	// the store left after the task and dead-letter streams, shared out
+	// equally, at most DefaultResultsPerAgent).
+	ResultsMiBPerAgent *int         `json:"resultsMiBPerAgent"`
+	Limits             LimitsConfig `json:"limits"`
 }
 
 // NetworkConfig is flock:network.
@@ -85,9 +89,13 @@ var (
 )
 
 const (
-	DefaultName    = "flock"
-	DefaultUIDBase = 20000
-	MaxAgents      = 1000
+	// DefaultResultsPerAgent caps the derived size of an agent's results stream.
+	DefaultResultsPerAgent = 64 << 20
+	// StatusStreamBytes is the store the last-heartbeat stream may use.
+	StatusStreamBytes = 8 << 20
+	DefaultName       = "flock"
+	DefaultUIDBase    = 20000
+	MaxAgents         = 1000
 )
 
 var (
@@ -158,6 +166,9 @@ func (c Config) Validate() (Model, error) {
 	m.Bus.UID = uidBase // slot 0 is the bus's
 
 	m.Agents = c.agents(&es, defaults, uidBase, m.Network)
+	if len(m.Agents) > 0 {
+		m.Bus.ResultsBytesPerAgent = c.Bus.resultsShare(&es, m.Bus, len(m.Agents))
+	}
 	if len(es) > 0 {
 		return Model{}, errors.Join(es...)
 	}
@@ -361,15 +372,43 @@ func (b BusConfig) validate(es *errs) Bus {
 	intIn(es, "flock:bus.streamMaxMiB", b.StreamMaxMiB, 1, 1<<20, "MiB", &streamMiB)
 	intIn(es, "flock:bus.jetStreamMaxMiB", b.JetStreamMaxMiB, 16, 1<<22, "MiB", &jsMiB)
 	out.MaxPayloadBytes, out.StreamMaxBytes, out.JetStreamMaxBytes = kib<<10, int64(streamMiB)<<20, int64(jsMiB)<<20
-	// three streams (tasks, results, dead letters) share the JetStream store.
-	if out.StreamMaxBytes*3 > out.JetStreamMaxBytes {
-		es.add("flock:bus.streamMaxMiB", "three streams of %d MiB must fit in flock:bus.jetStreamMaxMiB %d", streamMiB, jsMiB)
+	// The task and dead-letter streams share the JetStream store with the
+	// agents' results streams (resultsShare) and the status stream.
+	if out.StreamMaxBytes*2+StatusStreamBytes > out.JetStreamMaxBytes {
+		es.add("flock:bus.streamMaxMiB", "two streams (tasks, dead letters) of %d MiB must fit in flock:bus.jetStreamMaxMiB %d", streamMiB, jsMiB)
 	}
 	if int64(out.MaxPayloadBytes) > out.StreamMaxBytes {
 		es.add("flock:bus.maxPayloadKiB", "must not exceed flock:bus.streamMaxMiB")
 	}
 	out.Limits = b.Limits.validate(es, "flock:bus.limits", DefaultBus.Limits)
 	return out
+}
+
+// resultsShare is the size of each agent's results stream: explicit, or the
+// store left after the task and dead-letter streams shared out equally (at
+// most DefaultResultsPerAgent). Each share must hold a few of the largest
+// results, and all of them must fit in the store.
+func (b BusConfig) resultsShare(es *errs, bus Bus, agents int) int64 {
+	left := bus.JetStreamMaxBytes - 2*bus.StreamMaxBytes - StatusStreamBytes
+	share := min(DefaultResultsPerAgent, left/int64(agents))
+	if b.ResultsMiBPerAgent != nil {
+		mib := *b.ResultsMiBPerAgent
+		if mib < 1 || mib > 1<<20 {
+			es.add("flock:bus.resultsMiBPerAgent", "must be between 1 and %d MiB (got %d)", 1<<20, mib)
+			return DefaultResultsPerAgent
+		}
+		share = int64(mib) << 20
+		if share*int64(agents) > left {
+			es.add("flock:bus.resultsMiBPerAgent", "%d agents × %d MiB must fit in flock:bus.jetStreamMaxMiB %d after the task and dead-letter streams (2 × %d MiB) and the status stream: at most %d MiB each",
+				agents, mib, bus.JetStreamMaxBytes>>20, bus.StreamMaxBytes>>20, max(left/int64(agents), 0)>>20)
+		}
+		return share
+	}
+	if share < 4*int64(bus.MaxPayloadBytes) {
+		es.add("flock:bus.jetStreamMaxMiB", "%d MiB leaves %d agents %d KiB each for their results after the task and dead-letter streams (2 × %d MiB): each needs room for 4 of the largest messages (4 × %d KiB); raise it or lower flock:bus.streamMaxMiB",
+			bus.JetStreamMaxBytes>>20, agents, max(share, 0)>>10, bus.StreamMaxBytes>>20, bus.MaxPayloadBytes>>10)
+	}
+	return max(share, 0)
 }
 
 func (n NetworkConfig) validate(es *errs) Network {

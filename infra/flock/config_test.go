@@ -64,6 +64,14 @@ func TestValidateRules(t *testing.T) {
 		{"maxDeliver", with(func(c *Config) { c.Bus.MaxDeliver = ip(0) }), "flock:bus.maxDeliver", "between 1 and 100"},
 		{"payload", with(func(c *Config) { c.Bus.MaxPayloadKiB = ip(1 << 20) }), "flock:bus.maxPayloadKiB", "between 1 and 65536"},
 		{"streams fit", with(func(c *Config) { c.Bus.StreamMaxMiB = ip(2048) }), "flock:bus.streamMaxMiB", "must fit in flock:bus.jetStreamMaxMiB"},
+		{"results share range", with(func(c *Config) { c.Bus.ResultsMiBPerAgent = ip(0) }), "flock:bus.resultsMiBPerAgent", "between 1 and"},
+		{"results shares fit", with(func(c *Config) { c.Bus.ResultsMiBPerAgent = ip(1024) }), "flock:bus.resultsMiBPerAgent", "agents × 1024 MiB must fit in flock:bus.jetStreamMaxMiB 4096"},
+		{"results shares too small", func() Config {
+			c := base(900)
+			c.Network.PrefixLength = ip(28)
+			c.Bus.JetStreamMaxMiB = ip(2200)
+			return c
+		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 163 KiB each for their results"},
 		{"bus limits", with(func(c *Config) { c.Bus.Limits.MemoryMiB = ip(1) }), "flock:bus.limits.memoryMiB", "between 32"},
 		{"pool syntax", with(func(c *Config) { c.Network.Pool = "10.210.0.0" }), "flock:network.pool", "IPv4 CIDR"},
 		{"pool public", with(func(c *Config) { c.Network.Pool = "8.8.0.0/16" }), "flock:network.pool", "private IPv4"},

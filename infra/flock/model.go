@@ -69,7 +69,9 @@ type Bus struct {
 	StreamMaxAge      time.Duration
 	StreamMaxBytes    int64
 	JetStreamMaxBytes int64 // file store cap for the whole server
-	Limits            Limits
+	// ResultsBytesPerAgent bounds each agent's results stream.
+	ResultsBytesPerAgent int64
+	Limits               Limits
 }
 
 // Network is the address plan for per-agent networks (docker target).

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/tests/capture"
@@ -369,56 +370,37 @@ func jsClient(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
-// results reads the results stored in FLOCK_RESULTS since it was created,
-// as an operator should: a core subscription would miss results published
-// while the operator's own connection is reconnecting (a bus restart).
+// results reads the results the bus stores (each agent's results stream)
+// since it was created, as an operator should: a core subscription would
+// miss results published while the operator's own connection is
+// reconnecting (a bus restart).
 type results struct {
-	js    jetstream.JetStream
+	cl    *operator.Client
 	since time.Time
 }
 
 func watchResults(t *testing.T, nc *nats.Conn) *results {
 	t.Helper()
-	js, err := jetstream.New(nc)
+	cl, err := operator.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &results{js: js, since: time.Now().Add(-time.Second)}
+	return &results{cl: cl, since: time.Now().Add(-time.Second)}
 }
 
 // read returns every result stored since the watcher was made, by task ID.
 func (r *results) read(t *testing.T) (map[string][]protocol.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	since := r.since
-	cons, err := r.js.OrderedConsumer(ctx, protocol.StreamResults, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since,
-	})
+	rs, err := r.cl.StoredResults(ctx, r.since)
 	if err != nil {
 		return nil, err
 	}
 	got := map[string][]protocol.Result{}
-	for {
-		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return nil, err
-		}
-		n := 0
-		for msg := range batch.Messages() {
-			n++
-			var res protocol.Result
-			if err := json.Unmarshal(msg.Data(), &res); err != nil {
-				t.Fatalf("result %q: %v", msg.Data(), err)
-			}
-			if want := protocol.ResultSubject(res.Agent); msg.Subject() != want {
-				t.Errorf("result from %q arrived on %s", res.Agent, msg.Subject())
-			}
-			got[res.TaskID] = append(got[res.TaskID], res)
-		}
-		if n == 0 {
-			return got, nil
-		}
+	for _, res := range rs {
+		got[res.TaskID] = append(got[res.TaskID], res)
 	}
+	return got, nil
 }
 
 // collect re-reads the stored results until enough says it has them, or
