@@ -109,12 +109,26 @@ func AgentCleanupScript(m flock.Model, a flock.Agent) string {
 // log file (0600, its UID) and its NATS credentials (0400, its UID). Existing
 // data is kept: the script only creates what is missing and fixes ownership.
 // The seed makes the script a secret; it travels on stdin, never argv.
+//
+// It runs as root and never follows a path the agent controls: it touches
+// only the agent's directory itself and its log file, whose parents are
+// root's (the agent cannot swap them for a symlink), and refuses either if it
+// is not what it should be. Inside its directory the agent owns everything;
+// the runtime makes its tasks/ and inbox/ itself, as the agent's user.
 func AgentScript(m flock.Model, a flock.Agent, seed string) string {
 	s := m.Shared
 	var b strings.Builder
 	b.WriteString("set -eu\numask 077\n")
-	fmt.Fprintf(&b, "install -d -o %d -g %d -m 0700 %s %s/tasks\n", a.UID, a.GID, s.AgentDir(a.ID), s.AgentDir(a.ID))
-	fmt.Fprintf(&b, "log=%s\n[ -f \"$log\" ] || : > \"$log\"\nchown %d:%d \"$log\"\nchmod 0600 \"$log\"\n", s.LogFile(a.ID), a.UID, a.GID)
+	b.WriteString(`refuse() { echo "flock: refusing to prepare $1: $2 (an agent may have replaced it; inspect it by hand)" >&2; exit 1; }` + "\n")
+	fmt.Fprintf(&b, "dir=%s\n", s.AgentDir(a.ID))
+	b.WriteString(`if [ -L "$dir" ]; then refuse "$dir" "a symbolic link"; fi` + "\n")
+	b.WriteString(`if [ -e "$dir" ] && [ ! -d "$dir" ]; then refuse "$dir" "not a directory"; fi` + "\n")
+	fmt.Fprintf(&b, "install -d -o %d -g %d -m 0700 \"$dir\"\n", a.UID, a.GID)
+	fmt.Fprintf(&b, "log=%s\n", s.LogFile(a.ID))
+	b.WriteString(`if [ -L "$log" ]; then refuse "$log" "a symbolic link"; fi` + "\n")
+	b.WriteString(`if [ -e "$log" ] && [ ! -f "$log" ]; then refuse "$log" "not a regular file"; fi` + "\n")
+	b.WriteString(`[ -e "$log" ] || : > "$log"` + "\n")
+	fmt.Fprintf(&b, "chown -h %d:%d \"$log\"\nchmod 0600 \"$log\"\n", a.UID, a.GID)
 	creds := s.CredsFile(a.ID)
 	fmt.Fprintf(&b, "cat > %s.new <<'FLOCK_SEED'\n%s\nFLOCK_SEED\n", creds, seed)
 	fmt.Fprintf(&b, "chown %d:%d %s.new\nchmod 0400 %s.new\nmv -f %s.new %s\n", a.UID, a.GID, creds, creds, creds, creds)

@@ -268,8 +268,9 @@ func checkMounts(t *testing.T, s *capture.Stack, agents map[string]capture.Resou
 		uid := strings.Split(c.String("user"), ":")[0]
 		script := prep.String("stdin")
 		for _, want := range []string{
-			fmt.Sprintf("install -d -o %s -g %s -m 0700 %s/agents/%s", uid, uid, root, id),
-			fmt.Sprintf("chown %s:%s \"$log\"\nchmod 0600", uid, uid),
+			fmt.Sprintf("dir=%s/agents/%s\n", root, id),
+			fmt.Sprintf("install -d -o %s -g %s -m 0700 \"$dir\"", uid, uid),
+			fmt.Sprintf("chown -h %s:%s \"$log\"\nchmod 0600", uid, uid),
 			fmt.Sprintf("chmod 0400 /srv/flock/state/creds/%s.nk.new", id),
 		} {
 			if !strings.Contains(script, want) {
