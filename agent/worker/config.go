@@ -38,6 +38,8 @@ type Config struct {
 	StatusFile     string        // STATUS_FILE: touched while connected; read by `health`
 	TaskKeep       int           // TASK_KEEP: task directories kept (oldest removed)
 	InboxKeep      int           // INBOX_KEEP: inbox files kept (oldest removed)
+	InboxRate      int           // INBOX_RATE: messages per second stored from one sender (burst 5×)
+	InboxBytesRate int64         // INBOX_BYTES_RATE: bytes per second stored from one sender (burst 8×)
 	Version        string        // reported in heartbeats
 }
 
@@ -58,6 +60,11 @@ const (
 	DefaultStatusFile = "/run/flock-agent.status"
 	DefaultTaskKeep   = 500
 	DefaultInboxKeep  = 1000
+	// DefaultInboxRate and DefaultInboxBytesRate bound what one sender can
+	// make an agent store: a flooding peer is refused (with a receipt
+	// error), the others are not slowed.
+	DefaultInboxRate      = 20
+	DefaultInboxBytesRate = 1 << 20
 	// StatusEvery is how often a connected agent confirms it (PING/PONG
 	// with the bus) and touches its status file.
 	StatusEvery = 5 * time.Second
@@ -129,6 +136,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		StatusFile:     str("STATUS_FILE", DefaultStatusFile),
 		TaskKeep:       int(num("TASK_KEEP", DefaultTaskKeep, 1, 1<<20)),
 		InboxKeep:      int(num("INBOX_KEEP", DefaultInboxKeep, 1, 1<<20)),
+		InboxRate:      int(num("INBOX_RATE", DefaultInboxRate, 1, 1<<20)),
+		InboxBytesRate: num("INBOX_BYTES_RATE", DefaultInboxBytesRate, 1<<10, 1<<40),
 	}
 	if getenv("ENV_ALLOW") != "" && strings.TrimSpace(getenv("ENV_ALLOW")) == "-" {
 		c.EnvAllow = nil // "-": pass nothing on
@@ -187,6 +196,12 @@ func (c *Config) Validate() error {
 	}
 	if c.TaskKeep <= 0 {
 		c.TaskKeep = DefaultTaskKeep
+	}
+	if c.InboxRate <= 0 {
+		c.InboxRate = DefaultInboxRate
+	}
+	if c.InboxBytesRate <= 0 {
+		c.InboxBytesRate = DefaultInboxBytesRate
 	}
 	if c.InboxKeep <= 0 {
 		c.InboxKeep = DefaultInboxKeep

@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/time/rate"
 
 	"github.com/ai-flock/ai-flock/agent/protocol"
 )
@@ -80,6 +82,16 @@ func (a *Agent) store(kind string, m *nats.Msg) {
 		st.Message.ID = randomID()
 	}
 	receipt := protocol.Receipt{V: protocol.Version, ID: st.Message.ID, To: a.cfg.ID, From: from}
+	if kind == "inbox" {
+		if why := a.senders.allow(from, len(m.Data)); why != "" {
+			receipt.Error = "refused: " + why
+			a.respond(m, receipt)
+			if a.senders.warn(from) {
+				a.log.Warn("messages refused", "from", from, "why", why)
+			}
+			return
+		}
+	}
 	name := fmt.Sprintf("%s-%06d-%s-%s.json", st.Received.Format("20060102T150405.000000000Z"), a.inboxN.Add(1)%1000000, kind, st.Message.ID)
 	b, _ := protocol.Encode(st, true)
 	if err := writeAtomic(filepath.Join(a.inboxDir, name), append(b, '\n')); err != nil {
@@ -103,6 +115,59 @@ func (a *Agent) store(kind string, m *nats.Msg) {
 		default:
 		}
 	}
+}
+
+// senderLimits bounds what each sender (as the bus vouched for it) can make
+// the agent store: messages and bytes per second, each with a burst. Senders
+// are bus users, so the map is bounded by the flock's size.
+type senderLimits struct {
+	mu    sync.Mutex
+	rate  int
+	bytes int64
+	by    map[string]*senderLimit
+}
+
+type senderLimit struct {
+	msgs, bytes *rate.Limiter
+	warned      time.Time
+}
+
+func newSenderLimits(msgs int, bytes int64) *senderLimits {
+	return &senderLimits{rate: msgs, bytes: bytes, by: map[string]*senderLimit{}}
+}
+
+// allow takes one message of n bytes from sender, or says why not.
+func (s *senderLimits) allow(sender string, n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.by[sender]
+	if l == nil {
+		l = &senderLimit{
+			msgs:  rate.NewLimiter(rate.Limit(s.rate), 5*s.rate),
+			bytes: rate.NewLimiter(rate.Limit(s.bytes), int(8*s.bytes)),
+		}
+		s.by[sender] = l
+	}
+	now := time.Now()
+	if !l.msgs.AllowN(now, 1) {
+		return fmt.Sprintf("%s sends more than %d messages/s to this agent (INBOX_RATE)", sender, s.rate)
+	}
+	if !l.bytes.AllowN(now, n) {
+		return fmt.Sprintf("%s sends more than %d bytes/s to this agent (INBOX_BYTES_RATE)", sender, s.bytes)
+	}
+	return ""
+}
+
+// warn reports whether a refusal from sender should be logged (once a second).
+func (s *senderLimits) warn(sender string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.by[sender]
+	if l == nil || time.Since(l.warned) < time.Second {
+		return false
+	}
+	l.warned = time.Now()
+	return true
 }
 
 // respond answers a message sent as a request with its receipt.

@@ -30,7 +30,8 @@ type Agent struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 
-	keyFile string // FLOCK_NKEY_FILE for task processes (credentialFile)
+	keyFile string        // FLOCK_NKEY_FILE for task processes (credentialFile)
+	senders *senderLimits // per-sender inbox bounds
 
 	slots     *slots
 	inflight  sync.WaitGroup
@@ -72,6 +73,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		tasksDir: filepath.Join(cfg.AgentDir(), "tasks"),
 		inboxDir: filepath.Join(cfg.AgentDir(), "inbox"),
 		pruneReq: make(chan string, 4),
+		senders:  newSenderLimits(cfg.InboxRate, cfg.InboxBytesRate),
 	}
 	a.state.Store(protocol.StateStarting)
 	a.env = allowedEnv(cfg.EnvAllow, os.Environ())

@@ -546,3 +546,44 @@ func TestForgedPoolResultIsIgnored(t *testing.T) {
 		t.Fatalf("forged %+v: want agent-3's reported", forged)
 	}
 }
+
+// A peer flooding an agent's inbox is refused past its per-sender bound,
+// with a receipt that says so; the operator (another sender) is not slowed.
+func TestInboxFloodFromOneSenderIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(2, nil))
+	e.start("agent-1", func(c *worker.Config) { c.InboxRate = 2 }) // burst 10
+	nc2 := e.f.Connect(t, "agent-2")
+	stored, refused := 0, 0
+	for i := 0; i < 25; i++ {
+		b, _ := json.Marshal(protocol.Message{V: 1, ID: fmt.Sprintf("flood-%d", i), Body: "spam"})
+		reply, err := nc2.Request(protocol.InboxSubject("agent-1", "agent-2"), b, 5*time.Second)
+		if err != nil {
+			t.Fatalf("message %d: no receipt: %v", i, err)
+		}
+		var rc protocol.Receipt
+		if err := json.Unmarshal(reply.Data, &rc); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case rc.File != "":
+			stored++
+		case strings.Contains(rc.Error, "agent-2 sends more than 2 messages/s to this agent (INBOX_RATE)"):
+			refused++
+		default:
+			t.Fatalf("receipt %+v", rc)
+		}
+	}
+	if stored < 10 || stored > 13 || refused != 25-stored {
+		t.Fatalf("stored %d, refused %d of 25: want the burst of 10 (plus what refilled) stored, the rest refused", stored, refused)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := e.cl.Send(ctx, "agent-1", protocol.Message{Body: "still heard"}, true); err != nil {
+		t.Fatalf("the operator is refused while agent-2 floods: %v", err)
+	}
+	files, _ := os.ReadDir(filepath.Join(e.shared, "agents", "agent-1", "inbox"))
+	if len(files) != stored+1 {
+		t.Fatalf("%d inbox files, want %d", len(files), stored+1)
+	}
+}
