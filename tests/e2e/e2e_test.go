@@ -164,7 +164,7 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 		"flock:shared":     fmt.Sprintf(`{"root": %q, "stateRoot": %q}`, shared, filepath.Join(work, "state")),
 		"flock:network":    `{"pool": "10.211.0.0/16", "prefixLength": 29}`,
 		"flock:limits":     `{"cpus": 0.5, "memoryMiB": 128, "pids": 64, "tmpfsMiB": 16, "taskTimeout": "60s", "concurrency": 2}`,
-		"flock:bus":        `{"heartbeatInterval": "2s", "ackWait": "5s", "maxDeliver": 4}`,
+		"flock:bus":        `{"heartbeatInterval": "2s", "ackWait": "5s", "maxDeliver": 4, "resultsMiBPerAgent": 8}`,
 		"flock:docker":     `{"baseImage": "scratch"}`,
 	})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func main() {
@@ -131,6 +132,13 @@ func main() {
 		burn(arg(2))
 	case "nats":
 		natsProbe(arg(2), arg(3), arg(4))
+	case "flood-results":
+		// A hostile agent: fill its own results stream far past its share.
+		mib, _ := strconv.Atoi(arg(4))
+		floodResults(arg(2), arg(3), mib)
+	case "forge-pool":
+		// A hostile agent: claim the next pool task another agent is given.
+		forgePool(arg(2), arg(3))
 	case "mcp":
 		// An agent program: start `/flock-agent mcp` on stdio, call one tool
 		// with the JSON arguments given, print its structured output.
@@ -138,6 +146,66 @@ func main() {
 	default:
 		usage()
 	}
+}
+
+// hostileConn connects with the agent's own key, as any program in its
+// container can.
+func hostileConn(url, seedFile string) (*nats.Conn, jetstream.JetStream) {
+	self := os.Getenv("AGENT_ID")
+	opt, err := nats.NkeyOptionFromSeed(seedFile)
+	if err != nil {
+		fail(err)
+	}
+	nc, err := nats.Connect(url, opt, nats.CustomInboxPrefix("_INBOX."+self))
+	if err != nil {
+		fail(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		fail(err)
+	}
+	return nc, js
+}
+
+func floodResults(url, seedFile string, mib int) {
+	nc, js := hostileConn(url, seedFile)
+	defer nc.Close()
+	junk := []byte(strings.Repeat("x", 512<<10))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	n := 0
+	for ; n < mib*2; n++ {
+		if _, err := js.Publish(ctx, "task.result."+os.Getenv("AGENT_ID"), junk); err != nil {
+			fail(fmt.Errorf("after %d: %w", n, err))
+		}
+	}
+	ok(fmt.Sprintf("stored %d results of 512 KiB", n))
+}
+
+func forgePool(url, seedFile string) {
+	nc, js := hostileConn(url, seedFile)
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	pool, err := js.Consumer(ctx, "FLOCK_TASKS", "pool")
+	if err != nil {
+		fail(err)
+	}
+	before := pool.CachedInfo().Delivered.Stream
+	for ctx.Err() == nil {
+		info, err := pool.Info(ctx)
+		if err == nil && info.Delivered.Stream > before {
+			b, _ := json.Marshal(map[string]any{"v": 1, "agent": os.Getenv("AGENT_ID"), "status": "ok", "subject": "tasks.pool",
+				"seq": info.Delivered.Stream, "nonce": "guessed", "stdout": "forged"})
+			if err := nc.Publish("task.result."+os.Getenv("AGENT_ID"), b); err != nil {
+				fail(err)
+			}
+			_ = nc.Flush()
+			ok(fmt.Sprintf("forged a result for pool task %d", info.Delivered.Stream))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fail(ctx.Err())
 }
 
 // mcpCall is an agent program using its agent's MCP server, as an AI agent
