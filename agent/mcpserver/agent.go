@@ -83,20 +83,33 @@ type SendIn struct {
 }
 
 func (a *agentTools) send(ctx context.Context, _ *mcp.CallToolRequest, in SendIn) (*mcp.CallToolResult, protocol.Receipt, error) {
+	r, err := sendTool(ctx, in, func(ctx context.Context, msg protocol.Message) (protocol.Receipt, error) {
+		return mailbox.Send(ctx, a.nc, a.cfg.ID, in.To, msg, true)
+	})
+	return nil, r, err
+}
+
+// sendTool is both servers' send: it checks the input, bounds the wait for
+// the receipt and hands the message to send.
+func sendTool(ctx context.Context, in SendIn, send func(context.Context, protocol.Message) (protocol.Receipt, error)) (protocol.Receipt, error) {
 	data, err := rawData(in.Data)
 	if err != nil {
-		return nil, protocol.Receipt{}, err
+		return protocol.Receipt{}, err
 	}
 	if err := checkSend(in.To, in.Body, data, in.ID, in.WaitSeconds); err != nil {
-		return nil, protocol.Receipt{}, err
+		return protocol.Receipt{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, waitOr(in.WaitSeconds, 10*time.Second))
 	defer cancel()
-	r, err := mailbox.Send(ctx, a.nc, a.cfg.ID, in.To, protocol.Message{ID: in.ID, Body: in.Body, Data: data}, true)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, r, fmt.Errorf("to: %s did not confirm the message in time", in.To)
+	msg := protocol.Message{ID: in.ID, Body: in.Body, Data: data}
+	if msg.ID == "" {
+		msg.ID = mailbox.NewID()
 	}
-	return nil, r, err
+	r, err := send(ctx, msg)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return r, fmt.Errorf("to: %s did not confirm the message in time", in.To)
+	}
+	return r, err
 }
 
 // rawData encodes a tool's free-form data (tool schemas infer json.RawMessage

@@ -185,24 +185,11 @@ func (o *Operator) listAgents(ctx context.Context, _ *mcp.CallToolRequest, _ str
 }
 
 func (o *Operator) send(ctx context.Context, _ *mcp.CallToolRequest, in SendIn) (*mcp.CallToolResult, protocol.Receipt, error) {
-	data, err := rawData(in.Data)
-	if err != nil {
-		return nil, protocol.Receipt{}, err
-	}
-	if err := checkSend(in.To, in.Body, data, in.ID, in.WaitSeconds); err != nil {
-		return nil, protocol.Receipt{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, waitOr(in.WaitSeconds, 10*time.Second))
-	defer cancel()
-	msg := protocol.Message{ID: in.ID, Body: in.Body, Data: data}
-	if msg.ID == "" {
-		msg.ID = mailbox.NewID()
-	}
-	file, err := o.cl.Send(ctx, in.To, msg, true)
-	if err != nil {
-		return nil, protocol.Receipt{}, err
-	}
-	return nil, protocol.Receipt{V: protocol.Version, ID: msg.ID, To: in.To, From: protocol.OperatorUser, File: file}, nil
+	r, err := sendTool(ctx, in, func(ctx context.Context, msg protocol.Message) (protocol.Receipt, error) {
+		file, err := o.cl.Send(ctx, in.To, msg, true)
+		return protocol.Receipt{V: protocol.Version, ID: msg.ID, To: in.To, From: protocol.OperatorUser, File: file}, err
+	})
+	return nil, r, err
 }
 
 // BroadcastIn is the broadcast tool's input.
