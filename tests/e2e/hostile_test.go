@@ -25,9 +25,21 @@ func TestHostileResultsFlood(t *testing.T) {
 	publish(t, js, protocol.TaskSubject(a2), taskEcho(before, "kept"))
 	rs.collect(t, 30*time.Second, func(m map[string][]protocol.Result) bool { return len(m[before]) > 0 })
 
+	// Twice agent-1's share of the store, whatever the flock under test
+	// declares (the replay sets 8 MiB; a deployed default flock more).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	share := func(id string) uint64 {
+		s, err := js.Stream(ctx, protocol.ResultsStream(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uint64(s.CachedInfo().Config.MaxBytes)
+	}
+	floodMiB := 2 * share(a1) >> 20
 	start := time.Now()
-	out := mustSucceed(t, a1, "flood-results", "nats://bus:4222", "/etc/flock/nats.nk", "16") // 16 MiB against an 8 MiB share
-	t.Logf("agent-1: %s in %s", strings.TrimSpace(out), time.Since(start).Round(time.Millisecond))
+	out := mustSucceed(t, a1, "flood-results", "nats://bus:4222", "/etc/flock/nats.nk", strconv.FormatUint(floodMiB, 10))
+	t.Logf("agent-1: %s (%d MiB against a %d MiB share) in %s", strings.TrimSpace(out), floodMiB, share(a1)>>20, time.Since(start).Round(time.Millisecond))
 
 	after := taskID(t, "after")
 	publish(t, js, protocol.TaskSubject(a2), taskEcho(after, "still stored"))
@@ -35,18 +47,16 @@ func TestHostileResultsFlood(t *testing.T) {
 	if len(got[before]) == 0 || got[before][0].Agent != a2 {
 		t.Fatalf("agent-2's result stored before agent-1's flood is gone")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for id, limit := range map[string]uint64{a1: 8 << 20, a2: 8 << 20} {
+	for _, id := range []string{a1, a2} {
 		s, err := js.Stream(ctx, protocol.ResultsStream(id))
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := s.CachedInfo().State
+		st, limit := s.CachedInfo().State, uint64(s.CachedInfo().Config.MaxBytes)
 		if st.Bytes > limit {
 			t.Errorf("%s's results stream holds %d bytes, over its %d", id, st.Bytes, limit)
 		}
-		t.Logf("%s's results stream: %d KiB in %d messages", id, st.Bytes>>10, st.Msgs)
+		t.Logf("%s's results stream: %d KiB in %d messages (share %d MiB)", id, st.Bytes>>10, st.Msgs, limit>>20)
 	}
 }
 
