@@ -34,8 +34,8 @@ func NewID() string {
 }
 
 // Send puts msg in agent to's inbox as from. Without wait it returns once
-// the bus has the message (a flush), with an empty receipt; with wait, the
-// receiving agent's receipt. The message's ID, version and time are filled in
+// the bus has the message (a flush), with a receipt naming no file; with
+// wait, the receiving agent's receipt. The message's ID, version and time are filled in
 // when empty; From is always from (the receiver ignores the body's claim).
 func Send(ctx context.Context, nc *nats.Conn, from, to string, msg protocol.Message, wait bool) (protocol.Receipt, error) {
 	if msg.ID == "" {
