@@ -45,6 +45,7 @@ type LimitsConfig struct {
 	TmpfsMiB    *int     `json:"tmpfsMiB"`
 	TaskTimeout *string  `json:"taskTimeout"`
 	Concurrency *int     `json:"concurrency"`
+	DiskMiB     *int     `json:"diskMiB"`
 }
 
 // SharedConfig is flock:shared.
@@ -65,8 +66,11 @@ type BusConfig struct {
 	// ResultsMiBPerAgent bounds each agent's own results stream (default:
 	// the store left after the task and dead-letter streams, shared out
 	// equally, at most DefaultResultsPerAgent).
-	ResultsMiBPerAgent *int         `json:"resultsMiBPerAgent"`
-	Limits             LimitsConfig `json:"limits"`
+	ResultsMiBPerAgent *int `json:"resultsMiBPerAgent"`
+	// PeerKiBps bounds what the bus reads from one network peer, so that
+	// no agent's flood takes the bus from the others; 0 turns it off.
+	PeerKiBps *int         `json:"peerKiBps"`
+	Limits    LimitsConfig `json:"limits"`
 }
 
 // NetworkConfig is flock:network.
@@ -77,11 +81,11 @@ type NetworkConfig struct {
 
 // Defaults, written down once. The README's configuration reference lists them.
 var (
-	DefaultLimits = Limits{CPUs: 0.5, MemoryMiB: 256, Pids: 128, TmpfsMiB: 64, TaskTimeout: 5 * time.Minute, Concurrency: 2}
+	DefaultLimits = Limits{CPUs: 0.5, MemoryMiB: 256, Pids: 128, TmpfsMiB: 64, TaskTimeout: 5 * time.Minute, Concurrency: 2, DiskMiB: 1024}
 	DefaultBus    = Bus{
 		Heartbeat: 30 * time.Second, AckWait: 30 * time.Second, MaxDeliver: 5,
 		MaxPayloadBytes: 1 << 20, StreamMaxAge: 7 * 24 * time.Hour,
-		StreamMaxBytes: 1 << 30, JetStreamMaxBytes: 4 << 30,
+		StreamMaxBytes: 1 << 30, JetStreamMaxBytes: 4 << 30, PeerBytesPerSecond: 1 << 20,
 		Limits: Limits{CPUs: 1, MemoryMiB: 512, Pids: 512, TmpfsMiB: 16, TaskTimeout: time.Minute, Concurrency: 1},
 	}
 	DefaultShared  = Shared{Root: "/srv/flock/shared", StateRoot: "/srv/flock/state"}
@@ -96,6 +100,9 @@ const (
 	DefaultName       = "flock"
 	DefaultUIDBase    = 20000
 	MaxAgents         = 1000
+	// MinDiskMiB is the smallest agent filesystem worth making (ext4 keeps
+	// a few MiB for its journal and tables).
+	MinDiskMiB = 32
 )
 
 var (
@@ -298,6 +305,7 @@ func (l LimitsConfig) validate(es *errs, key string, base Limits) Limits {
 	intIn(es, key+".pids", l.Pids, 16, 1<<16, "processes", &out.Pids)
 	intIn(es, key+".tmpfsMiB", l.TmpfsMiB, 1, 1<<14, "MiB", &out.TmpfsMiB)
 	intIn(es, key+".concurrency", l.Concurrency, 1, 64, "tasks", &out.Concurrency)
+	intIn(es, key+".diskMiB", l.DiskMiB, MinDiskMiB, 1<<20, "MiB", &out.DiskMiB)
 	durationIn(es, key+".taskTimeout", l.TaskTimeout, time.Second, 24*time.Hour, &out.TaskTimeout)
 	if out.TmpfsMiB*2 > out.MemoryMiB && (l.TmpfsMiB != nil || l.MemoryMiB != nil) {
 		// tmpfs pages count against the memory limit: /tmp and /run together must fit.
@@ -380,7 +388,17 @@ func (b BusConfig) validate(es *errs) Bus {
 	if int64(out.MaxPayloadBytes) > out.StreamMaxBytes {
 		es.add("flock:bus.maxPayloadKiB", "must not exceed flock:bus.streamMaxMiB")
 	}
+	if b.PeerKiBps != nil {
+		if v := *b.PeerKiBps; v != 0 && (v < 64 || v > 1<<22) {
+			es.add("flock:bus.peerKiBps", "must be 0 (no limit) or between 64 and %d KiB/s (got %d)", 1<<22, v)
+		} else {
+			out.PeerBytesPerSecond = int64(v) << 10
+		}
+	}
 	out.Limits = b.Limits.validate(es, "flock:bus.limits", DefaultBus.Limits)
+	if b.Limits.DiskMiB != nil {
+		es.add("flock:bus.limits.diskMiB", "is an agent's limit: the bus's store is bounded by flock:bus.jetStreamMaxMiB")
+	}
 	return out
 }
 

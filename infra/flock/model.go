@@ -51,6 +51,7 @@ type Limits struct {
 	TmpfsMiB    int           // size of each of /tmp and /run
 	TaskTimeout time.Duration // default timeout of one task
 	Concurrency int           // tasks run at once
+	DiskMiB     int           // the agent's own directory: a filesystem of this size (docker target)
 }
 
 // Shared is the host layout of the shared directory and the flock's state.
@@ -71,8 +72,15 @@ type Bus struct {
 	JetStreamMaxBytes int64 // file store cap for the whole server
 	// ResultsBytesPerAgent bounds each agent's results stream.
 	ResultsBytesPerAgent int64
-	Limits               Limits
+	// PeerBytesPerSecond is what the bus reads from any one network peer
+	// (an agent, the operator's host); 0: no limit.
+	PeerBytesPerSecond int64
+	Limits             Limits
 }
+
+// PeerBurstBytes is the burst of a peer's byte rate: two of the largest
+// messages, or 4 MiB.
+func (b Bus) PeerBurstBytes() int64 { return max(4<<20, 2*int64(b.MaxPayloadBytes)) }
 
 // Network is the address plan for per-agent networks (docker target).
 type Network struct {
@@ -83,7 +91,10 @@ type Network struct {
 // Paths inside every agent container.
 const (
 	ContainerSharedDir = "/shared"
-	ContainerCredsFile = "/etc/flock/nats.nk"
+	// The agent's credentials directory: a directory, not a single file, so
+	// a key replaced on the host (by rename) reaches a running agent.
+	ContainerCredsDir  = "/etc/flock/creds"
+	ContainerCredsFile = ContainerCredsDir + "/nats.nk"
 )
 
 // AgentDir is the host path of an agent's private directory.
@@ -95,8 +106,16 @@ func (s Shared) CommonDir() string { return path.Join(s.Root, "common") }
 // LogFile is the host path of an agent's log file.
 func (s Shared) LogFile(id string) string { return path.Join(s.Root, "logs", id+".log") }
 
+// CredsDir is the host directory of an agent's NATS credentials (root's,
+// 0755), mounted read-only at ContainerCredsDir.
+func (s Shared) CredsDir(id string) string { return path.Join(s.StateRoot, "creds", id) }
+
 // CredsFile is the host path of an agent's NATS credentials (0400, its UID).
-func (s Shared) CredsFile(id string) string { return path.Join(s.StateRoot, "creds", id+".nk") }
+func (s Shared) CredsFile(id string) string { return path.Join(s.CredsDir(id), "nats.nk") }
+
+// DiskImage is the host path of the filesystem image that holds an agent's
+// directory (its size is the agent's diskMiB).
+func (s Shared) DiskImage(id string) string { return path.Join(s.StateRoot, "disks", id+".img") }
 
 // BusDir is the host directory of the bus config and JetStream store.
 func (s Shared) BusDir() string { return path.Join(s.StateRoot, "bus") }
