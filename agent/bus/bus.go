@@ -16,8 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -56,6 +59,8 @@ type Server struct {
 	js    jetstream.JetStream
 	sub   *nats.Subscription
 	rost  *nats.Subscription
+	ln    net.Listener // clients connect here (peers.go), not to the server's own listener
+	peers *peerLimits
 
 	mu       sync.Mutex // serialises Reload and reconcile
 	topology busconfig.Topology
@@ -86,7 +91,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: admin key: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log, admin: admin, dead: make(chan advisory, 1024), stop: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, admin: admin, dead: make(chan advisory, 1024), stop: make(chan struct{}), peers: newPeerLimits()}
 
 	topo, err := readTopology(cfg.TopologyFile)
 	if err != nil {
@@ -96,8 +101,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.peers.set(topo.Peers)
+	port := opts.Port
+	if port < 0 {
+		port = 0 // a free one
+	}
+	if s.ln, err = net.Listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(port))); err != nil {
+		return nil, fmt.Errorf("bus: listen: %w", err)
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
+		s.ln.Close()
 		return nil, fmt.Errorf("bus: %w", err)
 	}
 	ns.SetLoggerV2(&natsLogger{log: log.With("component", "nats")}, false, false, false)
@@ -105,6 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ns.Start()
 	if !ns.ReadyForConnections(cfg.ReadyTimeout) {
 		ns.Shutdown()
+		s.ln.Close()
 		return nil, fmt.Errorf("bus: server not ready after %s", cfg.ReadyTimeout)
 	}
 	pub, _ := admin.PublicKey()
@@ -138,6 +153,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("bus: subscribe roster: %w", err)
 	}
+	// Clients only now: the topology is in place when the first agent binds.
+	s.done.Add(1)
+	go s.serveClients(s.ln)
 	log.Info("bus ready", "url", s.ClientURL(), "streams", len(topo.Streams), "consumers", len(topo.Consumers))
 	return s, nil
 }
@@ -165,13 +183,26 @@ func (s *Server) options() (*server.Options, error) {
 		opts.StoreDir = c.StoreDir
 	}
 	opts.NoSigs = true // the bus owns SIGHUP/SIGTERM
+	// Clients reach the server through the bus's own listener, which bounds
+	// what each peer may send (peers.go); the server listens nowhere itself.
+	opts.DontListen = true
 	pub, _ := s.admin.PublicKey()
 	opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub}) // nil permissions: everything
 	return opts, nil
 }
 
 // ClientURL is where clients connect (nats://host:port).
-func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+func (s *Server) ClientURL() string {
+	ap, err := netip.ParseAddrPort(s.ln.Addr().String())
+	if err != nil {
+		return "nats://" + s.ln.Addr().String()
+	}
+	host := ap.Addr().String()
+	if ap.Addr().IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "nats://" + net.JoinHostPort(host, strconv.Itoa(int(ap.Port())))
+}
 
 // Reload re-reads the config and topology files, applies the config to the
 // running server (new and removed users, changed permissions) and reconciles
@@ -190,6 +221,7 @@ func (s *Server) Reload(ctx context.Context) error {
 	if err := s.ns.ReloadOptions(opts); err != nil {
 		return fmt.Errorf("bus: reload: %w", err)
 	}
+	s.peers.set(topo.Peers)
 	if err := s.reconcile(ctx, topo); err != nil {
 		return err
 	}
@@ -207,6 +239,9 @@ func (s *Server) Shutdown() {
 			}
 		}
 		close(s.stop)
+		if s.ln != nil {
+			s.ln.Close()
+		}
 		s.done.Wait()
 		if s.nc != nil {
 			s.nc.Close()

@@ -543,3 +543,71 @@ func TestResultsFloodEvictsOnlyTheFlooder(t *testing.T) {
 	}
 	t.Logf("agent-1 sent %d MiB; its stream holds %d KiB in %d messages; agent-2 kept %v", sent/2, st.Bytes>>10, st.Msgs, a2ids)
 }
+
+// The bus reads no more than flock:bus.peerKiBps from one network peer: an
+// agent pushing 2 MiB at it through its own address takes at least the time
+// the bucket allows (burst 4 MiB is the floor, so the limit here is low and
+// the push bigger), while the same push over loopback (not limited) does not.
+func TestPeerByteRateIsBounded(t *testing.T) {
+	kib := 1024
+	cfg := bustest.Agents(1)
+	cfg.Bus.PeerKiBps = &kib
+	f := bustest.Start(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := bus.Start(ctx, bus.Config{ConfigFile: f.ConfigFile, TopologyFile: f.TopologyFile, Host: "0.0.0.0", Port: -1, NoMonitor: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(b.ClientURL(), "nats://"))
+	ip := localIPv4(t)
+	nk, err := nats.NkeyOptionFromSeed(f.SeedFile(t, "agent-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(host string) time.Duration {
+		nc, err := nats.Connect("nats://"+net.JoinHostPort(host, port), nk, nats.CustomInboxPrefix(protocol.InboxPrefix("agent-1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		chunk := make([]byte, 32<<10)
+		const total = 6 << 20 // past the 4 MiB burst
+		start := time.Now()
+		for sent := 0; sent < total; sent += len(chunk) {
+			if err := nc.Publish(protocol.EventsSubject("agent-1"), chunk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := nc.FlushTimeout(30 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	limited, loopback := push(ip), push("127.0.0.1")
+	t.Logf("6 MiB from %s (limited to %d KiB/s, burst 4 MiB): %s; over loopback: %s", ip, kib, limited.Round(time.Millisecond), loopback.Round(time.Millisecond))
+	// (6 - 4) MiB at 1 MiB/s: at least 2 s.
+	if limited < 1700*time.Millisecond {
+		t.Errorf("6 MiB from one peer took %s: the %d KiB/s bound did not hold", limited, kib)
+	}
+	if loopback > limited/2 {
+		t.Errorf("loopback took %s, limited %s: the control is no faster", loopback, limited)
+	}
+}
+
+// localIPv4 is an address of this machine other than loopback.
+func localIPv4(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String()
+		}
+	}
+	t.Fatal("this machine has no address but loopback")
+	return ""
+}

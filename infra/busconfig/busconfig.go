@@ -210,6 +210,14 @@ func marshal(v any) ([]byte, error) {
 type Topology struct {
 	Streams   []jetstream.StreamConfig `json:"streams"`
 	Consumers []Consumer               `json:"consumers"`
+	Peers     PeerLimits               `json:"peers"`
+}
+
+// PeerLimits bound what the bus reads from any one network peer (an agent,
+// or the operator's host): a token bucket per peer address. Zero: no limit.
+type PeerLimits struct {
+	BytesPerSecond int64 `json:"bytesPerSecond"`
+	BurstBytes     int64 `json:"burstBytes"`
 }
 
 // Consumer is a durable consumer of a stream.
@@ -221,7 +229,7 @@ type Consumer struct {
 // BuildTopology derives the streams and consumers from the model.
 func BuildTopology(m flock.Model) Topology {
 	b := m.Bus
-	t := Topology{Streams: []jetstream.StreamConfig{
+	t := Topology{Peers: PeerLimits{BytesPerSecond: b.PeerBytesPerSecond, BurstBytes: b.PeerBurstBytes()}, Streams: []jetstream.StreamConfig{
 		{
 			// Interest retention: a task stays until every consumer that
 			// should run it has acked it; DiscardNew makes a full stream

@@ -100,6 +100,10 @@ func TestTopologyHasAConsumerPerAgentAndThePool(t *testing.T) {
 	if err := json.Unmarshal(raw, &top); err != nil {
 		t.Fatal(err)
 	}
+	// Every peer of the bus is bounded by default (1 MiB/s, bursts of 4 MiB).
+	if top.Peers != (PeerLimits{BytesPerSecond: 1 << 20, BurstBytes: 4 << 20}) {
+		t.Errorf("peer limits %+v, want 1 MiB/s with a 4 MiB burst", top.Peers)
+	}
 	got := map[string][]string{}
 	for _, c := range top.Consumers {
 		f := c.Config.FilterSubjects
