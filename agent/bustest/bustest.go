@@ -35,6 +35,8 @@ type Flock struct {
 	Bus          *bus.Server
 	URL          string
 	master       []byte // what every key is derived from (Master unless started WithMaster)
+	agentMaster  []byte // what agents' keys are derived from (master until RotateAgentKeys)
+	cfg          flock.Config
 }
 
 // Agents returns a flock.Config of n agents (agent-1 … agent-n) on the docker target.
@@ -49,7 +51,7 @@ func New(dir string, cfg flock.Config, logger *slog.Logger) (*Flock, error) {
 }
 
 func newWithMaster(dir string, cfg flock.Config, logger *slog.Logger, master []byte) (*Flock, error) {
-	f := &Flock{Dir: dir, ConfigFile: filepath.Join(dir, "nats.conf"), TopologyFile: filepath.Join(dir, "topology.json"), master: master}
+	f := &Flock{Dir: dir, ConfigFile: filepath.Join(dir, "nats.conf"), TopologyFile: filepath.Join(dir, "topology.json"), master: master, agentMaster: master}
 	if err := f.render(cfg); err != nil {
 		return nil, err
 	}
@@ -107,6 +109,21 @@ func (f *Flock) Rerender(tb testing.TB, cfg flock.Config) {
 	}
 }
 
+// RotateAgentKeys derives every agent's key from a new secret, as changing
+// flock:busSecret does: their seed files under Dir are replaced (by rename,
+// as the host step does) and the bus reloads with the new public keys. The
+// operator's key stays.
+func (f *Flock) RotateAgentKeys(tb testing.TB, secret []byte) {
+	tb.Helper()
+	f.agentMaster = secret
+	for _, id := range f.Model.AgentIDs() {
+		if _, err := f.WriteSeed(id); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	f.Rerender(tb, f.cfg)
+}
+
 func (f *Flock) render(cfg flock.Config) error {
 	m, err := cfg.Validate()
 	if err != nil {
@@ -118,7 +135,7 @@ func (f *Flock) render(cfg flock.Config) error {
 	}
 	keys := busconfig.PublicKeys{Operator: op.Public, Agents: map[string]string{}}
 	for _, id := range m.AgentIDs() {
-		k, err := credentials.Derive(f.master, credentials.AgentUser(id))
+		k, err := credentials.Derive(f.agentMaster, credentials.AgentUser(id))
 		if err != nil {
 			return err
 		}
@@ -138,7 +155,7 @@ func (f *Flock) render(cfg flock.Config) error {
 	if err := writeFile(f.TopologyFile, topo); err != nil {
 		return err
 	}
-	f.Model = m
+	f.Model, f.cfg = m, cfg
 	return nil
 }
 
@@ -163,7 +180,11 @@ func Key(tb testing.TB, user string) credentials.Key {
 
 // WriteSeed writes user's seed to a 0600 file under Dir and returns its path.
 func (f *Flock) WriteSeed(user string) (string, error) {
-	k, err := credentials.Derive(f.master, busUser(user))
+	master := f.agentMaster
+	if user == protocol.OperatorUser {
+		master = f.master
+	}
+	k, err := credentials.Derive(master, busUser(user))
 	if err != nil {
 		return "", err
 	}

@@ -172,7 +172,6 @@ func sendCmd(ctx context.Context, args []string, env Env, sio IO) int {
 	var c common
 	c.register(fs, env)
 	to := fs.String("to", "", "agent ID (required)")
-	noWait := fs.Bool("no-wait", false, "do not wait for the agent to confirm it stored the message")
 	wait := fs.Duration("wait", 5*time.Second, "how long to wait for the confirmation")
 	if code, ok := parse(fs, args); !ok {
 		return code
@@ -189,17 +188,14 @@ func sendCmd(ctx context.Context, args []string, env Env, sio IO) int {
 	ctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
 	msg := protocol.Message{ID: mailbox.NewID(), Body: strings.Join(fs.Args(), " ")}
-	file, err := cl.Send(ctx, *to, msg, !*noWait)
+	file, err := cl.Send(ctx, *to, msg)
 	if err != nil {
 		return exitFor(err, sio)
 	}
-	switch {
-	case c.json:
-		b, _ := json.Marshal(map[string]any{"id": msg.ID, "to": *to, "confirmed": !*noWait, "file": file})
+	if c.json {
+		b, _ := json.Marshal(map[string]any{"id": msg.ID, "to": *to, "confirmed": true, "file": file})
 		fmt.Fprintln(sio.Out, string(b))
-	case *noWait:
-		fmt.Fprintf(sio.Out, "sent %s to %s\n", msg.ID, *to)
-	default:
+	} else {
 		fmt.Fprintf(sio.Out, "delivered %s to %s: %s\n", msg.ID, *to, file)
 	}
 	return ExitOK
@@ -209,6 +205,7 @@ func broadcastCmd(ctx context.Context, args []string, env Env, sio IO) int {
 	fs := newFlagSet("broadcast", sio)
 	var c common
 	c.register(fs, env)
+	wait := fs.Duration("wait", 5*time.Second, "how long to wait for every agent's receipt")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -221,13 +218,29 @@ func broadcastCmd(ctx context.Context, args []string, env Env, sio IO) int {
 		return code
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
 	msg := protocol.Message{ID: operator.NewTaskID()[2:], Body: strings.Join(fs.Args(), " ")}
-	if err := cl.Broadcast(ctx, msg); err != nil {
+	receipts, missing, err := cl.Broadcast(ctx, msg)
+	if err != nil {
 		return exitFor(err, sio)
 	}
-	fmt.Fprintf(sio.Out, "broadcast %s\n", msg.ID)
+	stored := 0
+	for _, r := range receipts {
+		if r.Error != "" {
+			fmt.Fprintf(sio.Err, "%s refused broadcast %s: %s\n", r.To, msg.ID, r.Error)
+			continue
+		}
+		stored++
+	}
+	fmt.Fprintf(sio.Out, "broadcast %s stored by %d of %d agents\n", msg.ID, stored, len(receipts)+len(missing))
+	if len(missing) > 0 {
+		fmt.Fprintf(sio.Err, "no receipt within %s from: %s\n", *wait, strings.Join(missing, ", "))
+		return ExitTimeout
+	}
+	if stored < len(receipts) {
+		return ExitBus // refused, as send's refusals
+	}
 	return ExitOK
 }
 

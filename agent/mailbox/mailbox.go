@@ -1,7 +1,9 @@
 // Package mailbox sends inbox messages the way every sender must: on
-// agent.<to>.inbox.<from> (the bus lets a user publish there only as itself)
-// and, when the sender waits, as a request the receiving agent answers with a
-// receipt once the message is stored. The operator client and an agent's MCP
+// agent.<to>.inbox.<from> (the bus lets a user publish there only as itself),
+// as a request the receiving agent answers with a receipt once the message is
+// stored, or with an error. An agent stores only messages that ask for a
+// receipt, so no message is ever lost in silence: it is stored and
+// confirmed, or the sender hears why not (or that nobody answered). The operator client and an agent's MCP
 // server both send through it.
 package mailbox
 
@@ -33,11 +35,12 @@ func NewID() string {
 	return "m-" + time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
 }
 
-// Send puts msg in agent to's inbox as from. Without wait it returns once
-// the bus has the message (a flush), with a receipt naming no file; with
-// wait, the receiving agent's receipt. The message's ID, version and time are filled in
-// when empty; From is always from (the receiver ignores the body's claim).
-func Send(ctx context.Context, nc *nats.Conn, from, to string, msg protocol.Message, wait bool) (protocol.Receipt, error) {
+// Send puts msg in agent to's inbox as from and returns the receiving agent's
+// receipt (the file it stored the message in), or an error: not connected,
+// refused (the receipt says why), or ctx's end. The message's ID, version
+// and time are filled in when empty; From is always from (the receiver
+// ignores the body's claim).
+func Send(ctx context.Context, nc *nats.Conn, from, to string, msg protocol.Message) (protocol.Receipt, error) {
 	if msg.ID == "" {
 		msg.ID = NewID()
 	}
@@ -56,12 +59,6 @@ func Send(ctx context.Context, nc *nats.Conn, from, to string, msg protocol.Mess
 		return protocol.Receipt{}, err
 	}
 	subject := protocol.InboxSubject(to, from)
-	if !wait {
-		if err := nc.Publish(subject, b); err != nil {
-			return protocol.Receipt{}, err
-		}
-		return protocol.Receipt{V: protocol.Version, ID: msg.ID, To: to, From: from}, nc.FlushWithContext(ctx)
-	}
 	m, err := nc.RequestWithContext(ctx, subject, b)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):

@@ -84,7 +84,7 @@ type SendIn struct {
 
 func (a *agentTools) send(ctx context.Context, _ *mcp.CallToolRequest, in SendIn) (*mcp.CallToolResult, protocol.Receipt, error) {
 	r, err := sendTool(ctx, in, func(ctx context.Context, msg protocol.Message) (protocol.Receipt, error) {
-		return mailbox.Send(ctx, a.nc, a.cfg.ID, in.To, msg, true)
+		return mailbox.Send(ctx, a.nc, a.cfg.ID, in.To, msg)
 	})
 	return nil, r, err
 }

@@ -22,6 +22,8 @@ const (
 	EventsKept    = 1000             // recent_events remembers this many
 	MaxTaskWait   = 30 * time.Minute // run_task wait_seconds
 	MaxDeadLetter = 100              // dead_letters max
+	// broadcastWait is how long broadcast waits for every agent's receipt.
+	broadcastWait = 5 * time.Second
 )
 
 // Operator is the operator's MCP server and the event log it keeps.
@@ -186,7 +188,7 @@ func (o *Operator) listAgents(ctx context.Context, _ *mcp.CallToolRequest, _ str
 
 func (o *Operator) send(ctx context.Context, _ *mcp.CallToolRequest, in SendIn) (*mcp.CallToolResult, protocol.Receipt, error) {
 	r, err := sendTool(ctx, in, func(ctx context.Context, msg protocol.Message) (protocol.Receipt, error) {
-		file, err := o.cl.Send(ctx, in.To, msg, true)
+		file, err := o.cl.Send(ctx, in.To, msg)
 		return protocol.Receipt{V: protocol.Version, ID: msg.ID, To: in.To, From: protocol.OperatorUser, File: file}, err
 	})
 	return nil, r, err
@@ -198,9 +200,13 @@ type BroadcastIn struct {
 	Data any    `json:"data,omitempty" jsonschema:"optional structured data"`
 }
 
-// BroadcastOut is the broadcast tool's output.
+// BroadcastOut is the broadcast tool's output: who stored it, who refused
+// it (and why), who did not answer in time.
 type BroadcastOut struct {
-	ID string `json:"id"`
+	ID      string            `json:"id"`
+	Stored  []string          `json:"stored"`
+	Refused map[string]string `json:"refused,omitempty"`
+	Missing []string          `json:"missing,omitempty"`
 }
 
 func (o *Operator) broadcast(ctx context.Context, _ *mcp.CallToolRequest, in BroadcastIn) (*mcp.CallToolResult, BroadcastOut, error) {
@@ -215,7 +221,25 @@ func (o *Operator) broadcast(ctx context.Context, _ *mcp.CallToolRequest, in Bro
 		return nil, BroadcastOut{}, fmt.Errorf("body: body and data together must be at most %d bytes", MaxBodyBytes)
 	}
 	msg := protocol.Message{ID: mailbox.NewID(), Body: in.Body, Data: data}
-	return nil, BroadcastOut{ID: msg.ID}, o.cl.Broadcast(ctx, msg)
+	ctx, cancel := context.WithTimeout(ctx, broadcastWait)
+	defer cancel()
+	receipts, missing, err := o.cl.Broadcast(ctx, msg)
+	if err != nil {
+		return nil, BroadcastOut{}, err
+	}
+	out := BroadcastOut{ID: msg.ID, Stored: []string{}, Missing: missing}
+	for _, r := range receipts {
+		if r.Error != "" {
+			if out.Refused == nil {
+				out.Refused = map[string]string{}
+			}
+			out.Refused[r.To] = r.Error
+			continue
+		}
+		out.Stored = append(out.Stored, r.To)
+	}
+	sort.Strings(out.Stored)
+	return nil, out, nil
 }
 
 // RecentEventsIn is the recent_events tool's input.

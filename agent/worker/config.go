@@ -40,6 +40,7 @@ type Config struct {
 	InboxKeep      int           // INBOX_KEEP: inbox files kept (oldest removed)
 	InboxRate      int           // INBOX_RATE: messages per second stored from one sender (burst 5×)
 	InboxBytesRate int64         // INBOX_BYTES_RATE: bytes per second stored from one sender (burst 8×)
+	KeyCheck       time.Duration // KEY_CHECK_INTERVAL: how often the key file is checked for a new key
 	Version        string        // reported in heartbeats
 }
 
@@ -47,7 +48,7 @@ type Config struct {
 const (
 	DefaultURL            = "nats://127.0.0.1:4222"
 	DefaultSharedDir      = "/shared"
-	DefaultNkeyFile       = "/etc/flock/nats.nk"
+	DefaultNkeyFile       = "/etc/flock/creds/nats.nk"
 	DefaultHeartbeat      = 30 * time.Second
 	DefaultTaskTimeout    = 5 * time.Minute
 	DefaultConcurrency    = 2
@@ -65,6 +66,8 @@ const (
 	// error), the others are not slowed.
 	DefaultInboxRate      = 20
 	DefaultInboxBytesRate = 1 << 20
+	// DefaultKeyCheck is how soon a rotated key file is noticed.
+	DefaultKeyCheck = 2 * time.Second
 	// StatusEvery is how often a connected agent confirms it (PING/PONG
 	// with the bus) and touches its status file.
 	StatusEvery = 5 * time.Second
@@ -138,6 +141,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		InboxKeep:      int(num("INBOX_KEEP", DefaultInboxKeep, 1, 1<<20)),
 		InboxRate:      int(num("INBOX_RATE", DefaultInboxRate, 1, 1<<20)),
 		InboxBytesRate: num("INBOX_BYTES_RATE", DefaultInboxBytesRate, 1<<10, 1<<40),
+		KeyCheck:       dur("KEY_CHECK_INTERVAL", DefaultKeyCheck, 10*time.Millisecond, time.Hour),
 	}
 	if getenv("ENV_ALLOW") != "" && strings.TrimSpace(getenv("ENV_ALLOW")) == "-" {
 		c.EnvAllow = nil // "-": pass nothing on

@@ -13,7 +13,7 @@ func TestFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.ID != "agent-7" || c.Concurrency != 4 || c.Heartbeat != 5*time.Second || c.SharedDir != "/shared" ||
-		c.NkeyFile != "/etc/flock/nats.nk" || c.LogFile != "/shared/logs/agent-7.log" || strings.Join(c.EnvAllow, ",") != "PATH,LC_*" ||
+		c.NkeyFile != "/etc/flock/creds/nats.nk" || c.LogFile != "/shared/logs/agent-7.log" || strings.Join(c.EnvAllow, ",") != "PATH,LC_*" ||
 		c.Grace != DefaultGrace || c.TaskTimeout != DefaultTaskTimeout || c.StatusFile != DefaultStatusFile {
 		t.Fatalf("%+v", c)
 	}

@@ -60,6 +60,16 @@ func (a *Agent) store(kind string, m *nats.Msg) {
 			return
 		}
 	}
+	// A message that asks for no receipt is not stored: had it been lost on
+	// the way (a flooded receiver), its sender would never know. Every
+	// message the agent keeps was confirmed to its sender; every other one
+	// its sender hears about (refused, or no answer).
+	if m.Reply == "" {
+		if a.senders.warn(from) {
+			a.log.Warn("message without a reply subject not stored: senders must ask for a receipt", "kind", kind, "from", from)
+		}
+		return
+	}
 	st := Stored{V: protocol.Version, Kind: kind, Subject: m.Subject, From: from, Received: time.Now().UTC()}
 	if err := json.Unmarshal(m.Data, &st.Message); err != nil || st.Message.V > protocol.Version {
 		st.Message = protocol.Message{V: protocol.Version}
@@ -92,9 +102,20 @@ func (a *Agent) store(kind string, m *nats.Msg) {
 			return
 		}
 	}
+	// Stored by a queue of the sender's own: a flood from one sender
+	// (each message synced to disk) never holds up another's.
+	if !a.mail.submit(from, func() { a.write(kind, m, st, receipt) }) {
+		receipt.Error = fmt.Sprintf("refused: %d messages from %s are waiting to be stored", mailQueue, from)
+		a.respond(m, receipt)
+	}
+}
+
+// write stores one message, answers its sender and announces it.
+func (a *Agent) write(kind string, m *nats.Msg, st Stored, receipt protocol.Receipt) {
+	from := st.From
 	name := fmt.Sprintf("%s-%06d-%s-%s.json", st.Received.Format("20060102T150405.000000000Z"), a.inboxN.Add(1)%1000000, kind, st.Message.ID)
 	b, _ := protocol.Encode(st, true)
-	if err := writeAtomic(filepath.Join(a.inboxDir, name), append(b, '\n')); err != nil {
+	if err := writeDurable(filepath.Join(a.inboxDir, name), append(b, '\n')); err != nil {
 		a.log.Error("message not stored", "kind", kind, "id", st.Message.ID, "from", from, "err", err)
 		receipt.Error = "not stored: " + err.Error()
 		a.respond(m, receipt)
@@ -117,6 +138,61 @@ func (a *Agent) store(kind string, m *nats.Msg) {
 	}
 }
 
+// mailQueue is how many messages of one sender may wait to be stored.
+const mailQueue = 64
+
+// mailroom stores each sender's messages in order, on a goroutine of the
+// sender's own (senders are bus users: bounded by the flock's size).
+type mailroom struct {
+	mu     sync.Mutex
+	queues map[string]chan func()
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func newMailroom() *mailroom { return &mailroom{queues: map[string]chan func(){}} }
+
+// submit queues job for sender; false when its queue is full or the
+// mailroom closed.
+func (r *mailroom) submit(sender string, job func()) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	q := r.queues[sender]
+	if q == nil {
+		q = make(chan func(), mailQueue)
+		r.queues[sender] = q
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			for job := range q {
+				job()
+			}
+		}()
+	}
+	select {
+	case q <- job:
+		return true
+	default:
+		return false
+	}
+}
+
+// close stores what is queued and stops taking more.
+func (r *mailroom) close() {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		for _, q := range r.queues {
+			close(q)
+		}
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
 // senderLimits bounds what each sender (as the bus vouched for it) can make
 // the agent store: messages and bytes per second, each with a burst. Senders
 // are bus users, so the map is bounded by the flock's size.
@@ -136,10 +212,8 @@ func newSenderLimits(msgs int, bytes int64) *senderLimits {
 	return &senderLimits{rate: msgs, bytes: bytes, by: map[string]*senderLimit{}}
 }
 
-// allow takes one message of n bytes from sender, or says why not.
-func (s *senderLimits) allow(sender string, n int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// get is sender's entry, made on first use (s.mu held).
+func (s *senderLimits) get(sender string) *senderLimit {
 	l := s.by[sender]
 	if l == nil {
 		l = &senderLimit{
@@ -148,6 +222,14 @@ func (s *senderLimits) allow(sender string, n int) string {
 		}
 		s.by[sender] = l
 	}
+	return l
+}
+
+// allow takes one message of n bytes from sender, or says why not.
+func (s *senderLimits) allow(sender string, n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.get(sender)
 	now := time.Now()
 	if !l.msgs.AllowN(now, 1) {
 		return fmt.Sprintf("%s sends more than %d messages/s to this agent (INBOX_RATE)", sender, s.rate)
@@ -162,8 +244,8 @@ func (s *senderLimits) allow(sender string, n int) string {
 func (s *senderLimits) warn(sender string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.by[sender]
-	if l == nil || time.Since(l.warned) < time.Second {
+	l := s.get(sender)
+	if time.Since(l.warned) < time.Second {
 		return false
 	}
 	l.warned = time.Now()

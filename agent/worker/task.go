@@ -155,6 +155,36 @@ func writeAtomic(p string, b []byte) error {
 	return nil
 }
 
+// writeDurable is writeAtomic that reaches the disk before it returns (the
+// file and its directory entry synced): a message is confirmed to its sender
+// only once it would survive a crash of the host.
+func writeDurable(p string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), p)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	d, err := os.Open(filepath.Dir(p))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
 func taskTimeout(t *protocol.Task, def time.Duration) time.Duration {
 	if t.Timeout > 0 {
 		return time.Duration(t.Timeout)

@@ -32,6 +32,7 @@ type Agent struct {
 
 	keyFile string        // FLOCK_NKEY_FILE for task processes (credentialFile)
 	senders *senderLimits // per-sender inbox bounds
+	mail    *mailroom     // per-sender store queues
 
 	slots     *slots
 	inflight  sync.WaitGroup
@@ -60,6 +61,10 @@ type Agent struct {
 // tasks, lets in-flight tasks finish within the grace period, hands back the
 // ones that do not (they are redelivered), says goodbye and returns nil.
 // It returns an error only when it cannot start (bad config, no credentials).
+//
+// A key file replaced while it runs (a rotated key) ends the session as a stop
+// would, draining, and starts a new one with the new key in the same
+// process: the container neither restarts nor uses up its restart budget.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -67,6 +72,24 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	for {
+		rotated, err := runSession(ctx, cfg, log)
+		if err != nil || !rotated || ctx.Err() != nil {
+			return err
+		}
+		log.Info("agent key replaced: starting again with the new key")
+	}
+}
+
+// errKeyRotated ends a session whose key file now holds another key.
+var errKeyRotated = errors.New("agent key replaced")
+
+// runSession is one connection's life, from connect to drain. It reports
+// whether it ended because the key was replaced.
+func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated bool, err error) {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	defer func() { rotated = errors.Is(context.Cause(ctx), errKeyRotated) }()
 	a := &Agent{
 		cfg: cfg, log: log, start: time.Now(),
 		slots:    newSlots(cfg.Concurrency),
@@ -74,23 +97,26 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		inboxDir: filepath.Join(cfg.AgentDir(), "inbox"),
 		pruneReq: make(chan string, 4),
 		senders:  newSenderLimits(cfg.InboxRate, cfg.InboxBytesRate),
+		mail:     newMailroom(),
 	}
 	a.state.Store(protocol.StateStarting)
 	a.env = allowedEnv(cfg.EnvAllow, os.Environ())
 	for _, d := range []string{a.tasksDir, a.inboxDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("agent directory: %w", err)
+			return false, fmt.Errorf("agent directory: %w", err)
 		}
 	}
-	nk, err := nkeyOption(cfg)
+	nk, pub, err := nkeyOption(cfg)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if a.keyFile, err = credentialFile(cfg); err != nil {
-		return err
+		return false, err
 	}
 	if a.keyFile != cfg.NkeyFile {
 		defer os.Remove(a.keyFile)
+	} else {
+		go watchKey(ctx, cfg.NkeyFile, pub, cfg.KeyCheck, func() { cancel(errKeyRotated) })
 	}
 	log.Info("agent starting", "url", cfg.URL, "concurrency", cfg.Concurrency, "dir", cfg.AgentDir(), "version", cfg.Version)
 
@@ -98,13 +124,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("stopped before the bus answered")
-			return nil
+			return false, nil
 		}
-		return err
+		return false, err
 	}
 	defer a.nc.Close()
 	if a.js, err = jetstream.New(a.nc); err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+		return false, fmt.Errorf("jetstream: %w", err)
 	}
 
 	// Announce at once: the first heartbeat is the agent's "I am here".
@@ -122,7 +148,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	subs, err := a.subscribeMessages()
 	if err != nil {
-		return err
+		return false, err
 	}
 
 	a.runCtx, a.runCancel = context.WithCancel(context.Background())
@@ -131,7 +157,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		// ctx ended while waiting for the bus to create the consumers.
 		a.stop(subs)
-		return nil
+		return false, nil
 	}
 	a.state.Store(protocol.StateReady)
 	a.confirm()
@@ -171,7 +197,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 	a.stop(subs)
-	return nil
+	return false, nil
 }
 
 // stop says goodbye and drains the connection.
@@ -179,6 +205,7 @@ func (a *Agent) stop(subs []*nats.Subscription) {
 	for _, s := range subs {
 		_ = s.Unsubscribe()
 	}
+	a.mail.close() // messages already taken are stored and confirmed
 	a.stopBG()
 	a.state.Store(protocol.StateStopped)
 	a.heartbeat()
@@ -388,24 +415,67 @@ func credentialFile(cfg Config) (string, error) {
 }
 
 // nkeyOption authenticates with the seed from NATS_NKEY_SEED, or else from
-// the NATS_NKEY_FILE file. The variable is removed from the environment once
-// read, so task processes never inherit it.
-func nkeyOption(cfg Config) (nats.Option, error) {
+// the NATS_NKEY_FILE file, and returns the public key it presents. The
+// variable is removed from the environment once read, so task processes
+// never inherit it.
+func nkeyOption(cfg Config) (nats.Option, string, error) {
 	if cfg.NkeySeed == "" {
+		pub, err := filePublicKey(cfg.NkeyFile)
+		if err != nil {
+			return nil, "", err
+		}
+		// nats.go reads the file again to sign each connect: the seed is
+		// not kept in memory.
 		nk, err := nats.NkeyOptionFromSeed(cfg.NkeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("NATS_NKEY_FILE %s: %w", cfg.NkeyFile, err)
+			return nil, "", fmt.Errorf("NATS_NKEY_FILE %s: %w", cfg.NkeyFile, err)
 		}
-		return nk, nil
+		return nk, pub, nil
 	}
 	os.Unsetenv("NATS_NKEY_SEED")
 	kp, err := nkeys.FromSeed([]byte(cfg.NkeySeed))
 	if err != nil {
-		return nil, fmt.Errorf("NATS_NKEY_SEED: not an nkey seed")
+		return nil, "", fmt.Errorf("NATS_NKEY_SEED: not an nkey seed")
 	}
 	pub, err := kp.PublicKey()
 	if err != nil {
-		return nil, fmt.Errorf("NATS_NKEY_SEED: %w", err)
+		return nil, "", fmt.Errorf("NATS_NKEY_SEED: %w", err)
 	}
-	return nats.Nkey(pub, kp.Sign), nil
+	return nats.Nkey(pub, kp.Sign), pub, nil
+}
+
+// filePublicKey is the public key of the seed in a key file.
+func filePublicKey(file string) (string, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("NATS_NKEY_FILE %s: %w", file, err)
+	}
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(raw))))
+	clear(raw)
+	if err != nil {
+		return "", fmt.Errorf("NATS_NKEY_FILE %s: not an nkey seed", file) // never the content
+	}
+	defer kp.Wipe()
+	return kp.PublicKey()
+}
+
+// watchKey calls rotated once the key file holds a key other than pub. A
+// file that cannot be read for a moment (mid-replacement) is no change.
+func watchKey(ctx context.Context, file, pub string, every time.Duration, rotated func()) {
+	if every <= 0 {
+		every = DefaultKeyCheck
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if now, err := filePublicKey(file); err == nil && now != pub {
+				rotated()
+				return
+			}
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/bustest"
 	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/agent/worker"
@@ -416,7 +417,7 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 	e.start("agent-1")
 	e.start("agent-2")
 	ctx := t.Context()
-	file, err := e.cl.Send(ctx, "agent-1", protocol.Message{ID: "m-1", Body: "please review"}, true)
+	file, err := e.cl.Send(ctx, "agent-1", protocol.Message{ID: "m-1", Body: "please review"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +459,7 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 	// Stored without amplification: a body of "<" (which encoding/json
 	// escapes to six bytes each by default) takes about its own size.
 	lt := strings.Repeat("<", 20000)
-	ltFile, err := e.cl.Send(ctx, "agent-1", protocol.Message{ID: "lt", Body: lt}, true)
+	ltFile, err := e.cl.Send(ctx, "agent-1", protocol.Message{ID: "lt", Body: lt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,14 +467,35 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 		t.Fatalf("a %d-byte body stored in %v bytes (%v)", len(lt), fi.Size(), err)
 	}
 
-	if err := e.cl.Broadcast(ctx, protocol.Message{ID: "b-1", Body: "all hands"}); err != nil {
+	receipts, missing, err := e.cl.Broadcast(ctx, protocol.Message{ID: "b-1", Body: "all hands"})
+	if err != nil || len(missing) != 0 || len(receipts) != 2 {
+		t.Fatalf("broadcast: receipts %+v, missing %v, %v", receipts, missing, err)
+	}
+	for _, r := range receipts {
+		if r.Error != "" || !strings.Contains(readFile(t, filepath.Join(e.shared, "agents", r.To, r.File)), "all hands") {
+			t.Fatalf("%s broadcast receipt %+v", r.To, r)
+		}
+		if ev := e.waitEvent(r.To, protocol.EventBroadcast, 5*time.Second); ev.Ref != "b-1" || ev.Detail != r.File {
+			t.Fatalf("%s broadcast event %+v, receipt %+v", r.To, ev, r)
+		}
+	}
+
+	// A message that asks for no receipt is not kept (its sender could never
+	// learn it was lost): the next one, sent as a request, is.
+	before, _ := os.ReadDir(filepath.Join(e.shared, "agents", "agent-1", "inbox"))
+	if err := nc2.Publish(protocol.InboxSubject("agent-1", "agent-2"), []byte(`{"v":1,"id":"unasked","body":"fire and forget"}`)); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"agent-1", "agent-2"} {
-		ev := e.waitEvent(id, protocol.EventBroadcast, 5*time.Second)
-		if ev.Ref != "b-1" || !strings.Contains(readFile(t, filepath.Join(e.shared, "agents", id, ev.Detail)), "all hands") {
-			t.Fatalf("%s broadcast: %+v", id, ev)
+	if _, err := nc2.Request(protocol.InboxSubject("agent-1", "agent-2"), []byte(`{"v":1,"id":"asked","body":"confirm"}`), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadDir(filepath.Join(e.shared, "agents", "agent-1", "inbox"))
+	if len(after) != len(before)+1 || !strings.Contains(after[len(after)-1].Name(), "asked") || strings.Contains(after[len(after)-1].Name(), "unasked") {
+		names := []string{}
+		for _, f := range after[len(before):] {
+			names = append(names, f.Name())
 		}
+		t.Fatalf("after a message without a reply subject and one with: new files %v; want only the one that asked", names)
 	}
 }
 
@@ -579,11 +601,54 @@ func TestInboxFloodFromOneSenderIsRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := e.cl.Send(ctx, "agent-1", protocol.Message{Body: "still heard"}, true); err != nil {
+	if _, err := e.cl.Send(ctx, "agent-1", protocol.Message{Body: "still heard"}); err != nil {
 		t.Fatalf("the operator is refused while agent-2 floods: %v", err)
 	}
 	files, _ := os.ReadDir(filepath.Join(e.shared, "agents", "agent-1", "inbox"))
 	if len(files) != stored+1 {
 		t.Fatalf("%d inbox files, want %d", len(files), stored+1)
+	}
+}
+
+// A key replaced on disk (flock:busSecret changed: new seed files by rename,
+// the bus reloaded with the new public keys) reaches a running agent: it
+// drains the old session and connects again with the new key, in the same
+// process, and takes tasks again; the old key no longer gets in.
+func TestKeyRotationReachesRunningAgent(t *testing.T) {
+	e := newEnv(t, bustest.Agents(2))
+	a1 := e.start("agent-1", func(c *worker.Config) { c.KeyCheck = 100 * time.Millisecond })
+	if res := e.run(operator.Target{Agent: "agent-1"}, echo("before", "old key"), 10*time.Second); len(res) != 1 || !res[0].OK() {
+		t.Fatalf("before rotation: %+v", res)
+	}
+	old := e.f.SeedFile(t, "agent-1") // rewritten below; keep the old seed's copy
+	oldSeed, err := os.ReadFile(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldCopy := filepath.Join(t.TempDir(), "old.nk")
+	if err := os.WriteFile(oldCopy, oldSeed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	e.f.RotateAgentKeys(t, []byte("a-new-bus-secret-for-the-rotation-test"))
+	e.waitEvent("agent-1", protocol.EventReady, 20*time.Second)
+	t.Logf("agent-1 ready with its new key %s after the rotation", time.Since(start).Round(time.Millisecond))
+	if res := e.run(operator.Target{Agent: "agent-1"}, echo("after", "new key"), 10*time.Second); len(res) != 1 || !res[0].OK() || res[0].Agent != "agent-1" {
+		t.Fatalf("after rotation: %+v", res)
+	}
+	select {
+	case err := <-a1.done:
+		t.Fatalf("the agent's Run returned (%v): the rotation restarted the process instead of reconnecting", err)
+	default:
+	}
+	// The bus took the old key away: it is of no use to anyone who kept it.
+	nk, err := nats.NkeyOptionFromSeed(oldCopy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := nats.Connect(e.f.URL, nk); err == nil {
+		nc.Close()
+		t.Fatal("the old key still connects after the rotation")
 	}
 }
