@@ -50,6 +50,7 @@ main() {
 
   provision_docker
   provision_flock_dirs
+  provision_disk_mounts
   provision_docker_group
   provision_port_forwarders
   install_go

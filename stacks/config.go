@@ -69,7 +69,7 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	obj("flock:agentCount", "a whole number", &c.AgentCount)
 	obj("flock:agents", "a list of {id, slot, limits}", &c.Agents)
 	obj("flock:overrides", "a map of agent ID to limits", &c.Overrides)
-	obj("flock:limits", "an object {cpus, memoryMiB, pids, tmpfsMiB, taskTimeout, concurrency}", &c.Limits)
+	obj("flock:limits", "an object {cpus, memoryMiB, pids, tmpfsMiB, taskTimeout, concurrency, diskMiB}", &c.Limits)
 	obj("flock:uidBase", "a whole number", &c.UIDBase)
 	obj("flock:shared", "an object {root, stateRoot}", &c.Shared)
 	obj("flock:bus", "an object (see the README's configuration reference)", &c.Bus)

@@ -22,6 +22,8 @@ const (
 	LabelFlock = "ai-flock.flock"
 	LabelRole  = "ai-flock.role"
 	LabelAgent = "ai-flock.agent"
+	// LabelDiskMiB is the size of the agent directory's filesystem.
+	LabelDiskMiB = "ai-flock.disk-mib"
 )
 
 // Args configure the dev flock.
@@ -230,6 +232,9 @@ func (d *declarer) declareBus() error {
 	if err != nil {
 		return fmt.Errorf("bus container: %w", err)
 	}
+	if d.m.Runtime == "runsc" {
+		return nil // as for agents (declareAgent)
+	}
 	if err := d.pidsLimit("bus", d.bus, d.m.Bus.Limits.Pids); err != nil {
 		return fmt.Errorf("bus pids limit: %w", err)
 	}
@@ -318,7 +323,7 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		bindMount(d.m.Shared.AgentDir(a.ID), flock.ContainerAgentDir(a.ID), false),
 		bindMount(d.m.Shared.CommonDir(), flock.ContainerCommonDir(), true),
 		bindMount(d.m.Shared.LogFile(a.ID), flock.ContainerLogFile(a.ID), false),
-		bindMount(d.m.Shared.CredsFile(a.ID), flock.ContainerCredsFile, true),
+		bindMount(d.m.Shared.CredsDir(a.ID), flock.ContainerCredsDir, true),
 	}
 	args.NetworksAdvanced = docker.ContainerNetworksAdvancedArray{docker.ContainerNetworksAdvancedArgs{Name: network.Name}}
 	// Docker's embedded resolver forwards names it does not know to upstream
@@ -326,13 +331,21 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	// the only upstream it answers for the flock's own names and nothing else.
 	args.Dns = pulumi.StringArray{pulumi.String("127.0.0.1")}
 	args.Healthcheck = healthcheck("/flock-agent")
-	args.Labels = d.labels("agent", a.ID)
+	// The directory's filesystem size: a new one (or the first, for a flock
+	// made before quotas) recreates the container, so it mounts what the
+	// prepare step mounted rather than the directory it replaced.
+	args.Labels = append(d.labels("agent", a.ID), docker.ContainerLabelArgs{Label: pulumi.String(LabelDiskMiB), Value: pulumi.String(strconv.Itoa(a.Limits.DiskMiB))})
 	container, err := docker.NewContainer(d.ctx, d.n(a.ID), args, d.parent,
 		pulumi.DependsOn([]pulumi.Resource{prepare, link, d.images}))
 	if err != nil {
 		return fmt.Errorf("container: %w", err)
 	}
 
+	if d.m.Runtime == "runsc" {
+		// gVisor's own kernel enforces the nproc ulimit for this sandbox
+		// alone, and runsc refuses docker update.
+		return nil
+	}
 	if err := d.pidsLimit(a.ID, container, a.Limits.Pids); err != nil {
 		return fmt.Errorf("pids limit: %w", err)
 	}

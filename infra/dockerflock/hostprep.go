@@ -3,6 +3,7 @@ package dockerflock
 import (
 	"fmt"
 	"net/url"
+	"path"
 	"strings"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
@@ -92,17 +93,22 @@ func LayoutScript(m flock.Model) string {
 	b.WriteString("set -eu\numask 022\n")
 	fmt.Fprintf(&b, "install -d -o 0 -g 0 -m 0755 %s %s\n", s.Root, s.CommonDir())
 	fmt.Fprintf(&b, "install -d -o 0 -g 0 -m 0711 %s/agents %s/logs %s %s/creds\n", s.Root, s.Root, s.StateRoot, s.StateRoot)
+	fmt.Fprintf(&b, "install -d -o 0 -g 0 -m 0700 %s/disks\n", s.StateRoot)
 	bus := s.BusDir()
 	fmt.Fprintf(&b, "install -d -o %d -g %d -m 0700 %s %s/config %s/data\n", m.Bus.UID, m.Bus.UID, bus, bus, bus)
 	return b.String()
 }
 
 // AgentCleanupScript removes an agent's credentials from the host when the
-// agent is removed or the flock destroyed. Its directory and log stay: data
-// is deleted only by hand.
+// agent is removed or the flock destroyed, and unmounts its directory's
+// filesystem. Its data (the filesystem image) and log stay: data is deleted
+// only by hand.
 func AgentCleanupScript(m flock.Model, a flock.Agent) string {
-	creds := m.Shared.CredsFile(a.ID)
-	return fmt.Sprintf("rm -f %s %s.new", creds, creds)
+	dir := m.Shared.AgentDir(a.ID)
+	img := m.Shared.DiskImage(a.ID)
+	// <id>.nk: where a flock made before credential directories kept the key.
+	legacy := path.Join(m.Shared.StateRoot, "creds", a.ID+".nk")
+	return fmt.Sprintf("rm -rf %s; rm -f %s %s.target; if mountpoint -q %s; then umount %s || umount -l %s; fi", m.Shared.CredsDir(a.ID), legacy, img, dir, dir, dir)
 }
 
 // AgentScript prepares one agent: its private directory (0700, its UID), its
@@ -123,15 +129,72 @@ func AgentScript(m flock.Model, a flock.Agent, seed string) string {
 	fmt.Fprintf(&b, "dir=%s\n", s.AgentDir(a.ID))
 	b.WriteString(`if [ -L "$dir" ]; then refuse "$dir" "a symbolic link"; fi` + "\n")
 	b.WriteString(`if [ -e "$dir" ] && [ ! -d "$dir" ]; then refuse "$dir" "not a directory"; fi` + "\n")
-	fmt.Fprintf(&b, "install -d -o %d -g %d -m 0700 \"$dir\"\n", a.UID, a.GID)
+	b.WriteString(diskScript(s.DiskImage(a.ID), a))
+	fmt.Fprintf(&b, "chown %d:%d \"$dir\"\nchmod 0700 \"$dir\"\n", a.UID, a.GID)
 	fmt.Fprintf(&b, "log=%s\n", s.LogFile(a.ID))
 	b.WriteString(`if [ -L "$log" ]; then refuse "$log" "a symbolic link"; fi` + "\n")
 	b.WriteString(`if [ -e "$log" ] && [ ! -f "$log" ]; then refuse "$log" "not a regular file"; fi` + "\n")
 	b.WriteString(`[ -e "$log" ] || : > "$log"` + "\n")
 	fmt.Fprintf(&b, "chown -h %d:%d \"$log\"\nchmod 0600 \"$log\"\n", a.UID, a.GID)
+	// The key is replaced by rename inside its own directory, which the
+	// container mounts: a running agent sees the new file (and reconnects
+	// with it), never a half-written one.
+	fmt.Fprintf(&b, "install -d -o 0 -g 0 -m 0755 %s\nrm -f %s/%s.nk\n", s.CredsDir(a.ID), path.Join(s.StateRoot, "creds"), a.ID)
 	creds := s.CredsFile(a.ID)
 	fmt.Fprintf(&b, "cat > %s.new <<'FLOCK_SEED'\n%s\nFLOCK_SEED\n", creds, seed)
 	fmt.Fprintf(&b, "chown %d:%d %s.new\nchmod 0400 %s.new\nmv -f %s.new %s\n", a.UID, a.GID, creds, creds, creds, creds)
+	return b.String()
+}
+
+// diskScript puts the agent's directory ($dir) on a filesystem of its own:
+// an ext4 image of diskMiB, allocated in full up front (a write past it fails
+// with ENOSPC in that agent alone, and never takes the host's disk), loop-
+// mounted nosuid,nodev. Under the mount the directory is root's with mode
+// 0000, so if the image is ever not mounted (a host reboot) the agent can
+// write nothing rather than write without a quota. Files of a directory that
+// had none (an older flock) move into the image. A larger diskMiB grows the
+// filesystem: online where the host allows it, else when it is next mounted;
+// a smaller one is refused (ext4 cannot shrink online).
+func diskScript(img string, a flock.Agent) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "img=%s\nwant=%d\n", img, int64(a.Limits.DiskMiB)<<20)
+	b.WriteString(`fs_bytes() { dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Block count/ {c=$2} /^Block size/ {s=$2} END {print c*s}'; }
+if [ -L "$img" ] || { [ -e "$img" ] && [ ! -f "$img" ]; }; then refuse "$img" "not a regular file"; fi
+if [ ! -e "$img" ]; then
+  rm -f "$img.new"
+  fallocate -l "$want" "$img.new" || { rm -f "$img.new"; echo "flock: cannot allocate $want bytes for $img (is the disk full?)" >&2; exit 1; }
+`)
+	fmt.Fprintf(&b, "  mkfs.ext4 -q -F -m 0 -E nodiscard,root_owner=%d:%d \"$img.new\"\n", a.UID, a.GID)
+	b.WriteString(`  mv -f "$img.new" "$img"
+fi
+# Where provision/flock-mount-disks.sh mounts it again after a reboot.
+printf '%s\n' "$dir" > "$img.target"
+have=$(stat -c %s "$img")
+if [ "$want" -lt "$have" ]; then
+  echo "flock: $img is $have bytes and diskMiB asks for $want: an agent's filesystem cannot shrink; set diskMiB back to at least $((have / 1048576)), or move the agent's files out and delete the image" >&2
+  exit 1
+fi
+if [ "$want" -gt "$have" ]; then
+  fallocate -l "$want" "$img" || { echo "flock: cannot allocate $want bytes for $img (is the disk full?)" >&2; exit 1; }
+fi
+if ! mountpoint -q "$dir"; then
+  old=""
+  if [ -d "$dir" ] && [ -n "$(ls -A "$dir")" ]; then old="$dir.unquoted.$$"; mv "$dir" "$old"; fi
+  install -d -o 0 -g 0 -m 0000 "$dir"
+  if [ "$(fs_bytes)" -lt "$want" ]; then
+    { e2fsck -f -p "$img" >/dev/null; [ $? -le 1 ]; } && resize2fs "$img" >/dev/null 2>&1 || { echo "flock: cannot grow the filesystem in $img" >&2; exit 1; }
+  fi
+  mount -o loop,nosuid,nodev "$img" "$dir"
+  if [ -n "$old" ]; then
+    cp -a "$old/." "$dir/" || { echo "flock: the files of $old do not fit in $img ($want bytes): raise diskMiB; they are left in $old" >&2; exit 1; }
+    rm -rf "$old"
+  fi
+elif [ "$(fs_bytes)" -lt "$want" ]; then
+  dev=$(findmnt -n -o SOURCE --target "$dir")
+  losetup -c "$dev" && resize2fs "$dev" >/dev/null 2>&1 ||
+    echo "flock: this host refuses to grow a mounted filesystem: $dir grows to $want bytes when it is next mounted" >&2
+fi
+`)
 	return b.String()
 }
 

@@ -1,6 +1,8 @@
 package dockerflock_test
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,11 +14,12 @@ import (
 	"github.com/ai-flock/ai-flock/infra/flock"
 )
 
-// The agent script runs as root on the host. An agent owns everything inside
-// its directory, so it can swap anything there for a symlink to any host
-// path; the script must never chown or chmod through one. Runs the real
-// script with sh as root (CI is root).
-func TestAgentScriptNeverFollowsAgentSymlinks(t *testing.T) {
+// hostFlock validates a flock of n agents with directories of diskMiB under a
+// temporary root, runs its layout script as root, and returns the model and
+// a runner of host scripts. Every agent's cleanup script runs at the end, so
+// no filesystem stays mounted.
+func hostFlock(t *testing.T, n, diskMiB int) (flock.Model, func(string) (string, error)) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("FLOCK_REQUIRE_DOCKER") == "1" {
 			t.Fatal("needs root to run the host script (CI runs as root)")
@@ -24,8 +27,10 @@ func TestAgentScriptNeverFollowsAgentSymlinks(t *testing.T) {
 		t.Skip("needs root to run the host script")
 	}
 	root := t.TempDir()
-	n := 2
-	m, err := flock.Config{Target: "docker", AgentCount: &n, Shared: flock.SharedConfig{Root: filepath.Join(root, "shared"), StateRoot: filepath.Join(root, "state")}}.Validate()
+	m, err := flock.Config{
+		Target: "docker", AgentCount: &n, Limits: flock.LimitsConfig{DiskMiB: &diskMiB},
+		Shared: flock.SharedConfig{Root: filepath.Join(root, "shared"), StateRoot: filepath.Join(root, "state")},
+	}.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,9 +40,25 @@ func TestAgentScriptNeverFollowsAgentSymlinks(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
+	t.Cleanup(func() {
+		for _, a := range m.Agents {
+			if out, err := run(dockerflock.AgentCleanupScript(m, a)); err != nil {
+				t.Errorf("cleanup of %s: %v\n%s", a.ID, err, out)
+			}
+		}
+	})
 	if out, err := run(dockerflock.LayoutScript(m)); err != nil {
 		t.Fatalf("layout: %v\n%s", err, out)
 	}
+	return m, run
+}
+
+// The agent script runs as root on the host. An agent owns everything inside
+// its directory, so it can swap anything there for a symlink to any host
+// path; the script must never chown or chmod through one. Runs the real
+// script with sh as root (CI is root).
+func TestAgentScriptNeverFollowsAgentSymlinks(t *testing.T) {
+	m, run := hostFlock(t, 2, 32)
 	a1, a2 := m.Agents[0], m.Agents[1]
 	for _, a := range m.Agents {
 		if out, err := run(dockerflock.AgentScript(m, a, "SEED")); err != nil {
@@ -45,7 +66,7 @@ func TestAgentScriptNeverFollowsAgentSymlinks(t *testing.T) {
 		}
 	}
 	victim := m.Shared.AgentDir(a2.ID) // another agent's directory
-	hostDir := filepath.Join(root, "host-etc")
+	hostDir := filepath.Join(filepath.Dir(m.Shared.Root), "host-etc")
 	if err := os.Mkdir(hostDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +99,9 @@ func TestAgentScriptNeverFollowsAgentSymlinks(t *testing.T) {
 
 	// The directory and log themselves sit in root's directories; were they
 	// ever not what they should be, the script refuses rather than follow.
+	if out, err := run(dockerflock.AgentCleanupScript(m, a1)); err != nil {
+		t.Fatalf("cleanup: %v\n%s", err, out)
+	}
 	if err := os.Rename(dir1, dir1+".moved"); err != nil {
 		t.Fatal(err)
 	}
@@ -105,4 +129,157 @@ func TestAgentScriptNeverFollowsAgentSymlinks(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(hostDir, "passwd")); !os.IsNotExist(err) {
 		t.Fatalf("the script created the symlink's target: %v", err)
 	}
+}
+
+// An agent's directory is a filesystem of diskMiB: writing past it fails with
+// ENOSPC there, while the host's free space and the other agent's directory
+// are untouched. A larger diskMiB grows it in place, a smaller one is
+// refused, files of a directory made before quotas move in, and when the
+// filesystem is not mounted the agent can write nothing at all.
+func TestAgentDiskQuota(t *testing.T) {
+	const mib = 32
+	m, run := hostFlock(t, 3, mib)
+	a1, a2, a3 := m.Agents[0], m.Agents[1], m.Agents[2]
+	// agent-3 comes from a flock without quotas: a plain directory with files.
+	dir3 := m.Shared.AgentDir(a3.ID)
+	if err := os.MkdirAll(filepath.Join(dir3, "tasks", "t1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir3, "tasks", "t1", "out"), []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range m.Agents {
+		if out, err := run(dockerflock.AgentScript(m, a, "SEED")); err != nil {
+			t.Fatalf("%s: %v\n%s", a.ID, err, out)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir3, "tasks", "t1", "out")); err != nil || string(b) != "kept" {
+		t.Fatalf("agent-3's earlier files did not move into its filesystem: %q %v", b, err)
+	}
+	if left, _ := filepath.Glob(dir3 + ".unquoted.*"); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+
+	var before syscall.Statfs_t
+	if err := syscall.Statfs(m.Shared.StateRoot, &before); err != nil {
+		t.Fatal(err)
+	}
+	dir1 := m.Shared.AgentDir(a1.ID)
+	written, err := fill(filepath.Join(dir1, "junk"), 4*mib<<20)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("agent-1 wrote %d bytes into a %d MiB directory, then: %v (want ENOSPC)", written, mib, err)
+	}
+	if written > mib<<20 {
+		t.Fatalf("agent-1 wrote %d bytes, past its %d MiB", written, mib)
+	}
+	var after syscall.Statfs_t
+	if err := syscall.Statfs(m.Shared.StateRoot, &after); err != nil {
+		t.Fatal(err)
+	}
+	hostUsed := (int64(before.Bavail) - int64(after.Bavail)) * int64(before.Bsize)
+	// The image was allocated up front: filling it takes nothing more from
+	// the host (the margin is for whatever else writes to this disk now).
+	if hostUsed > mib<<20/2 {
+		t.Errorf("the host's disk lost %d bytes while agent-1 filled its %d MiB", hostUsed, mib)
+	}
+	t.Logf("agent-1: %d bytes written, then ENOSPC; host free space changed by %d bytes", written, hostUsed)
+	if _, err := fill(filepath.Join(m.Shared.AgentDir(a2.ID), "ok"), 1<<20); err != nil {
+		t.Errorf("agent-2 cannot write after agent-1 filled its own directory: %v", err)
+	}
+
+	// Grow: online where the host allows it (this sandbox may not), and in
+	// any case when the filesystem is next mounted; files kept.
+	grow := m
+	grow.Agents = append([]flock.Agent(nil), m.Agents...)
+	grow.Agents[0].Limits.DiskMiB = 2 * mib
+	if out, err := run(dockerflock.AgentScript(grow, grow.Agents[0], "SEED")); err != nil {
+		t.Fatalf("growing agent-1: %v\n%s", err, out)
+	}
+	if out, err := run(dockerflock.AgentCleanupScript(m, a1) + "\n" + dockerflock.AgentScript(grow, grow.Agents[0], "SEED")); err != nil {
+		t.Fatalf("re-mounting agent-1: %v\n%s", err, out)
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir1, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if size := int64(fs.Blocks) * int64(fs.Bsize); size <= mib<<20 {
+		t.Errorf("agent-1's filesystem is %d bytes after growing to %d MiB", size, 2*mib)
+	}
+	if _, err := os.Stat(filepath.Join(dir1, "junk")); err != nil {
+		t.Errorf("growing lost agent-1's files: %v", err)
+	}
+	// Shrink: refused, with what to do.
+	shrink := grow
+	shrink.Agents = append([]flock.Agent(nil), grow.Agents...)
+	shrink.Agents[0].Limits.DiskMiB = mib
+	out, err := run(dockerflock.AgentScript(shrink, shrink.Agents[0], "SEED"))
+	if err == nil || !strings.Contains(out, "cannot shrink") {
+		t.Errorf("shrinking agent-1's filesystem: err %v, %q (want it refused)", err, out)
+	}
+
+	// Unmounted (the flock destroyed, or a host reboot): the directory under
+	// the mount is root's and closed, so an agent cannot write past its quota.
+	if out, err := run(dockerflock.AgentCleanupScript(m, a1)); err != nil {
+		t.Fatalf("cleanup: %v\n%s", err, out)
+	}
+	fi, err := os.Stat(dir1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || fi.Mode().Perm() != 0 {
+		t.Errorf("unmounted, agent-1's directory is uid %d mode %o: want root's, mode 0", st.Uid, fi.Mode().Perm())
+	}
+	// Mounted again, its files are there.
+	if out, err := run(dockerflock.AgentScript(grow, grow.Agents[0], "SEED")); err != nil {
+		t.Fatalf("re-preparing agent-1: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir1, "junk")); err != nil {
+		t.Errorf("agent-1's files are gone after an unmount and mount: %v", err)
+	}
+
+	// A reboot unmounts every image; the VM's boot script mounts them again
+	// (agent-1's and agent-2's), but not one whose agent was removed (the
+	// cleanup took its mount point off the list).
+	for _, a := range m.Agents {
+		if out, err := exec.Command("umount", m.Shared.AgentDir(a.ID)).CombinedOutput(); err != nil {
+			t.Fatalf("umount: %v %s", err, out)
+		}
+	}
+	if out, err := run(dockerflock.AgentCleanupScript(m, a3)); err != nil {
+		t.Fatalf("cleanup: %v\n%s", err, out)
+	}
+	boot := exec.Command("sh", "../../provision/flock-mount-disks.sh", m.Shared.StateRoot)
+	if out, err := boot.CombinedOutput(); err != nil {
+		t.Fatalf("boot mount: %v\n%s", err, out)
+	}
+	mounted := func(dir string) bool { return exec.Command("mountpoint", "-q", dir).Run() == nil }
+	if !mounted(dir1) || !mounted(m.Shared.AgentDir(a2.ID)) || mounted(dir3) {
+		t.Errorf("after the boot script: agent-1 mounted %v, agent-2 %v, removed agent-3 %v; want true, true, false", mounted(dir1), mounted(m.Shared.AgentDir(a2.ID)), mounted(dir3))
+	}
+	if _, err := os.Stat(filepath.Join(dir1, "junk")); err != nil {
+		t.Errorf("agent-1's files after the boot script: %v", err)
+	}
+}
+
+// fill writes up to n bytes of zeros to a new file, syncing, and returns how
+// many it wrote and the error that stopped it.
+func fill(path string, n int) (int, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	written := 0
+	for written < n {
+		k, err := f.Write(buf)
+		written += k
+		if err != nil {
+			return written, err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return written, fmt.Errorf("sync: %w", err)
+	}
+	return written, nil
 }

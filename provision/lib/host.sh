@@ -22,6 +22,43 @@ provision_flock_dirs() {
   ensure_dir "$FLOCK_ROOT/state" 711 root root
 }
 
+# provision_disk_mounts: each agent's directory is a filesystem image the
+# Pulumi program loop-mounts (its disk quota). A reboot unmounts them;
+# flock-disks.service mounts them again before Docker starts the agents.
+provision_disk_mounts() {
+  step "Agent directory filesystems at boot"
+  local unit=/etc/systemd/system/flock-disks.service changed_any
+  write_file /usr/local/sbin/flock-mount-disks 755 root root <"$FLOCK_PROVISION_DIR/flock-mount-disks.sh"
+  changed_any=$FLOCK_LAST_CHANGED
+  write_file "$unit" 644 root root <<EOF
+# Managed by AI Flock provisioning (provision/lib/host.sh).
+[Unit]
+Description=AI Flock: mount each agent's directory filesystem before Docker starts the agents
+RequiresMountsFor=$FLOCK_ROOT/state $FLOCK_ROOT/shared
+Before=docker.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/flock-mount-disks $FLOCK_ROOT/state
+
+[Install]
+WantedBy=multi-user.target docker.service
+EOF
+  changed_any=$((changed_any | FLOCK_LAST_CHANGED))
+  if ! systemd_running; then
+    skipped "flock-disks.service enable (systemd is not running here; unit written only)"
+    return 0
+  fi
+  ((changed_any)) && systemctl daemon-reload
+  if systemctl is-enabled --quiet flock-disks.service && ((changed_any == 0)); then
+    unchanged "flock-disks.service enabled"
+  else
+    systemctl enable --quiet flock-disks.service
+    changed "flock-disks.service enabled"
+  fi
+}
+
 # provision_docker_group: the operator may use docker without sudo. (Membership
 # of the docker group is root-equivalent on this VM; that is the point of a
 # dedicated VM.) Takes effect at the next login: `vagrant ssh` again.

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/policy/rules"
@@ -40,6 +41,28 @@ func TestDevStackPasses(t *testing.T) {
 				t.Errorf("network policies inspected %d networks, want %d", got, n+1)
 			}
 		})
+	}
+}
+
+// TestGVisorDevStackPasses: under gVisor the stack declares no pids-limit
+// steps (runsc takes no docker update; its own kernel enforces the nproc
+// ulimit per sandbox) and still breaks no policy; the same stack with one
+// agent back on runc and no step is refused.
+func TestGVisorDevStackPasses(t *testing.T) {
+	s, err := capture.RunDev(capture.Config{"flock:runtime": "runsc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range s.Resources {
+		if r.Type == rules.TypeCommand && strings.HasSuffix(r.Name, "-pids-limit") {
+			t.Errorf("gVisor stack declares %s: runsc refuses docker update", r.Name)
+		}
+	}
+	assertClean(t, "dev", s.Resources)
+	rs := edit(t, clone(s.Resources), rules.TypeContainer, "flock-agent-2", func(in map[string]any) { in["runtime"] = "runc" })
+	vs := check("dev", rs)
+	if !strings.Contains(messages(vs), `no step sets the cgroup PIDs limit of agent agent-2's container`) {
+		t.Errorf("agent-2 on runc without a pids-limit step: want it refused, got:%s", messages(vs))
 	}
 }
 

@@ -293,6 +293,11 @@ container_tests() {
   expect "forwarded-port bridge relays 8222 to 127.0.0.1 only" \
     "$(in_ct grep -h '^ExecStart=' /etc/systemd/system/flock-forward-8222.service)" \
     "ExecStart=/usr/lib/systemd/systemd-socket-proxyd 127.0.0.1:8222"
+  expect "boot-time mount of the agents' filesystems installed" \
+    "$(in_ct stat -c '%a %U' /usr/local/sbin/flock-mount-disks) $(in_ct sh -n /usr/local/sbin/flock-mount-disks && echo parses)" "755 root parses"
+  expect "flock-disks.service mounts them before Docker starts the agents" \
+    "$(in_ct grep -hE '^(Before|ExecStart)=' /etc/systemd/system/flock-disks.service | paste -sd' ')" \
+    "Before=docker.service ExecStart=/usr/local/sbin/flock-mount-disks /srv/flock/state"
   expect "no daemon started without systemd (no dockerd/containerd process)" \
     "$(in_ct bash -c 'cat /proc/[0-9]*/comm 2>/dev/null | grep -cE "^(dockerd|containerd)$"')" 0
   expect "says it skipped the service (re)start" \

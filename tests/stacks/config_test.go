@@ -17,7 +17,7 @@ func TestStackConfigErrors(t *testing.T) {
 		secrets []string
 		want    string
 	}{
-		{"unknown field", capture.Config{"flock:limits": `{"memoryMb": 512}`}, nil, `flock:limits: must be an object {cpus, memoryMiB, pids, tmpfsMiB, taskTimeout, concurrency}: unknown field "memoryMb"`},
+		{"unknown field", capture.Config{"flock:limits": `{"memoryMb": 512}`}, nil, `flock:limits: must be an object {cpus, memoryMiB, pids, tmpfsMiB, taskTimeout, concurrency, diskMiB}: unknown field "memoryMb"`},
 		{"wrong type", capture.Config{"flock:agentCount": `"three"`}, nil, "flock:agentCount: must be a whole number"},
 		{"wrong field type", capture.Config{"flock:limits": `{"pids": "many"}`}, nil, `field "pids" cannot be a JSON string`},
 		{"validation", capture.Config{"flock:agentCount": "0"}, nil, "flock:agentCount: must be between 1 and 1000 (got 0)"},

@@ -248,7 +248,7 @@ func checkMounts(t *testing.T, s *capture.Stack, agents map[string]capture.Resou
 			"/shared/agents/" + id:        root + "/agents/" + id + " rw",
 			"/shared/common":              root + "/common ro",
 			"/shared/logs/" + id + ".log": root + "/logs/" + id + ".log rw",
-			flock.ContainerCredsFile:      "/srv/flock/state/creds/" + id + ".nk ro",
+			flock.ContainerCredsDir:       "/srv/flock/state/creds/" + id + " ro",
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: mounts\n got %v\nwant %v", id, got, want)
@@ -265,13 +265,18 @@ func checkMounts(t *testing.T, s *capture.Stack, agents map[string]capture.Resou
 		if !prep.Inputs["stdin"].IsSecret() {
 			t.Errorf("%s: the prepare script carries the agent's seed but is not a secret", id)
 		}
+		if got, want := label(c, "ai-flock.disk-mib"), fmt.Sprint(flock.DefaultLimits.DiskMiB); got != want {
+			t.Errorf("%s: label ai-flock.disk-mib = %q, want %s (a new size must recreate the container)", id, got, want)
+		}
 		uid := strings.Split(c.String("user"), ":")[0]
 		script := prep.String("stdin")
 		for _, want := range []string{
 			fmt.Sprintf("dir=%s/agents/%s\n", root, id),
-			fmt.Sprintf("install -d -o %s -g %s -m 0700 \"$dir\"", uid, uid),
+			fmt.Sprintf("img=/srv/flock/state/disks/%s.img\nwant=%d\n", id, flock.DefaultLimits.DiskMiB<<20),
+			fmt.Sprintf("mkfs.ext4 -q -F -m 0 -E nodiscard,root_owner=%s:%s", uid, uid),
+			fmt.Sprintf("chown %s:%s \"$dir\"\nchmod 0700 \"$dir\"", uid, uid),
 			fmt.Sprintf("chown -h %s:%s \"$log\"\nchmod 0600", uid, uid),
-			fmt.Sprintf("chmod 0400 /srv/flock/state/creds/%s.nk.new", id),
+			fmt.Sprintf("chmod 0400 /srv/flock/state/creds/%s/nats.nk.new", id),
 		} {
 			if !strings.Contains(script, want) {
 				t.Errorf("%s: prepare script lacks %q", id, want)
@@ -412,8 +417,8 @@ func TestDevDeleteStepsRemoveKeysAndImages(t *testing.T) {
 			t.Fatalf("%s: no prepare step", id)
 		}
 		del := prep.String("delete")
-		key := "/srv/flock/state/creds/" + id + ".nk"
-		if !strings.Contains(del, "rm -f "+key) || !strings.Contains(del, "</dev/null") {
+		key := "/srv/flock/state/creds/" + id
+		if !strings.Contains(del, "rm -rf "+key+";") || !strings.Contains(del, "</dev/null") {
 			t.Errorf("%s: delete step %q does not remove %s with stdin closed", id, del, key)
 		}
 		if strings.Contains(del, "SU") || strings.Contains(del, "creds/agent-"+other(id)) {

@@ -332,7 +332,7 @@ func agentMounts(id string) map[string]agentMount {
 	return map[string]agentMount{
 		flock.ContainerAgentDir(id): {what: "its own directory", srcSuffix: "/agents/" + id},
 		flock.ContainerLogFile(id):  {what: "its own log file", srcSuffix: "/logs/" + id + ".log"},
-		flock.ContainerCredsFile:    {what: "its own credentials", srcSuffix: "/creds/" + id + ".nk", readOnly: true},
+		flock.ContainerCredsDir:     {what: "its own credentials", srcSuffix: "/creds/" + id, readOnly: true},
 		flock.ContainerCommonDir():  {what: "the common directory", srcSuffix: "/common", readOnly: true},
 	}
 }
@@ -345,7 +345,7 @@ func containerOwnSharedDirs(r Resource) []Finding {
 	}
 	allowed := agentMounts(id)
 	fix := fmt.Sprintf("mount only %s (read-write), %s, %s and %s read-only, each from agent %s's own host path, never the shared root or another agent's",
-		flock.ContainerAgentDir(id), flock.ContainerLogFile(id), flock.ContainerCredsFile, flock.ContainerCommonDir(), id)
+		flock.ContainerAgentDir(id), flock.ContainerLogFile(id), flock.ContainerCredsDir, flock.ContainerCommonDir(), id)
 	var out []Finding
 	if mounts := r.get("mounts"); !isUnknown(mounts) {
 		for _, mt := range list(mounts) {

@@ -515,6 +515,13 @@ func stackPidsLimitStep(rs []Resource) []Finding {
 			continue
 		}
 		name := str(nameV)
+		if str(c.get("runtime")) == "runsc" {
+			// Under gVisor the nproc ulimit is enforced by the sandbox's own
+			// kernel, which holds this container's processes only: a per-container
+			// limit. The host sees a fixed handful of runsc processes, and
+			// runsc cannot take a docker update.
+			continue
+		}
 		fix := fmt.Sprintf("declare a pulumi-command step (<flock>-%s-pids-limit) that runs `docker update --pids-limit N %s` with the container's ID among its triggers, as infra/dockerflock does: pulumi-docker has no pidsLimit", id, name)
 		re := regexp.MustCompile(`docker\s+update\s+(?:.*\s)?--pids-limit[ =](-?[0-9]+)\s+(?:.*\s)?` + regexp.QuoteMeta(name) + `(?:$|[\s;&|>])`)
 		var step *Resource
