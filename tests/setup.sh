@@ -12,6 +12,9 @@ command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v ruby >/dev/null 2>&1 || need+=(ruby)
 command -v fuse-overlayfs >/dev/null 2>&1 || need+=(fuse-overlayfs)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v jq >/dev/null 2>&1 || need+=(jq)
+# gVisor: the isolation probes run a second time on a flock under runsc.
+command -v runsc >/dev/null 2>&1 || need+=(runsc)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need[*]}; run as root (sudo $0) to install them" >&2
@@ -36,6 +39,22 @@ wait_docker() {
   return 1
 }
 
+# Register runsc with the engine as the runtime "runsc", with --network=host
+# (gVisor's own network stack needs more than this kind of machine allows).
+# Only the runtime is added; the rest of daemon.json is kept.
+daemon_json=/etc/docker/daemon.json
+runsc_json="{\"path\":\"$(command -v runsc)\",\"runtimeArgs\":[\"--network=host\"]}"
+if [ "$(jq -c '.runtimes.runsc // empty' "$daemon_json" 2>/dev/null)" != "$runsc_json" ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "setup: registering runsc with Docker needs root (sudo $0)" >&2; exit 1; }
+  mkdir -p "$(dirname "$daemon_json")"
+  [ -s "$daemon_json" ] || echo '{}' > "$daemon_json"
+  jq --argjson r "$runsc_json" '.runtimes.runsc = $r' "$daemon_json" > "$daemon_json.new"
+  mv "$daemon_json.new" "$daemon_json"
+  echo "setup: registered runsc in $daemon_json"
+  # A running engine reloads its runtimes on SIGHUP.
+  if pid=$(pidof dockerd); then kill -HUP "$pid"; sleep 1; fi
+fi
+
 if ! docker info >/dev/null 2>&1; then
   [ "$(id -u)" -eq 0 ] || { echo "setup: the Docker engine does not answer and only root can start it" >&2; exit 1; }
   echo "setup: starting dockerd"
@@ -49,4 +68,9 @@ if ! docker info >/dev/null 2>&1; then
     wait_docker 60 || { echo "setup: dockerd did not start; see /var/log/flock-dockerd.log" >&2; tail -20 /var/log/flock-dockerd.log >&2; exit 1; }
   fi
 fi
-echo "setup: docker $(docker version -f '{{.Server.Version}}') ready"
+for _ in $(seq 1 10); do
+  docker info -f '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"' && break
+  sleep 1
+done
+docker info -f '{{json .Runtimes}}' | grep -q '"runsc"' || { echo "setup: the engine did not register the runsc runtime (see $daemon_json)" >&2; exit 1; }
+echo "setup: docker $(docker version -f '{{.Server.Version}}') ready, runtimes: $(docker info -f '{{range $k, $v := .Runtimes}}{{$k}} {{end}}')"

@@ -4,6 +4,9 @@
 // the containers. Set FLOCK_E2E=1 to run it; with FLOCK_REQUIRE_DOCKER=1 a
 // missing engine fails the suite instead of skipping it.
 //
+// FLOCK_E2E_RUNTIME=runsc runs the flock under gVisor (flock:runtime), the
+// engine having a runtime of that name registered (tests/setup.sh does it).
+//
 // FLOCK_E2E_TARGET=pulumi runs the same probes against a flock deployed by a
 // real `pulumi up -s dev` instead of a replay (see the README).
 package e2e
@@ -159,11 +162,12 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 	}
 	shared := filepath.Join(work, "shared")
 	stack, err := capture.RunDev(capture.Config{
+		"flock:runtime":    os.Getenv("FLOCK_E2E_RUNTIME"),
 		"flock:name":       "e2e",
 		"flock:agentCount": strconv.Itoa(agentCount),
 		"flock:shared":     fmt.Sprintf(`{"root": %q, "stateRoot": %q}`, shared, filepath.Join(work, "state")),
 		"flock:network":    `{"pool": "10.211.0.0/16", "prefixLength": 29}`,
-		"flock:limits":     `{"cpus": 0.5, "memoryMiB": 128, "pids": 64, "tmpfsMiB": 16, "taskTimeout": "60s", "concurrency": 2}`,
+		"flock:limits":     `{"cpus": 0.5, "memoryMiB": 128, "pids": 64, "tmpfsMiB": 16, "taskTimeout": "60s", "concurrency": 2, "diskMiB": 64}`,
 		"flock:bus":        `{"heartbeatInterval": "2s", "ackWait": "5s", "maxDeliver": 4, "resultsMiBPerAgent": 8}`,
 		"flock:docker":     `{"baseImage": "scratch"}`,
 	})

@@ -3,13 +3,20 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/infra/flock"
 )
 
 // Attacks a hostile agent makes from inside its container with its own key.
@@ -27,9 +34,9 @@ func TestHostileResultsFlood(t *testing.T) {
 
 	// Twice agent-1's share of the store, whatever the flock under test
 	// declares (the replay sets 8 MiB; a deployed default flock more).
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	share := func(id string) uint64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		s, err := js.Stream(ctx, protocol.ResultsStream(id))
 		if err != nil {
 			t.Fatal(err)
@@ -37,8 +44,17 @@ func TestHostileResultsFlood(t *testing.T) {
 		return uint64(s.CachedInfo().Config.MaxBytes)
 	}
 	floodMiB := 2 * share(a1) >> 20
+	// The bus reads at most flock:bus.peerKiBps from agent-1 (1 MiB/s by
+	// default): give the flood the time that takes.
+	budget := time.Duration(floodMiB)*time.Second + 60*time.Second
 	start := time.Now()
-	out := mustSucceed(t, a1, "flood-results", "nats://bus:4222", "/etc/flock/nats.nk", strconv.FormatUint(floodMiB, 10))
+	ctx, cancel := context.WithTimeout(context.Background(), budget+10*time.Second)
+	defer cancel()
+	res, err := f.engine.Exec(ctx, container(a1), []string{f.probe[a1], "flood-results", "nats://bus:4222", flock.ContainerCredsFile, strconv.FormatUint(floodMiB, 10), budget.String()}, "AGENT_ID="+a1)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("results flood: exit %d %v %q", res.ExitCode, err, res.Stdout)
+	}
+	out := res.Stdout
 	t.Logf("agent-1: %s (%d MiB against a %d MiB share) in %s", strings.TrimSpace(out), floodMiB, share(a1)>>20, time.Since(start).Round(time.Millisecond))
 
 	after := taskID(t, "after")
@@ -78,7 +94,7 @@ func TestHostileForgedPoolResult(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		r, err := fut.engine.Exec(ctx, container(a1), []string{f.probe[a1], "forge-pool", "nats://bus:4222", "/etc/flock/nats.nk"}, "AGENT_ID="+a1)
+		r, err := fut.engine.Exec(ctx, container(a1), []string{f.probe[a1], "forge-pool", "nats://bus:4222", flock.ContainerCredsFile}, "AGENT_ID="+a1)
 		if err == nil && r.ExitCode != 0 {
 			err = errors.New("exit " + strconv.Itoa(r.ExitCode))
 		}
@@ -106,3 +122,161 @@ func TestHostileForgedPoolResult(t *testing.T) {
 	}
 	t.Logf("real result from %s; forged one from %s ignored", res[0].Agent, reported[0].Agent)
 }
+
+// agent-1 writes four times its disk quota into its own directory: the write
+// stops with ENOSPC at the quota, the host's disk (where the bus's store and
+// the other agents' images live) gives nothing, and agent-2 works on.
+func TestHostileDiskFill(t *testing.T) {
+	f := need(t)
+	a1, a2 := f.agents[0], f.agents[1]
+	dir1 := filepath.Join(f.sharedRoot, "agents", a1)
+	var fs, before, after syscall.Statfs_t
+	if err := syscall.Statfs(dir1, &fs); err != nil {
+		t.Fatal(err)
+	}
+	quota := int64(fs.Blocks) * int64(fs.Bsize)
+	// The host's own disk: the shared root's logs directory is on it (and,
+	// in the default layout, the state root with the images and the bus's
+	// store).
+	hostDisk := filepath.Join(f.sharedRoot, "logs")
+	if err := syscall.Statfs(hostDisk, &before); err != nil {
+		t.Fatal(err)
+	}
+	junk := "/shared/agents/" + a1 + "/junk"
+	t.Cleanup(func() { _ = os.Remove(filepath.Join(dir1, "junk")) })
+	start := time.Now()
+	out := mustFail(t, a1, "fill", junk, strconv.FormatInt(4*quota>>20, 10))
+	took := time.Since(start)
+	if err := syscall.Statfs(hostDisk, &after); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "errno 28") { // ENOSPC
+		t.Errorf("agent-1 writing %d MiB into a %d MiB directory: %q, want ENOSPC", 4*quota>>20, quota>>20, out)
+	}
+	hostUsed := (int64(before.Bavail) - int64(after.Bavail)) * int64(before.Bsize)
+	if hostUsed > quota/2 {
+		t.Errorf("the host's disk lost %d MiB while agent-1 filled its %d MiB", hostUsed>>20, quota>>20)
+	}
+	t.Logf("agent-1: %s after %s (quota %d MiB filesystem); host free space changed by %d KiB", strings.Join(strings.Fields(out), " "), took.Round(time.Millisecond), quota>>20, hostUsed>>10)
+	mustSucceed(t, a2, "write", "/shared/agents/"+a2+"/probe-write")
+	roundTrip(t, a2)
+}
+
+// agent-1 publishes heartbeats and events on its own subjects as fast as it
+// can: agent-2's task round trip stays within twice its idle figure.
+func TestHostileStatusFlood(t *testing.T) {
+	f := need(t)
+	a1, a2 := f.agents[0], f.agents[1]
+	cl := operatorClient(t)
+	median := func(tag string, n int) time.Duration {
+		var ds []time.Duration
+		for i := 0; i < n; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			start := time.Now()
+			res, err := cl.Run(ctx, operator.Target{Agent: a2}, taskEcho(taskID(t, fmt.Sprint(tag, i)), "rt"), nil)
+			cancel()
+			if err != nil || len(res) != 1 || !res[0].OK() {
+				t.Fatalf("%s round trip %d: %v %+v", tag, i, err, res)
+			}
+			ds = append(ds, time.Since(start))
+		}
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	idle := median("idle", 41)
+	const flood = 25 * time.Second
+	done := probeAsync(a1, flood+30*time.Second, "flood-status", "nats://bus:4222", flock.ContainerCredsFile, flood.String())
+	time.Sleep(3 * time.Second) // the flood at full speed
+	loaded := median("flood", 41)
+	r := <-done
+	if r.err != nil || r.code != 0 {
+		t.Fatalf("flood probe: exit %d %v %q", r.code, r.err, r.out)
+	}
+	t.Logf("agent-1: %s; agent-2's task round trip: median %s idle, %s under the flood (%.2fx)", strings.TrimSpace(r.out), idle.Round(time.Millisecond), loaded.Round(time.Millisecond), float64(loaded)/float64(idle))
+	// Twice idle, plus 2 ms: round trips of a few ms on a 2-core machine
+	// (the flooder itself holds half a core) jitter by that much unloaded.
+	if loaded > 2*idle+2*time.Millisecond {
+		t.Errorf("agent-2's round trip went from %s to %s under agent-1's flood: more than twice", idle, loaded)
+	}
+}
+
+// operatorClient is an operator client on its own connection, closed when
+// the test ends.
+func operatorClient(t *testing.T) *operator.Client {
+	t.Helper()
+	nc, err := fut.connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	cl, err := operator.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// replayExec is how a probe run in the background ended.
+type replayExec struct {
+	out  string
+	code int
+	err  error
+}
+
+// probeAsync runs the probe in an agent's container in the background, for
+// an attack that goes on while the test measures.
+func probeAsync(agent string, timeout time.Duration, args ...string) <-chan replayExec {
+	done := make(chan replayExec, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		r, err := fut.engine.Exec(ctx, container(agent), append([]string{fut.probe[agent]}, args...), "AGENT_ID="+agent)
+		done <- replayExec{r.Stdout, r.ExitCode, err}
+	}()
+	return done
+}
+
+// agent-1 floods agent-2's inbox, each message asking for a receipt: agent-2
+// stores no more than its per-sender bound and refuses the rest with a
+// receipt saying why, and the operator's messages to agent-2 meanwhile are
+// each stored and confirmed.
+func TestHostileInboxFlood(t *testing.T) {
+	f := need(t)
+	a1, a2 := f.agents[0], f.agents[1]
+	cl := operatorClient(t)
+	const flood = 8 * time.Second
+	start := time.Now()
+	done := probeAsync(a1, flood+2*time.Minute, "flood-inbox", "nats://bus:4222", flock.ContainerCredsFile, a2, flood.String())
+	time.Sleep(time.Second)
+	for i := 0; i < 5; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		file, err := cl.Send(ctx, a2, protocol.Message{Body: fmt.Sprint("from the operator during the flood ", i)})
+		cancel()
+		if err != nil || file == "" {
+			t.Errorf("operator's message %d to agent-2 during agent-1's flood: %q %v", i, file, err)
+		}
+	}
+	r := <-done
+	took := time.Since(start) // the messages reached agent-2 within this
+	if r.err != nil || r.code != 0 {
+		t.Fatalf("inbox flood probe: exit %d %v %q", r.code, r.err, r.out)
+	}
+	m := regexp.MustCompile(`sent (\d+) in \S+: (\d+) stored, (\d+) refused, (\d+) unanswered`).FindStringSubmatch(r.out)
+	if m == nil {
+		t.Fatalf("flood probe said %q", r.out)
+	}
+	sent, stored, refused := atoi(m[1]), atoi(m[2]), atoi(m[3])
+	// INBOX_RATE 20/s with bursts of 5x: at most 100 + 20 per second stored.
+	if limit := 100 + int(20*took.Seconds()); stored > limit {
+		t.Errorf("agent-2 stored %d of agent-1's messages in %s: over its per-sender bound (%d)", stored, took, limit)
+	}
+	if unanswered := sent - stored - refused; unanswered > 0 {
+		t.Errorf("%d of agent-1's %d messages got no receipt: lost in silence", unanswered, sent)
+	}
+	if refused == 0 {
+		t.Errorf("agent-1's flood (%d messages) got no refusal: the bound was never reached", sent)
+	}
+	t.Logf("agent-1: %s", strings.TrimSpace(r.out))
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }

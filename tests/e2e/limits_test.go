@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,40 +12,76 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/infra/flock"
 )
 
 func hostConfig(t *testing.T, name string) map[string]any {
 	return inspect(t, name)["HostConfig"].(map[string]any)
 }
 
-// pidsMax reads the container's cgroup PIDs limit from the host.
-func pidsMax(t *testing.T, name string) string {
+// cgroupFile reads one file of a container's cgroup from the host.
+func cgroupFile(t *testing.T, name, controller, file string) string {
+	t.Helper()
 	id := inspect(t, name)["Id"].(string)
 	for _, p := range []string{
-		"/sys/fs/cgroup/pids/docker/" + id + "/pids.max",                    // cgroup v1, cgroupfs driver
-		"/sys/fs/cgroup/pids/system.slice/docker-" + id + ".scope/pids.max", // cgroup v1, systemd driver
-		"/sys/fs/cgroup/system.slice/docker-" + id + ".scope/pids.max",      // cgroup v2, systemd driver
-		"/sys/fs/cgroup/docker/" + id + "/pids.max",                         // cgroup v2, cgroupfs driver
+		"/sys/fs/cgroup/" + controller + "/docker/" + id + "/" + file,                    // cgroup v1, cgroupfs driver
+		"/sys/fs/cgroup/" + controller + "/system.slice/docker-" + id + ".scope/" + file, // cgroup v1, systemd driver
+		"/sys/fs/cgroup/system.slice/docker-" + id + ".scope/" + file,                    // cgroup v2, systemd driver
+		"/sys/fs/cgroup/docker/" + id + "/" + file,                                       // cgroup v2, cgroupfs driver
 	} {
 		if b, err := os.ReadFile(p); err == nil {
 			return strings.TrimSpace(string(b))
 		}
 	}
-	t.Fatalf("no pids cgroup found for %s", name)
+	t.Fatalf("no %s cgroup file %s found for %s", controller, file, name)
 	return ""
+}
+
+// pidsMax reads the container's cgroup PIDs limit from the host.
+func pidsMax(t *testing.T, name string) string { return cgroupFile(t, name, "pids", "pids.max") }
+
+// cpuUsed reads the CPU time a container's cgroup has used, from the host:
+// what the kernel charged, whatever the sandbox tells its own processes.
+func cpuUsed(t *testing.T, name string) time.Duration {
+	t.Helper()
+	if _, err := os.Stat("/sys/fs/cgroup/cpuacct"); err == nil { // cgroup v1
+		ns, err := strconv.ParseInt(cgroupFile(t, name, "cpuacct", "cpuacct.usage"), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ns)
+	}
+	for _, line := range strings.Split(cgroupFile(t, name, "", "cpu.stat"), "\n") { // cgroup v2
+		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+			us, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return time.Duration(us) * time.Microsecond
+		}
+	}
+	t.Fatalf("no usage_usec in %s's cpu.stat", name)
+	return 0
 }
 
 // A fork loop stops at the process limit, and agent-2 keeps working.
 func TestProcessLimit(t *testing.T) {
 	f := need(t)
 	a1, a2 := f.agents[0], f.agents[1]
-	pl, _ := hostConfig(t, container(a1))["PidsLimit"].(float64) // null when no limit was ever set
-	limit := int(pl)
-	if limit <= 0 {
-		t.Fatalf("agent-1 has no PIDs limit (HostConfig.PidsLimit = %d)", limit)
-	}
-	if got := pidsMax(t, container(a1)); got != strconv.Itoa(limit) {
-		t.Errorf("cgroup pids.max = %s, want %d (CIS 5.29: a real cgroup PIDs limit)", got, limit)
+	hc := hostConfig(t, container(a1))
+	var limit int
+	if hc["Runtime"] == "runsc" {
+		// gVisor: the sandbox's own kernel enforces the nproc ulimit, for
+		// this container's processes alone (runsc takes no cgroup update).
+		limit = nprocLimit(t, hc)
+	} else {
+		pl, _ := hc["PidsLimit"].(float64) // null when no limit was ever set
+		if limit = int(pl); limit <= 0 {
+			t.Fatalf("agent-1 has no PIDs limit (HostConfig.PidsLimit = %d)", limit)
+		}
+		if got := pidsMax(t, container(a1)); got != strconv.Itoa(limit) {
+			t.Errorf("cgroup pids.max = %s, want %d (CIS 5.29: a real cgroup PIDs limit)", got, limit)
+		}
 	}
 	out := mustSucceed(t, a1, "fork", "10000")
 	m := regexp.MustCompile(`started (\d+)`).FindStringSubmatch(out)
@@ -60,6 +97,21 @@ func TestProcessLimit(t *testing.T) {
 	roundTrip(t, a1)
 }
 
+// nprocLimit is a container's hard nproc ulimit.
+func nprocLimit(t *testing.T, hc map[string]any) int {
+	t.Helper()
+	ulimits, _ := hc["Ulimits"].([]any)
+	for _, u := range ulimits {
+		if m, _ := u.(map[string]any); m["Name"] == "nproc" {
+			if hard, _ := m["Hard"].(float64); hard > 0 {
+				return int(hard)
+			}
+		}
+	}
+	t.Fatalf("no nproc ulimit in %v", ulimits)
+	return 0
+}
+
 // A memory hog is killed inside its limit, and agent-2 keeps working.
 func TestMemoryLimit(t *testing.T) {
 	f := need(t)
@@ -68,6 +120,10 @@ func TestMemoryLimit(t *testing.T) {
 	limitMiB := int(hc["Memory"].(float64)) >> 20
 	if limitMiB == 0 || hc["MemorySwap"].(float64) != hc["Memory"].(float64) {
 		t.Fatalf("memory %v swap %v: want a limit with swap equal to it", hc["Memory"], hc["MemorySwap"])
+	}
+	if hc["Runtime"] == "runsc" {
+		memoryLimitGVisor(t, a1, a2)
+		return
 	}
 	res := probe(t, a1, "hog")
 	if res.ExitCode != 137 {
@@ -89,6 +145,38 @@ func TestMemoryLimit(t *testing.T) {
 	roundTrip(t, a1)
 }
 
+// memoryLimitGVisor: under gVisor the memory limit holds for the sandbox as
+// a whole, so a hog takes its agent down with it: the host kills the sandbox,
+// Docker restarts the agent (its tasks are redelivered), agent-2 never
+// notices. (The exec of the hog never returns: runsc loses it with the
+// sandbox.)
+func memoryLimitGVisor(t *testing.T, a1, a2 string) {
+	restarts := func() float64 { n, _ := inspect(t, container(a1))["RestartCount"].(float64); return n }
+	before := restarts()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, _ = fut.engine.Exec(ctx, container(a1), []string{fut.probe[a1], "hog"}, "AGENT_ID="+a1)
+	// The exec may return before Docker has recorded the kill and
+	// restarted the container: wait for both.
+	oom := false
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		st := inspect(t, container(a1))["State"].(map[string]any)
+		oom = oom || st["OOMKilled"] == true
+		if oom && restarts() > before && st["Running"] == true {
+			break
+		}
+	}
+	if !oom || restarts() <= before {
+		t.Fatalf("memory hog under gVisor: OOMKilled %v, restarts %v -> %v; want the sandbox killed at its limit and restarted", oom, before, restarts())
+	}
+	t.Logf("memory hog under gVisor: sandbox OOM-killed and restarted (restart %v)", restarts())
+	roundTrip(t, a2)
+	if err := fut.waitForHeartbeats(context.Background(), 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, a1)
+}
+
 // CPU use is held to the quota.
 func TestCPULimit(t *testing.T) {
 	f := need(t)
@@ -97,12 +185,15 @@ func TestCPULimit(t *testing.T) {
 	if quota <= 0 {
 		t.Fatal("agent-1 has no CPU quota")
 	}
+	// Measured on the host: under gVisor the sandbox's own clock reports
+	// unthrottled CPU time to the process.
+	before := cpuUsed(t, container(a1))
 	var got map[string]float64
 	if err := json.Unmarshal([]byte(mustSucceed(t, a1, "burn", "3s")), &got); err != nil {
 		t.Fatal(err)
 	}
-	used := got["cpu"] / got["wall"]
-	t.Logf("CPU burn on %v CPUs for %.1fs: %.2f cores used, quota %.2f", got["cpus"], got["wall"], used, quota)
+	used := (cpuUsed(t, container(a1)) - before).Seconds() / got["wall"]
+	t.Logf("CPU burn on %v CPUs for %.1fs: %.2f cores used (host cgroup), quota %.2f", got["cpus"], got["wall"], used, quota)
 	if used > quota*1.25+0.05 {
 		t.Errorf("used %.2f cores with a quota of %.2f", used, quota)
 	}
@@ -131,7 +222,7 @@ func lastLine(s string) string {
 func TestBusPermissionsFromContainer(t *testing.T) {
 	f := need(t)
 	a1, a2 := f.agents[0], f.agents[1]
-	out := mustSucceed(t, a1, "nats", "nats://bus:4222", "/etc/flock/nats.nk", a2)
+	out := mustSucceed(t, a1, "nats", "nats://bus:4222", flock.ContainerCredsFile, a2)
 	var outcome map[string]string
 	if err := json.Unmarshal([]byte(out), &outcome); err != nil {
 		t.Fatalf("%q: %v", out, err)
@@ -176,10 +267,14 @@ func TestBusHardening(t *testing.T) {
 	if hc["Memory"].(float64) == 0 || hc["NanoCpus"].(float64) == 0 {
 		t.Errorf("bus memory %v cpus %v: want limits", hc["Memory"], hc["NanoCpus"])
 	}
-	pl, _ := hc["PidsLimit"].(float64) // null when no limit was ever set
-	limit := int(pl)
-	if limit <= 0 || pidsMax(t, bus) != strconv.Itoa(limit) {
-		t.Errorf("bus PIDs limit %d, cgroup pids.max %s", limit, pidsMax(t, bus))
+	if hc["Runtime"] == "runsc" {
+		nprocLimit(t, hc) // gVisor's own kernel enforces it (TestProcessLimit)
+	} else {
+		pl, _ := hc["PidsLimit"].(float64) // null when no limit was ever set
+		limit := int(pl)
+		if limit <= 0 || pidsMax(t, bus) != strconv.Itoa(limit) {
+			t.Errorf("bus PIDs limit %d, cgroup pids.max %s", limit, pidsMax(t, bus))
+		}
 	}
 	ports := doc["NetworkSettings"].(map[string]any)["Ports"].(map[string]any)
 	if len(ports) == 0 {

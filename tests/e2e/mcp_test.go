@@ -33,6 +33,13 @@ func TestAgentsMessageOverMCP(t *testing.T) {
 		if !r.OK() {
 			t.Fatalf("%s on %s: %+v", tool, agent, r)
 		}
+		if r.Truncated { // a result carries 32 KiB inline; the task's directory has it all
+			b, err := os.ReadFile(filepath.Join(f.sharedRoot, "agents", agent, "tasks", id, "stdout"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
 		return r.Stdout
 	}
 
@@ -50,8 +57,20 @@ func TestAgentsMessageOverMCP(t *testing.T) {
 		t.Fatalf("agent-2 stored %+v", st)
 	}
 
+	// Read from just before it: agent-2's inbox may hold hundreds of
+	// messages already (the hostile inbox flood ran first).
+	after := ""
+	entries, err := os.ReadDir(filepath.Join(f.sharedRoot, "agents", a2, "inbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries { // sorted by name, oldest first
+		if n := e.Name(); strings.HasSuffix(n, ".json") && !strings.HasPrefix(n, ".") && n < filepath.Base(rc.File) {
+			after = n
+		}
+	}
 	var inbox mcpserver.ReadInboxOut
-	if err := json.Unmarshal([]byte(mcpTask(a2, "read_inbox", map[string]any{"wait_seconds": 5, "max": 100})), &inbox); err != nil {
+	if err := json.Unmarshal([]byte(mcpTask(a2, "read_inbox", map[string]any{"after": after, "wait_seconds": 5, "max": 100})), &inbox); err != nil {
 		t.Fatal(err)
 	}
 	found := false

@@ -75,6 +75,10 @@ func main() {
 		}
 		os.Remove(p)
 		ok("wrote " + p)
+	case "fill":
+		// A hostile agent: write MiB into a file in its own directory.
+		mib, _ := strconv.Atoi(arg(3))
+		fill(arg(2), mib)
 	case "exists":
 		if _, err := os.Lstat(arg(2)); err != nil {
 			fail(err)
@@ -85,6 +89,13 @@ func main() {
 			fail(err)
 		}
 		ok("read")
+	case "kernel":
+		// The kernel the agent sees: the host's, or gVisor's own.
+		b, err := os.ReadFile("/proc/version")
+		if err != nil {
+			fail(err)
+		}
+		fmt.Print(string(b))
 	case "id":
 		status, _ := os.ReadFile("/proc/self/status")
 		out := map[string]string{"uid": strconv.Itoa(os.Getuid()), "euid": strconv.Itoa(os.Geteuid()), "gid": strconv.Itoa(os.Getgid())}
@@ -135,7 +146,18 @@ func main() {
 	case "flood-results":
 		// A hostile agent: fill its own results stream far past its share.
 		mib, _ := strconv.Atoi(arg(4))
-		floodResults(arg(2), arg(3), mib)
+		d, _ := time.ParseDuration(arg(5))
+		floodResults(arg(2), arg(3), mib, d)
+	case "flood-status":
+		// A hostile agent: heartbeats and events on its own subjects, as
+		// fast as it can, for a duration.
+		d, _ := time.ParseDuration(arg(4))
+		floodStatus(arg(2), arg(3), d)
+	case "flood-inbox":
+		// A hostile agent: messages to a peer's inbox as fast as it can,
+		// each asking for a receipt, for a duration.
+		d, _ := time.ParseDuration(arg(5))
+		floodInbox(arg(2), arg(3), arg(4), d)
 	case "forge-pool":
 		// A hostile agent: claim the next pool task another agent is given.
 		forgePool(arg(2), arg(3))
@@ -167,11 +189,11 @@ func hostileConn(url, seedFile string) (*nats.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
-func floodResults(url, seedFile string, mib int) {
+func floodResults(url, seedFile string, mib int, d time.Duration) {
 	nc, js := hostileConn(url, seedFile)
 	defer nc.Close()
 	junk := []byte(strings.Repeat("x", 512<<10))
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	n := 0
 	for ; n < mib*2; n++ {
@@ -180,6 +202,64 @@ func floodResults(url, seedFile string, mib int) {
 		}
 	}
 	ok(fmt.Sprintf("stored %d results of 512 KiB", n))
+}
+
+func floodStatus(url, seedFile string, d time.Duration) {
+	nc, _ := hostileConn(url, seedFile)
+	defer nc.Close()
+	self := os.Getenv("AGENT_ID")
+	hb := []byte(`{"v":1,"agent":"` + self + `","state":"ready","seq":1,"running":0}`)
+	ev := []byte(`{"v":1,"agent":"` + self + `","type":"reconnected","detail":"` + strings.Repeat("x", 200) + `"}`)
+	n := 0
+	for end := time.Now().Add(d); time.Now().Before(end); n += 2 {
+		if err := nc.Publish("agent."+self+".heartbeat", hb); err != nil {
+			fail(fmt.Errorf("after %d: %w", n, err))
+		}
+		if err := nc.Publish("agent."+self+".events", ev); err != nil {
+			fail(fmt.Errorf("after %d: %w", n, err))
+		}
+	}
+	_ = nc.Flush()
+	ok(fmt.Sprintf("published %d heartbeats and events in %s (%.0f/s)", n, d, float64(n)/d.Seconds()))
+}
+
+func floodInbox(url, seedFile, to string, d time.Duration) {
+	nc, _ := hostileConn(url, seedFile)
+	defer nc.Close()
+	self := os.Getenv("AGENT_ID")
+	replies := make(chan *nats.Msg, 1<<16)
+	// One reply subject per message: an agent may answer each once.
+	inbox := nc.NewRespInbox()
+	if _, err := nc.ChanSubscribe(inbox+".*", replies); err != nil {
+		fail(err)
+	}
+	body := []byte(`{"v":1,"body":"` + strings.Repeat("x", 4000) + `"}`)
+	sent := 0
+	for end := time.Now().Add(d); time.Now().Before(end); sent++ {
+		if err := nc.PublishRequest("agent."+to+".inbox."+self, inbox+"."+strconv.Itoa(sent), body); err != nil {
+			fail(fmt.Errorf("after %d: %w", sent, err))
+		}
+	}
+	flushed := time.Now()
+	if err := nc.FlushTimeout(2 * time.Minute); err != nil { // the bus reads us at its per-peer rate
+		fail(err)
+	}
+	waited := time.Since(flushed)
+	stored, refused := 0, 0
+	for timeout := time.After(20 * time.Second); stored+refused < sent; {
+		select {
+		case m := <-replies:
+			if strings.Contains(string(m.Data), `"error"`) {
+				refused++
+			} else {
+				stored++
+			}
+			continue
+		case <-timeout:
+		}
+		break
+	}
+	ok(fmt.Sprintf("sent %d in %s: %d stored, %d refused, %d unanswered (the bus took %s more to read them)", sent, d, stored, refused, sent-stored-refused, waited.Round(time.Millisecond)))
 }
 
 func forgePool(url, seedFile string) {
@@ -242,6 +322,29 @@ func mcpCall(tool, args string) {
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|mcp ...")
 	os.Exit(2)
+}
+
+// fill writes mib MiB of zeros to path, synced, and says how far it got.
+func fill(path string, mib int) {
+	f, err := os.Create(path)
+	if err != nil {
+		fail(err)
+	}
+	buf := make([]byte, 1<<20)
+	written := 0
+	for i := 0; i < mib && err == nil; i++ {
+		var n int
+		n, err = f.Write(buf)
+		written += n
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		fmt.Printf("wrote %d bytes\n", written)
+		fail(err)
+	}
+	ok(fmt.Sprintf("wrote %d bytes", written))
 }
 
 func ok(msg string) { fmt.Println("OK", msg); os.Exit(0) }
