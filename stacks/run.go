@@ -5,12 +5,12 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/infra/awsflock"
 	"github.com/ai-flock/ai-flock/infra/busconfig"
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/dockerflock"
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Run is the Pulumi program of every stack: it dispatches on flock:target.
@@ -51,7 +51,7 @@ func deriveKeys(s Settings) (Keys, error) {
 		return Keys{}, err
 	}
 	for _, a := range s.Model.Agents {
-		if k.Agents[a.ID], err = credentials.Derive(s.BusSecret, credentials.AgentUser(a.ID)); err != nil {
+		if k.Agents[a.ID], err = credentials.Derive(s.BusSecret, protocol.AgentUser(a.ID)); err != nil {
 			return Keys{}, err
 		}
 	}
@@ -102,7 +102,7 @@ func runAWS(ctx *pulumi.Context, s Settings, keys Keys) error {
 	var err error
 	// Monitoring listens on every address of the bus task: its security
 	// group admits the monitoring port from the operator task only.
-	if args.BusConfig, err = busconfig.Render(s.Model, keys.PublicKeys(), busconfig.Options{StoreDir: busconfig.StoreDir}); err != nil {
+	if args.BusConfig, err = busconfig.Render(s.Model, keys.PublicKeys(), busconfig.Options{StoreDir: protocol.BusStoreDir}); err != nil {
 		return err
 	}
 	if args.BusTopology, err = busconfig.RenderTopology(s.Model); err != nil {

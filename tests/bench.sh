@@ -30,4 +30,4 @@ if grep -q 'func BenchmarkAWSStack500' tests/stacks/*_test.go 2>/dev/null; then
 fi
 echo
 # The agent: idle RSS, image size, tasks/s and latency, time to first heartbeat.
-go run ./agent/cmd/flock-bench
+go run ./tests/bench/flock-bench

@@ -29,14 +29,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/ai-flock/ai-flock/agent/protocol"
-	"github.com/ai-flock/ai-flock/infra/busconfig"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Config says where the rendered files are and what to override (tests).
 type Config struct {
-	ConfigFile   string // NATS server config (busconfig.Render); busconfig.ConfigFile by default
-	TopologyFile string // JetStream topology (busconfig.RenderTopology); busconfig.TopologyFile by default
+	ConfigFile   string // NATS server config (busconfig.Render); protocol.BusConfigFile by default
+	TopologyFile string // JetStream topology (busconfig.RenderTopology); protocol.BusTopologyFile by default
 
 	// Overrides, zero values keep the file's settings.
 	Host        string // client listen host
@@ -63,7 +62,7 @@ type Server struct {
 	peers *peerLimits
 
 	mu       sync.Mutex // serialises Reload and reconcile
-	topology busconfig.Topology
+	topology protocol.Topology
 	dead     chan advisory
 	stop     chan struct{}
 	done     sync.WaitGroup
@@ -75,10 +74,10 @@ type Server struct {
 // the start only.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.ConfigFile == "" {
-		cfg.ConfigFile = busconfig.ConfigFile
+		cfg.ConfigFile = protocol.BusConfigFile
 	}
 	if cfg.TopologyFile == "" {
-		cfg.TopologyFile = busconfig.TopologyFile
+		cfg.TopologyFile = protocol.BusTopologyFile
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 10 * time.Second
@@ -253,7 +252,7 @@ func (s *Server) Shutdown() {
 }
 
 // Topology returns the topology last reconciled.
-func (s *Server) Topology() busconfig.Topology {
+func (s *Server) Topology() protocol.Topology {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.topology
@@ -312,8 +311,8 @@ func loadConfig(path string) (*server.Options, error) {
 	return opts, nil
 }
 
-func readTopology(path string) (busconfig.Topology, error) {
-	var t busconfig.Topology
+func readTopology(path string) (protocol.Topology, error) {
+	var t protocol.Topology
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return t, fmt.Errorf("bus: topology: %w", err)

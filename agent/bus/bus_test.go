@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/agent/bus"
-	"github.com/ai-flock/ai-flock/agent/bustest"
 	"github.com/ai-flock/ai-flock/agent/operator"
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
 // conn is a test connection that records the server's permission errors.
@@ -193,7 +193,7 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 			sub, _ := a1.SubscribeSync(subj)
 			a1.denied(t, "subscription", subj)
 			// agent-2 asks JetStream something; the answer goes to its inbox.
-			js2, _ := jetstream.New(a2.Conn)
+			js2 := bustest.JetStream(t, a2.Conn)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			_, err := js2.Consumer(ctx, protocol.StreamTasks, "agent-2")
 			cancel()
@@ -216,14 +216,14 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 	})
 
 	t.Run("cannot create consumers or use agent-2's", func(t *testing.T) {
-		js1, _ := jetstream.New(a1.Conn)
+		js1 := bustest.JetStream(t, a1.Conn)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := js1.CreateConsumer(ctx, protocol.StreamTasks, jetstream.ConsumerConfig{Durable: "sneaky", FilterSubject: protocol.TaskSubject("agent-2")})
 		if err == nil {
 			t.Fatal("agent-1 created a consumer")
 		}
-		jsop, _ := jetstream.New(op.Conn)
+		jsop := bustest.JetStream(t, op.Conn)
 		if _, err := jsop.Consumer(context.Background(), protocol.StreamTasks, "sneaky"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			t.Fatalf("consumer exists after a refused create: %v", err)
 		}
@@ -256,8 +256,8 @@ func TestAgentJetStreamRoundTripWithItsOwnCredentials(t *testing.T) {
 	a1 := connect(t, f, "agent-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	jsop, _ := jetstream.New(op.Conn)
-	js1, _ := jetstream.New(a1.Conn)
+	jsop := bustest.JetStream(t, op.Conn)
+	js1 := bustest.JetStream(t, a1.Conn)
 	for _, subj := range []string{protocol.TaskSubject("agent-1"), protocol.SubjectTasksPool} {
 		if _, err := jsop.Publish(ctx, subj, []byte(`{"v":1,"id":"x","kind":"echo"}`)); err != nil {
 			t.Fatal(err)
@@ -308,7 +308,7 @@ func TestMaxDeliveriesParksTaskOnDeadLetterStream(t *testing.T) {
 	op := connect(t, f, protocol.OperatorUser)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	jsop, _ := jetstream.New(op.Conn)
+	jsop := bustest.JetStream(t, op.Conn)
 	direct, err := jsop.Publish(ctx, protocol.TaskSubject("agent-1"), []byte(`{"v":1,"id":"poison","kind":"echo"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +318,7 @@ func TestMaxDeliveriesParksTaskOnDeadLetterStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	// agent-1 takes both twice and never acks (it "crashes" each time).
-	js1, _ := jetstream.New(connect(t, f, "agent-1").Conn)
+	js1 := bustest.JetStream(t, connect(t, f, "agent-1").Conn)
 	cons, err := js1.Consumer(ctx, protocol.StreamTasks, "agent-1")
 	if err != nil {
 		t.Fatal(err)
@@ -381,7 +381,7 @@ func TestMaxDeliveriesParksTaskOnDeadLetterStream(t *testing.T) {
 	if _, err := tasks.GetMsg(ctx, fanout.Sequence); err != nil {
 		t.Fatalf("tasks.all task taken away from agent-2: %v", err)
 	}
-	js2, _ := jetstream.New(connect(t, f, "agent-2").Conn)
+	js2 := bustest.JetStream(t, connect(t, f, "agent-2").Conn)
 	c2, _ := js2.Consumer(ctx, protocol.StreamTasks, "agent-2")
 	m, err := c2.Next(jetstream.FetchMaxWait(3 * time.Second))
 	if err != nil || string(m.Data()) != `{"v":1,"id":"fan","kind":"echo"}` {
@@ -403,7 +403,7 @@ func TestReloadAddsAndRemovesAgentsWithoutRestart(t *testing.T) {
 	a3 := connect(t, f, "agent-3")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	js3, _ := jetstream.New(a3.Conn)
+	js3 := bustest.JetStream(t, a3.Conn)
 	if _, err := js3.Consumer(ctx, protocol.StreamTasks, "agent-3"); err != nil {
 		t.Fatalf("agent-3's consumer after reload: %v", err)
 	}
@@ -418,7 +418,7 @@ func TestReloadAddsAndRemovesAgentsWithoutRestart(t *testing.T) {
 	// Remove agent-2: its consumer goes, so interest retention no longer
 	// keeps tasks.all tasks for it.
 	f.Rerender(t, flock.Config{Target: "docker", Agents: []flock.AgentConfig{{ID: "agent-1"}, {ID: "agent-3"}}})
-	jsop, _ := jetstream.New(connect(t, f, protocol.OperatorUser).Conn)
+	jsop := bustest.JetStream(t, connect(t, f, protocol.OperatorUser).Conn)
 	if _, err := jsop.Consumer(ctx, protocol.StreamTasks, "agent-2"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Fatalf("removed agent's consumer: %v", err)
 	}
@@ -492,8 +492,8 @@ func TestResultsFloodEvictsOnlyTheFlooder(t *testing.T) {
 	cfg.Bus.ResultsMiBPerAgent = &share
 	f := bustest.Start(t, cfg)
 	a1, a2 := connect(t, f, "agent-1"), connect(t, f, "agent-2")
-	js1, _ := jetstream.New(a1.Conn)
-	js2, _ := jetstream.New(a2.Conn)
+	js1 := bustest.JetStream(t, a1.Conn)
+	js2 := bustest.JetStream(t, a2.Conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -515,7 +515,7 @@ func TestResultsFloodEvictsOnlyTheFlooder(t *testing.T) {
 	}
 
 	op := f.Connect(t, protocol.OperatorUser)
-	jsop, _ := jetstream.New(op)
+	jsop := bustest.JetStream(t, op)
 	s1, err := jsop.Stream(ctx, protocol.ResultsStream("agent-1"))
 	if err != nil {
 		t.Fatal(err)

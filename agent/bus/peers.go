@@ -3,14 +3,13 @@ package bus
 import (
 	"context"
 	"errors"
+	"github.com/ai-flock/ai-flock/protocol"
 	"io"
 	"net"
 	"net/netip"
 	"sync"
 
 	"golang.org/x/time/rate"
-
-	"github.com/ai-flock/ai-flock/infra/busconfig"
 )
 
 // The bus accepts client connections itself and hands each to the embedded
@@ -35,7 +34,7 @@ func newPeerLimits() *peerLimits { return &peerLimits{by: map[netip.Addr]*rate.L
 
 // set applies the topology's limits to every bucket, existing ones too (a
 // reload). A zero rate means no limit.
-func (p *peerLimits) set(l busconfig.PeerLimits) {
+func (p *peerLimits) set(l protocol.PeerLimits) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.rate, p.burst = rate.Inf, 0

@@ -9,8 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ai-flock/ai-flock/agent/protocol"
-	"github.com/ai-flock/ai-flock/infra/busconfig"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // reconcile makes the JetStream layout match topo: streams and consumers are
@@ -18,7 +17,7 @@ import (
 // lists are deleted (an agent that left the flock), so interest retention
 // never keeps tasks for an agent that is gone. Every problem is reported;
 // one failing item does not stop the others.
-func (s *Server) reconcile(ctx context.Context, topo busconfig.Topology) error {
+func (s *Server) reconcile(ctx context.Context, topo protocol.Topology) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
@@ -76,7 +75,7 @@ func (s *Server) reconcile(ctx context.Context, topo busconfig.Topology) error {
 // per-agent streams, which could not be created beside it), and those of
 // agents that were removed (with their consumers; their share of the store
 // goes back to the others).
-func (s *Server) removeStaleStreams(ctx context.Context, topo busconfig.Topology) []error {
+func (s *Server) removeStaleStreams(ctx context.Context, topo protocol.Topology) []error {
 	want := map[string]bool{}
 	for _, sc := range topo.Streams {
 		want[sc.Name] = true

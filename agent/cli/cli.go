@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 	"io"
 	"os"
 	"os/signal"
@@ -149,13 +150,13 @@ type common struct {
 }
 
 func (c *common) register(fs *flag.FlagSet, env Env) {
-	url := env("FLOCK_NATS_URL")
+	url := env(protocol.EnvCLINATSURL)
 	if url == "" {
 		url = worker.DefaultURL
 	}
 	fs.StringVar(&c.url, "nats", url, "bus URL ($FLOCK_NATS_URL)")
-	fs.StringVar(&c.nkey, "nkey", env("FLOCK_NKEY_FILE"), "operator nkey seed file ($FLOCK_NKEY_FILE; or the seed itself in $FLOCK_NKEY_SEED)")
-	c.seed = env("FLOCK_NKEY_SEED")
+	fs.StringVar(&c.nkey, "nkey", env(protocol.EnvCLINkeyFile), "operator nkey seed file ($FLOCK_NKEY_FILE; or the seed itself in $FLOCK_NKEY_SEED)")
+	c.seed = env(protocol.EnvCLINkeySeed)
 	fs.BoolVar(&c.json, "json", false, "print JSON (one object per line) instead of text")
 }
 

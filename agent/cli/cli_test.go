@@ -12,10 +12,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/ai-flock/ai-flock/agent/bustest"
 	"github.com/ai-flock/ai-flock/agent/cli"
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
 func TestMain(m *testing.M) {

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ai-flock/ai-flock/agent/mcpserver"
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // mcpCmd serves MCP over stdin/stdout: the agent's server (inside its
@@ -80,15 +80,15 @@ func agentMCPConn(env Env, sio IO) (mcpserver.AgentConfig, *nats.Conn, int) {
 		return def
 	}
 	cfg := mcpserver.AgentConfig{
-		ID:          pick("", "FLOCK_AGENT_ID", "AGENT_ID"),
+		ID:          pick("", "FLOCK_AGENT_ID", protocol.EnvAgentID),
 		TaskID:      env("FLOCK_TASK_ID"),
 		TaskDir:     env("FLOCK_TASK_DIR"),
 		TaskAttempt: env("FLOCK_TASK_ATTEMPT"),
 		Version:     Version,
 	}
-	url := pick(worker.DefaultURL, "FLOCK_NATS_URL", "NATS_URL")
-	keyFile := pick(worker.DefaultNkeyFile, "FLOCK_NKEY_FILE", "NATS_NKEY_FILE")
-	shared := pick(worker.DefaultSharedDir, "FLOCK_SHARED_DIR", "SHARED_DIR")
+	url := pick(worker.DefaultURL, protocol.EnvCLINATSURL, protocol.EnvNATSURL)
+	keyFile := pick(worker.DefaultNkeyFile, protocol.EnvCLINkeyFile, protocol.EnvNkeyFile)
+	shared := pick(worker.DefaultSharedDir, "FLOCK_SHARED_DIR", protocol.EnvSharedDir)
 	if cfg.ID == "" {
 		fmt.Fprintln(sio.Err, "flock-agent mcp: FLOCK_AGENT_ID: required (the agent sets it for its tasks; or use --operator)")
 		return cfg, nil, ExitUsage

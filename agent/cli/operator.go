@@ -12,7 +12,7 @@ import (
 
 	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/agent/operator"
-	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 func connect(c common, sio IO) (*operator.Client, int) {

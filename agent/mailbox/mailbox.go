@@ -18,7 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 var (

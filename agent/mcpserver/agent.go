@@ -27,8 +27,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ai-flock/ai-flock/agent/mailbox"
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // AgentConfig is what the agent's server needs: who it is, where its

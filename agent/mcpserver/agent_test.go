@@ -13,8 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ai-flock/ai-flock/agent/mcpserver"
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 func agentServer(t *testing.T, tf *testFlock, id string, cfg mcpserver.AgentConfig) *mcp.ClientSession {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/ai-flock/ai-flock/agent/bustest"
 	"github.com/ai-flock/ai-flock/agent/cli"
 	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
 // The test binary doubles as flock-agent (FLOCK_MCP_TEST_CLI=1), so the

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/agent/operator"
-	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Limits of the operator's tools.

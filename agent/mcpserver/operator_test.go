@@ -13,8 +13,8 @@ import (
 
 	"github.com/ai-flock/ai-flock/agent/mcpserver"
 	"github.com/ai-flock/ai-flock/agent/operator"
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 func operatorServer(t *testing.T, tf *testFlock) *mcp.ClientSession {

@@ -21,7 +21,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/ai-flock/ai-flock/agent/mailbox"
-	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Errors the CLI maps to exit codes.

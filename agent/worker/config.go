@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Config is everything the agent reads from its environment.
@@ -46,9 +46,9 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultURL            = "nats://127.0.0.1:4222"
-	DefaultSharedDir      = "/shared"
-	DefaultNkeyFile       = "/etc/flock/creds/nats.nk"
+	DefaultURL            = "nats://127.0.0.1:4222" // protocol.ClientPort
+	DefaultSharedDir      = protocol.ContainerSharedDir
+	DefaultNkeyFile       = protocol.ContainerCredsFile
 	DefaultHeartbeat      = 30 * time.Second
 	DefaultTaskTimeout    = 5 * time.Minute
 	DefaultConcurrency    = 2
@@ -122,21 +122,21 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return n
 	}
 	c := Config{
-		ID:             str("AGENT_ID", ""),
-		URL:            str("NATS_URL", DefaultURL),
-		SharedDir:      str("SHARED_DIR", DefaultSharedDir),
-		NkeyFile:       str("NATS_NKEY_FILE", DefaultNkeyFile),
-		NkeySeed:       str("NATS_NKEY_SEED", ""),
-		Heartbeat:      dur("HEARTBEAT_INTERVAL", DefaultHeartbeat, 10*time.Millisecond, time.Hour),
-		TaskTimeout:    dur("TASK_TIMEOUT", DefaultTaskTimeout, time.Second, protocol.MaxTaskTimeout),
-		Concurrency:    int(num("CONCURRENCY", DefaultConcurrency, 1, 1024)),
+		ID:             str(protocol.EnvAgentID, ""),
+		URL:            str(protocol.EnvNATSURL, DefaultURL),
+		SharedDir:      str(protocol.EnvSharedDir, DefaultSharedDir),
+		NkeyFile:       str(protocol.EnvNkeyFile, DefaultNkeyFile),
+		NkeySeed:       str(protocol.EnvNkeySeed, ""),
+		Heartbeat:      dur(protocol.EnvHeartbeat, DefaultHeartbeat, 10*time.Millisecond, time.Hour),
+		TaskTimeout:    dur(protocol.EnvTaskTimeout, DefaultTaskTimeout, time.Second, protocol.MaxTaskTimeout),
+		Concurrency:    int(num(protocol.EnvConcurrency, DefaultConcurrency, 1, 1024)),
 		MaxOutputBytes: num("MAX_OUTPUT_BYTES", DefaultMaxOutputBytes, 1, 1<<30),
 		MaxTaskBytes:   int(num("MAX_TASK_BYTES", DefaultMaxTaskBytes, 1<<10, 64<<20)),
 		LogMaxBytes:    num("LOG_MAX_BYTES", DefaultLogMaxBytes, 16<<10, 1<<40),
 		LogLevel:       str("LOG_LEVEL", "info"),
 		EnvAllow:       splitList(str("ENV_ALLOW", DefaultEnvAllow)),
 		Grace:          dur("GRACE_PERIOD", DefaultGrace, 0, time.Hour),
-		StatusFile:     str("STATUS_FILE", DefaultStatusFile),
+		StatusFile:     str(protocol.EnvStatusFile, DefaultStatusFile),
 		TaskKeep:       int(num("TASK_KEEP", DefaultTaskKeep, 1, 1<<20)),
 		InboxKeep:      int(num("INBOX_KEEP", DefaultInboxKeep, 1, 1<<20)),
 		InboxRate:      int(num("INBOX_RATE", DefaultInboxRate, 1, 1<<20)),

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // runExec runs an exec task in its directory and fills res. It returns
@@ -148,8 +148,8 @@ func (a *Agent) taskEnv(t *protocol.Task, dir string, attempt int) []string {
 		"FLOCK_TASK_DIR="+dir,
 		"FLOCK_TASK_ATTEMPT="+strconv.Itoa(attempt),
 		"FLOCK_SHARED_DIR="+a.cfg.SharedDir,
-		"FLOCK_NATS_URL="+a.cfg.URL,
-		"FLOCK_NKEY_FILE="+a.keyFile,
+		protocol.EnvCLINATSURL+"="+a.cfg.URL,
+		protocol.EnvCLINkeyFile+"="+a.keyFile,
 	)
 }
 

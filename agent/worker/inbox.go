@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/time/rate"
 
-	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Stored is what an inbox file holds. From is the sender the bus vouched for

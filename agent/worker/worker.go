@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/ai-flock/ai-flock/agent/protocol"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Agent is one running agent.
@@ -432,7 +432,7 @@ func nkeyOption(cfg Config) (nats.Option, string, error) {
 		}
 		return nk, pub, nil
 	}
-	os.Unsetenv("NATS_NKEY_SEED")
+	os.Unsetenv(protocol.EnvNkeySeed)
 	kp, err := nkeys.FromSeed([]byte(cfg.NkeySeed))
 	if err != nil {
 		return nil, "", fmt.Errorf("NATS_NKEY_SEED: not an nkey seed")

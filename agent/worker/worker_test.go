@@ -15,11 +15,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ai-flock/ai-flock/agent/bustest"
 	"github.com/ai-flock/ai-flock/agent/operator"
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
 func TestRoundTripEachRoutingMode(t *testing.T) {
@@ -356,7 +356,7 @@ func TestShutdownHandsBackTaskLongerThanGrace(t *testing.T) {
 	}
 	// The task was handed back (nak), not lost: it is available again at
 	// once, not only after the 30 s ack wait.
-	js1, _ := jetstream.New(e.f.Connect(t, "agent-1"))
+	js1 := bustest.JetStream(t, e.f.Connect(t, "agent-1"))
 	cons, err := js1.Consumer(t.Context(), protocol.StreamTasks, "agent-1")
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ package awsflock
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -21,8 +22,6 @@ import (
 	"github.com/pulumi/pulumi-docker/sdk/v4/go/docker"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/ai-flock/ai-flock/infra/awsflock/busenv"
-	"github.com/ai-flock/ai-flock/infra/busconfig"
 	"github.com/ai-flock/ai-flock/infra/flock"
 )
 
@@ -37,15 +36,6 @@ const (
 	// EgressNAT: a NAT gateway. Tasks' security groups must then allow 443 to
 	// anywhere, so agents can reach the internet on 443.
 	EgressNAT Egress = "nat"
-)
-
-// Tags put on every resource of the flock: the keys of the dev flock's
-// docker labels, which the policy pack reads on both targets. The role is
-// "agent" or "bus" for what belongs to them, else what the resource serves.
-const (
-	TagFlock = "ai-flock.flock"
-	TagRole  = "ai-flock.role"
-	TagAgent = "ai-flock.agent"
 )
 
 // NobodyUID is the identity agents read common with (through its read-only
@@ -67,9 +57,6 @@ var (
 const (
 	ScratchTmp = "/tmp"
 	ScratchRun = "/run"
-	// BusRuntimeDir is where the bus writes the config it receives through
-	// its environment (busenv.Materialize), on its ephemeral /run volume.
-	BusRuntimeDir = busenv.Dir
 )
 
 // Network says where the tasks run.
@@ -135,8 +122,8 @@ func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOpt
 		return nil, err
 	}
 	host := BusHost(args.Namespace)
-	f.BusURL = pulumi.String(fmt.Sprintf("nats://%s:%d", host, busconfig.ClientPort)).ToStringOutput()
-	f.MonitorURL = pulumi.String(fmt.Sprintf("http://%s:%d", host, busconfig.MonitorPort)).ToStringOutput()
+	f.BusURL = pulumi.String(fmt.Sprintf("nats://%s:%d", host, protocol.ClientPort)).ToStringOutput()
+	f.MonitorURL = pulumi.String(fmt.Sprintf("http://%s:%d", host, protocol.MonitorPort)).ToStringOutput()
 	f.ClusterName = d.cluster.Name
 	f.RepositoryURL = d.repo.RepositoryUrl
 	f.FileSystemID = d.fs.ID().ToStringOutput()
@@ -218,9 +205,9 @@ func (d *declarer) scope() string {
 var familySafe = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
 func (d *declarer) tags(role, agent string) pulumi.StringMap {
-	t := pulumi.StringMap{TagFlock: pulumi.String(d.name), TagRole: pulumi.String(role)}
+	t := pulumi.StringMap{protocol.LabelFlock: pulumi.String(d.name), protocol.LabelRole: pulumi.String(role)}
 	if agent != "" {
-		t[TagAgent] = pulumi.String(agent)
+		t[protocol.LabelAgent] = pulumi.String(agent)
 	}
 	return t
 }

@@ -2,14 +2,13 @@ package awsflock
 
 import (
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 	"net/netip"
 	"strconv"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
-	"github.com/ai-flock/ai-flock/infra/busconfig"
 )
 
 // Ports the security groups open.
@@ -225,15 +224,15 @@ func (d *declarer) securityGroups() error {
 		desc  string
 	}
 	rules := []rule{
-		{"bus-from-agents", d.sg.bus, "ingress", busconfig.ClientPort, d.sg.agents, nil, "NATS from agents"},
-		{"bus-from-operator", d.sg.bus, "ingress", busconfig.ClientPort, d.sg.operator, nil, "NATS from the operator task"},
-		{"bus-monitor-from-operator", d.sg.bus, "ingress", busconfig.MonitorPort, d.sg.operator, nil, "NATS monitoring from the operator task"},
-		{"agents-to-bus", d.sg.agents, "egress", busconfig.ClientPort, d.sg.bus, nil, "NATS to the bus"},
-		{"operator-to-bus", d.sg.operator, "egress", busconfig.ClientPort, d.sg.bus, nil, "NATS to the bus"},
-		{"operator-to-bus-monitor", d.sg.operator, "egress", busconfig.MonitorPort, d.sg.bus, nil, "NATS monitoring of the bus"},
+		{"bus-from-agents", d.sg.bus, "ingress", protocol.ClientPort, d.sg.agents, nil, "NATS from agents"},
+		{"bus-from-operator", d.sg.bus, "ingress", protocol.ClientPort, d.sg.operator, nil, "NATS from the operator task"},
+		{"bus-monitor-from-operator", d.sg.bus, "ingress", protocol.MonitorPort, d.sg.operator, nil, "NATS monitoring from the operator task"},
+		{"agents-to-bus", d.sg.agents, "egress", protocol.ClientPort, d.sg.bus, nil, "NATS to the bus"},
+		{"operator-to-bus", d.sg.operator, "egress", protocol.ClientPort, d.sg.bus, nil, "NATS to the bus"},
+		{"operator-to-bus-monitor", d.sg.operator, "egress", protocol.MonitorPort, d.sg.bus, nil, "NATS monitoring of the bus"},
 	}
 	if len(d.args.OperatorCIDRs) > 0 {
-		rules = append(rules, rule{"bus-from-operator-cidrs", d.sg.bus, "ingress", busconfig.ClientPort, nil, d.args.OperatorCIDRs, "NATS from the operator network (flock:aws.operatorCidrs)"})
+		rules = append(rules, rule{"bus-from-operator-cidrs", d.sg.bus, "ingress", protocol.ClientPort, nil, d.args.OperatorCIDRs, "NATS from the operator network (flock:aws.operatorCidrs)"})
 	}
 	for _, c := range []struct {
 		role string

@@ -2,13 +2,12 @@ package awsflock
 
 import (
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 	"path"
 	"strconv"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/efs"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
-	"github.com/ai-flock/ai-flock/infra/flock"
 )
 
 // The layout of the file system. Nobody mounts its root (the file system
@@ -31,8 +30,8 @@ const (
 )
 
 // ContainerLogDir is where an agent's log access point is mounted: the
-// agent writes flock.ContainerLogFile(id) = /shared/logs/<id>.log inside it.
-const ContainerLogDir = flock.ContainerSharedDir + "/logs"
+// agent writes protocol.ContainerLogFile(id) = /shared/logs/<id>.log inside it.
+const ContainerLogDir = protocol.ContainerSharedDir + "/logs"
 
 func (d *declarer) storage() error {
 	var err error

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 	"strconv"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/cloudwatch"
@@ -14,17 +15,7 @@ import (
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/servicediscovery"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/ai-flock/ai-flock/infra/awsflock/busenv"
-	"github.com/ai-flock/ai-flock/infra/busconfig"
 	"github.com/ai-flock/ai-flock/infra/flock"
-)
-
-// SeedVar is the environment variable ECS fills with an agent's NATS nkey
-// seed from Secrets Manager (on Docker the seed is a file, NATS_NKEY_FILE).
-// OperatorSeedVar is the operator CLI's (on Docker: FLOCK_NKEY_FILE).
-const (
-	SeedVar         = "NATS_NKEY_SEED"
-	OperatorSeedVar = "FLOCK_NKEY_SEED"
 )
 
 // Names of the task volumes.
@@ -356,7 +347,7 @@ func digest(parts ...string) string {
 }
 
 func (d *declarer) busURL() string {
-	return fmt.Sprintf("nats://%s:%d", BusHost(d.args.Namespace), busconfig.ClientPort)
+	return fmt.Sprintf("nats://%s:%d", BusHost(d.args.Namespace), protocol.ClientPort)
 }
 
 // declareBus: the bus as a one-task service, its config delivered from
@@ -371,11 +362,11 @@ func (d *declarer) declareBus() error {
 		key: "bus", role: "bus", uid: d.m.Bus.UID, gid: d.m.Bus.UID, limits: d.m.Bus.Limits,
 		image: d.busImg.RepoDigest, logGroup: lg,
 		env:     map[string]string{},
-		volumes: []volume{{name: VolumeStore, ap: d.busAP, path: busconfig.StoreDir}},
+		volumes: []volume{{name: VolumeStore, ap: d.busAP, path: protocol.BusStoreDir}},
 		rw:      []*efs.AccessPoint{d.busAP},
 		ports: []PortMapping{
-			{ContainerPort: busconfig.ClientPort, HostPort: busconfig.ClientPort, Protocol: "tcp", Name: "nats"},
-			{ContainerPort: busconfig.MonitorPort, HostPort: busconfig.MonitorPort, Protocol: "tcp", Name: "monitor"},
+			{ContainerPort: protocol.ClientPort, HostPort: protocol.ClientPort, Protocol: "tcp", Name: "nats"},
+			{ContainerPort: protocol.MonitorPort, HostPort: protocol.MonitorPort, Protocol: "tcp", Name: "monitor"},
 		},
 		health: []string{"CMD", "/flock-bus", "health"},
 	}
@@ -383,14 +374,14 @@ func (d *declarer) declareBus() error {
 		prefix, name, what string
 		data               []byte
 	}{
-		{busenv.ConfigPrefix, "bus-config", "NATS server config", d.args.BusConfig},
-		{busenv.TopologyPrefix, "bus-topology", "JetStream topology", d.args.BusTopology},
+		{protocol.EnvBusConfig, "bus-config", "NATS server config", d.args.BusConfig},
+		{protocol.EnvBusTopology, "bus-topology", "JetStream topology", d.args.BusTopology},
 	} {
-		parts, err := busenv.Encode(f.data)
+		parts, err := protocol.EncodeEnv(f.data)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
-		t.env[busenv.PartsVar(f.prefix)] = strconv.Itoa(len(parts))
+		t.env[protocol.EnvPartsVar(f.prefix)] = strconv.Itoa(len(parts))
 		for i, p := range parts {
 			// Public keys and permissions only: stored in Secrets Manager to
 			// reach the task without a host, not because they are secret.
@@ -399,7 +390,7 @@ func (d *declarer) declareBus() error {
 			if err != nil {
 				return err
 			}
-			t.secrets = append(t.secrets, secretRef{env: busenv.PartVar(f.prefix, i+1), arn: s.Arn})
+			t.secrets = append(t.secrets, secretRef{env: protocol.EnvPartVar(f.prefix, i+1), arn: s.Arn})
 			t.deps = append(t.deps, v)
 		}
 	}
@@ -430,13 +421,13 @@ func (d *declarer) declareOperator() error {
 		key: "operator", role: "operator", uid: OperatorUID(d.m), gid: OperatorUID(d.m), limits: flock.DefaultLimits,
 		image: d.agentImg.RepoDigest, logGroup: lg,
 		env: map[string]string{
-			"FLOCK_NATS_URL": d.busURL(), "SHARED_DIR": flock.ContainerSharedDir,
+			protocol.EnvCLINATSURL: d.busURL(), protocol.EnvSharedDir: protocol.ContainerSharedDir,
 		},
-		secrets: []secretRef{{env: OperatorSeedVar, arn: s.Arn}},
+		secrets: []secretRef{{env: protocol.EnvCLINkeySeed, arn: s.Arn}},
 		// Run as is, it lists the agents; `aws ecs run-task --overrides`
 		// gives it any other operator command (infra/awsflock/README.md).
 		command: []string{"agents"},
-		volumes: []volume{{name: VolumeCommon, ap: d.commonWriterAP, path: flock.ContainerCommonDir()}},
+		volumes: []volume{{name: VolumeCommon, ap: d.commonWriterAP, path: protocol.ContainerCommonDir()}},
 		rw:      []*efs.AccessPoint{d.commonWriterAP},
 		deps:    []pulumi.Resource{v},
 	}
@@ -470,20 +461,20 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		key: a.ID, role: "agent", agent: a.ID, uid: a.UID, gid: a.GID, limits: a.Limits,
 		image: d.agentImg.RepoDigest, logGroup: lg,
 		env: map[string]string{
-			"AGENT_ID":           a.ID,
-			"NATS_URL":           d.busURL(),
-			"SHARED_DIR":         flock.ContainerSharedDir,
-			"HEARTBEAT_INTERVAL": d.m.Bus.Heartbeat.String(),
-			"TASK_TIMEOUT":       a.Limits.TaskTimeout.String(),
-			"CONCURRENCY":        strconv.Itoa(a.Limits.Concurrency),
+			protocol.EnvAgentID:     a.ID,
+			protocol.EnvNATSURL:     d.busURL(),
+			protocol.EnvSharedDir:   protocol.ContainerSharedDir,
+			protocol.EnvHeartbeat:   d.m.Bus.Heartbeat.String(),
+			protocol.EnvTaskTimeout: a.Limits.TaskTimeout.String(),
+			protocol.EnvConcurrency: strconv.Itoa(a.Limits.Concurrency),
 			// Fargate's ephemeral /run may be root-owned: keep the health
 			// status file in the agent's own access point, writable by its UID.
-			"STATUS_FILE": flock.ContainerAgentDir(a.ID) + "/.flock-agent.status",
+			protocol.EnvStatusFile: protocol.ContainerAgentDir(a.ID) + "/.flock-agent.status",
 		},
-		secrets: []secretRef{{env: SeedVar, arn: s.Arn}},
+		secrets: []secretRef{{env: protocol.EnvNkeySeed, arn: s.Arn}},
 		volumes: []volume{
-			{name: VolumeAgent, ap: dir, path: flock.ContainerAgentDir(a.ID)},
-			{name: VolumeCommon, ap: d.commonAP, path: flock.ContainerCommonDir(), readOnly: true},
+			{name: VolumeAgent, ap: dir, path: protocol.ContainerAgentDir(a.ID)},
+			{name: VolumeCommon, ap: d.commonAP, path: protocol.ContainerCommonDir(), readOnly: true},
 			{name: VolumeLogs, ap: logs, path: ContainerLogDir},
 		},
 		rw:     []*efs.AccessPoint{dir, logs},

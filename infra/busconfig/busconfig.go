@@ -14,22 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/infra/flock"
-)
-
-// Ports of the bus.
-const (
-	ClientPort  = 4222
-	MonitorPort = 8222
-)
-
-// Paths inside the bus container.
-const (
-	ConfigDir    = "/etc/flock/bus"
-	ConfigFile   = ConfigDir + "/nats.conf"
-	TopologyFile = ConfigDir + "/topology.json"
-	StoreDir     = "/data"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // PublicKeys are the nkey public keys of every bus user.
@@ -44,7 +30,7 @@ type Options struct {
 	// stack binds it to the bus's own network address so agents, which reach
 	// the bus only through their per-agent networks, cannot read it.
 	MonitorHost string
-	StoreDir    string // JetStream store directory; StoreDir by default
+	StoreDir    string // JetStream store directory; protocol.BusStoreDir by default
 }
 
 // Permissions is a NATS user's permission block.
@@ -161,12 +147,12 @@ func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
 	}
 	var c serverConfig
 	c.ServerName = m.ResourceName("bus")
-	c.Listen = net.JoinHostPort("0.0.0.0", strconv.Itoa(ClientPort))
+	c.Listen = net.JoinHostPort("0.0.0.0", strconv.Itoa(protocol.ClientPort))
 	host := opt.MonitorHost
 	if host == "" {
 		host = "0.0.0.0"
 	}
-	c.HTTP = net.JoinHostPort(host, strconv.Itoa(MonitorPort))
+	c.HTTP = net.JoinHostPort(host, strconv.Itoa(protocol.MonitorPort))
 	c.MaxPayload = m.Bus.MaxPayloadBytes
 	c.MaxPending = 64 << 20
 	c.MaxConn = len(m.Agents)*4 + 64
@@ -174,7 +160,7 @@ func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
 	c.WriteDeadline = "10s"
 	c.JetStream.StoreDir = opt.StoreDir
 	if c.JetStream.StoreDir == "" {
-		c.JetStream.StoreDir = StoreDir
+		c.JetStream.StoreDir = protocol.BusStoreDir
 	}
 	c.JetStream.MaxFileStore = m.Bus.JetStreamMaxBytes
 	c.JetStream.MaxMemoryStore = 64 << 20
@@ -203,33 +189,10 @@ func marshal(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Topology is the JetStream layout the bus creates and keeps in step: the
-// streams and every durable consumer. Consumers on the task stream that it
-// does not list (an agent that was removed) are deleted, so interest-based
-// retention never waits on an agent that is gone.
-type Topology struct {
-	Streams   []jetstream.StreamConfig `json:"streams"`
-	Consumers []Consumer               `json:"consumers"`
-	Peers     PeerLimits               `json:"peers"`
-}
-
-// PeerLimits bound what the bus reads from any one network peer (an agent,
-// or the operator's host): a token bucket per peer address. Zero: no limit.
-type PeerLimits struct {
-	BytesPerSecond int64 `json:"bytesPerSecond"`
-	BurstBytes     int64 `json:"burstBytes"`
-}
-
-// Consumer is a durable consumer of a stream.
-type Consumer struct {
-	Stream string                   `json:"stream"`
-	Config jetstream.ConsumerConfig `json:"config"`
-}
-
 // BuildTopology derives the streams and consumers from the model.
-func BuildTopology(m flock.Model) Topology {
+func BuildTopology(m flock.Model) protocol.Topology {
 	b := m.Bus
-	t := Topology{Peers: PeerLimits{BytesPerSecond: b.PeerBytesPerSecond, BurstBytes: b.PeerBurstBytes()}, Streams: []jetstream.StreamConfig{
+	t := protocol.Topology{Peers: protocol.PeerLimits{BytesPerSecond: b.PeerBytesPerSecond, BurstBytes: b.PeerBurstBytes()}, Streams: []jetstream.StreamConfig{
 		{
 			// Interest retention: a task stays until every consumer that
 			// should run it has acked it; DiscardNew makes a full stream
@@ -270,7 +233,7 @@ func BuildTopology(m flock.Model) Topology {
 	pending := 0
 	for _, a := range m.Agents {
 		pending += a.Limits.Concurrency
-		t.Consumers = append(t.Consumers, Consumer{Stream: protocol.StreamTasks, Config: jetstream.ConsumerConfig{
+		t.Consumers = append(t.Consumers, protocol.Consumer{Stream: protocol.StreamTasks, Config: jetstream.ConsumerConfig{
 			Durable:         protocol.AgentConsumer(a.ID),
 			Description:     "tasks of agent " + a.ID + " (its own and tasks.all)",
 			FilterSubjects:  []string{protocol.TaskSubject(a.ID), protocol.SubjectTasksAll},
@@ -282,7 +245,7 @@ func BuildTopology(m flock.Model) Topology {
 			MaxRequestBatch: a.Limits.Concurrency,
 		}})
 	}
-	t.Consumers = append(t.Consumers, Consumer{Stream: protocol.StreamTasks, Config: jetstream.ConsumerConfig{
+	t.Consumers = append(t.Consumers, protocol.Consumer{Stream: protocol.StreamTasks, Config: jetstream.ConsumerConfig{
 		Durable:       protocol.ConsumerPool,
 		Description:   "shared work queue: each tasks.pool task goes to one agent",
 		FilterSubject: protocol.SubjectTasksPool,

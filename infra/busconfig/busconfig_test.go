@@ -2,6 +2,7 @@ package busconfig
 
 import (
 	"encoding/json"
+	"github.com/ai-flock/ai-flock/protocol"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -27,7 +28,7 @@ func keys(t *testing.T, m flock.Model) PublicKeys {
 	op, _ := credentials.Derive(master, "operator")
 	k := PublicKeys{Operator: op.Public, Agents: map[string]string{}}
 	for _, a := range m.Agents {
-		ak, err := credentials.Derive(master, credentials.AgentUser(a.ID))
+		ak, err := credentials.Derive(master, protocol.AgentUser(a.ID))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +61,7 @@ func TestRenderedConfigLoadsInNatsServer(t *testing.T) {
 	if len(opts.Nkeys) != 4 {
 		t.Fatalf("%d nkey users, want 3 agents + operator", len(opts.Nkeys))
 	}
-	if opts.HTTPHost != "10.210.0.2" || opts.HTTPPort != MonitorPort || opts.Port != ClientPort || !opts.JetStream {
+	if opts.HTTPHost != "10.210.0.2" || opts.HTTPPort != protocol.MonitorPort || opts.Port != protocol.ClientPort || !opts.JetStream {
 		t.Errorf("listen %d, monitor %s:%d, jetstream %v", opts.Port, opts.HTTPHost, opts.HTTPPort, opts.JetStream)
 	}
 	for _, u := range opts.Nkeys {
@@ -96,12 +97,12 @@ func TestTopologyHasAConsumerPerAgentAndThePool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var top Topology
+	var top protocol.Topology
 	if err := json.Unmarshal(raw, &top); err != nil {
 		t.Fatal(err)
 	}
 	// Every peer of the bus is bounded by default (1 MiB/s, bursts of 4 MiB).
-	if top.Peers != (PeerLimits{BytesPerSecond: 1 << 20, BurstBytes: 4 << 20}) {
+	if top.Peers != (protocol.PeerLimits{BytesPerSecond: 1 << 20, BurstBytes: 4 << 20}) {
 		t.Errorf("peer limits %+v, want 1 MiB/s with a 4 MiB burst", top.Peers)
 	}
 	got := map[string][]string{}

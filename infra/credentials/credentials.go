@@ -23,11 +23,7 @@ type Key struct {
 	Public string // "U...": goes into the bus config
 }
 
-// AgentUser is the name an agent's key is derived under: the stacks and the
-// test bus derive it the same way, so a key made by one works with the other.
-func AgentUser(id string) string { return "agent/" + id }
-
-// Derive returns the nkey of user under master: AgentUser(id) for an agent,
+// Derive returns the nkey of user under master: protocol.AgentUser(id) for an agent,
 // "operator" (protocol.OperatorUser) for the operator.
 func Derive(master []byte, user string) (Key, error) {
 	if len(master) < MinSecretLen {

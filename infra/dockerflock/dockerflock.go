@@ -6,6 +6,7 @@ package dockerflock
 
 import (
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 	"net/netip"
 	"strconv"
 
@@ -13,17 +14,7 @@ import (
 	"github.com/pulumi/pulumi-docker/sdk/v4/go/docker"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/ai-flock/ai-flock/infra/busconfig"
 	"github.com/ai-flock/ai-flock/infra/flock"
-)
-
-// Labels put on everything the flock creates on the engine.
-const (
-	LabelFlock = "ai-flock.flock"
-	LabelRole  = "ai-flock.role"
-	LabelAgent = "ai-flock.agent"
-	// LabelDiskMiB is the size of the agent directory's filesystem.
-	LabelDiskMiB = "ai-flock.disk-mib"
 )
 
 // Args configure the dev flock.
@@ -72,8 +63,8 @@ func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOpt
 	if err := d.declare(); err != nil {
 		return nil, err
 	}
-	f.BusURL = pulumi.String(fmt.Sprintf("nats://127.0.0.1:%d", busconfig.ClientPort)).ToStringOutput()
-	f.MonitorURL = pulumi.String(fmt.Sprintf("http://127.0.0.1:%d", busconfig.MonitorPort)).ToStringOutput()
+	f.BusURL = pulumi.String(fmt.Sprintf("nats://127.0.0.1:%d", protocol.ClientPort)).ToStringOutput()
+	f.MonitorURL = pulumi.String(fmt.Sprintf("http://127.0.0.1:%d", protocol.MonitorPort)).ToStringOutput()
 	return f, ctx.RegisterResourceOutputs(f, pulumi.Map{"busUrl": f.BusURL, "monitorUrl": f.MonitorURL})
 }
 
@@ -159,11 +150,11 @@ func (d *declarer) imageName(target string) string {
 
 func (d *declarer) labels(role, agent string) docker.ContainerLabelArray {
 	l := docker.ContainerLabelArray{
-		docker.ContainerLabelArgs{Label: pulumi.String(LabelFlock), Value: pulumi.String(d.name)},
-		docker.ContainerLabelArgs{Label: pulumi.String(LabelRole), Value: pulumi.String(role)},
+		docker.ContainerLabelArgs{Label: pulumi.String(protocol.LabelFlock), Value: pulumi.String(d.name)},
+		docker.ContainerLabelArgs{Label: pulumi.String(protocol.LabelRole), Value: pulumi.String(role)},
 	}
 	if agent != "" {
-		l = append(l, docker.ContainerLabelArgs{Label: pulumi.String(LabelAgent), Value: pulumi.String(agent)})
+		l = append(l, docker.ContainerLabelArgs{Label: pulumi.String(protocol.LabelAgent), Value: pulumi.String(agent)})
 	}
 	return l
 }
@@ -212,18 +203,18 @@ func (d *declarer) declareBus() error {
 	args.Hostname = pulumi.String("bus")
 	args.Image = d.busImage.RepoDigest
 	args.Envs = pulumi.StringArray{
-		pulumi.String("FLOCK_BUS_CONFIG=" + busconfig.ConfigFile),
-		pulumi.String("FLOCK_BUS_TOPOLOGY=" + busconfig.TopologyFile),
+		pulumi.String("FLOCK_BUS_CONFIG=" + protocol.BusConfigFile),
+		pulumi.String("FLOCK_BUS_TOPOLOGY=" + protocol.BusTopologyFile),
 	}
 	args.Mounts = docker.ContainerMountArray{
-		bindMount(d.m.Shared.BusDir()+"/config", busconfig.ConfigDir, true),
-		bindMount(d.m.Shared.BusDir()+"/data", busconfig.StoreDir, false),
+		bindMount(d.m.Shared.BusDir()+"/config", protocol.BusConfigDir, true),
+		bindMount(d.m.Shared.BusDir()+"/data", protocol.BusStoreDir, false),
 	}
 	args.NetworksAdvanced = docker.ContainerNetworksAdvancedArray{docker.ContainerNetworksAdvancedArgs{
 		Name: busNet.Name, Ipv4Address: pulumi.String(ip.String()), Aliases: pulumi.StringArray{pulumi.String("bus")},
 	}}
 	args.Ports = docker.ContainerPortArray{
-		loopbackPort(busconfig.ClientPort), loopbackPort(busconfig.MonitorPort),
+		loopbackPort(protocol.ClientPort), loopbackPort(protocol.MonitorPort),
 	}
 	args.Healthcheck = healthcheck("/flock-bus")
 	args.Labels = d.labels("bus", "")
@@ -309,21 +300,21 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	args.Hostname = pulumi.String(a.ID)
 	args.Image = d.agentImage.RepoDigest
 	args.Envs = pulumi.StringArray{
-		pulumi.String("AGENT_ID=" + a.ID),
+		pulumi.String(protocol.EnvAgentID + "=" + a.ID),
 		// The bus by address, not by name: reconnecting never waits on DNS
 		// (the name vanishes while the bus is down, and lookups then stall).
-		pulumi.String(fmt.Sprintf("NATS_URL=nats://%s:%d", AgentBusAddress(a), busconfig.ClientPort)),
-		pulumi.String("SHARED_DIR=" + flock.ContainerSharedDir),
-		pulumi.String("NATS_NKEY_FILE=" + flock.ContainerCredsFile),
-		pulumi.String("HEARTBEAT_INTERVAL=" + d.m.Bus.Heartbeat.String()),
-		pulumi.String("TASK_TIMEOUT=" + a.Limits.TaskTimeout.String()),
-		pulumi.String("CONCURRENCY=" + strconv.Itoa(a.Limits.Concurrency)),
+		pulumi.String(fmt.Sprintf("%s=nats://%s:%d", protocol.EnvNATSURL, AgentBusAddress(a), protocol.ClientPort)),
+		pulumi.String(protocol.EnvSharedDir + "=" + protocol.ContainerSharedDir),
+		pulumi.String(protocol.EnvNkeyFile + "=" + protocol.ContainerCredsFile),
+		pulumi.String(protocol.EnvHeartbeat + "=" + d.m.Bus.Heartbeat.String()),
+		pulumi.String(protocol.EnvTaskTimeout + "=" + a.Limits.TaskTimeout.String()),
+		pulumi.String(protocol.EnvConcurrency + "=" + strconv.Itoa(a.Limits.Concurrency)),
 	}
 	args.Mounts = docker.ContainerMountArray{
-		bindMount(d.m.Shared.AgentDir(a.ID), flock.ContainerAgentDir(a.ID), false),
-		bindMount(d.m.Shared.CommonDir(), flock.ContainerCommonDir(), true),
-		bindMount(d.m.Shared.LogFile(a.ID), flock.ContainerLogFile(a.ID), false),
-		bindMount(d.m.Shared.CredsDir(a.ID), flock.ContainerCredsDir, true),
+		bindMount(d.m.Shared.AgentDir(a.ID), protocol.ContainerAgentDir(a.ID), false),
+		bindMount(d.m.Shared.CommonDir(), protocol.ContainerCommonDir(), true),
+		bindMount(d.m.Shared.LogFile(a.ID), protocol.ContainerLogFile(a.ID), false),
+		bindMount(d.m.Shared.CredsDir(a.ID), protocol.ContainerCredsDir, true),
 	}
 	args.NetworksAdvanced = docker.ContainerNetworksAdvancedArray{docker.ContainerNetworksAdvancedArgs{Name: network.Name}}
 	// Docker's embedded resolver forwards names it does not know to upstream
@@ -334,7 +325,7 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	// The directory's filesystem size: a new one (or the first, for a flock
 	// made before quotas) recreates the container, so it mounts what the
 	// prepare step mounted rather than the directory it replaced.
-	args.Labels = append(d.labels("agent", a.ID), docker.ContainerLabelArgs{Label: pulumi.String(LabelDiskMiB), Value: pulumi.String(strconv.Itoa(a.Limits.DiskMiB))})
+	args.Labels = append(d.labels("agent", a.ID), docker.ContainerLabelArgs{Label: pulumi.String(protocol.LabelDiskMiB), Value: pulumi.String(strconv.Itoa(a.Limits.DiskMiB))})
 	container, err := docker.NewContainer(d.ctx, d.n(a.ID), args, d.parent,
 		pulumi.DependsOn([]pulumi.Resource{prepare, link, d.images}))
 	if err != nil {

@@ -88,15 +88,6 @@ type Network struct {
 	PrefixLength int
 }
 
-// Paths inside every agent container.
-const (
-	ContainerSharedDir = "/shared"
-	// The agent's credentials directory: a directory, not a single file, so
-	// a key replaced on the host (by rename) reaches a running agent.
-	ContainerCredsDir  = "/etc/flock/creds"
-	ContainerCredsFile = ContainerCredsDir + "/nats.nk"
-)
-
 // AgentDir is the host path of an agent's private directory.
 func (s Shared) AgentDir(id string) string { return path.Join(s.Root, "agents", id) }
 
@@ -107,7 +98,7 @@ func (s Shared) CommonDir() string { return path.Join(s.Root, "common") }
 func (s Shared) LogFile(id string) string { return path.Join(s.Root, "logs", id+".log") }
 
 // CredsDir is the host directory of an agent's NATS credentials (root's,
-// 0755), mounted read-only at ContainerCredsDir.
+// 0755), mounted read-only at protocol.ContainerCredsDir.
 func (s Shared) CredsDir(id string) string { return path.Join(s.StateRoot, "creds", id) }
 
 // CredsFile is the host path of an agent's NATS credentials (0400, its UID).
@@ -119,15 +110,6 @@ func (s Shared) DiskImage(id string) string { return path.Join(s.StateRoot, "dis
 
 // BusDir is the host directory of the bus config and JetStream store.
 func (s Shared) BusDir() string { return path.Join(s.StateRoot, "bus") }
-
-// ContainerAgentDir is where an agent sees its own directory.
-func ContainerAgentDir(id string) string { return path.Join(ContainerSharedDir, "agents", id) }
-
-// ContainerLogFile is where an agent writes its log.
-func ContainerLogFile(id string) string { return path.Join(ContainerSharedDir, "logs", id+".log") }
-
-// ContainerCommonDir is where every agent sees common, read-only.
-func ContainerCommonDir() string { return path.Join(ContainerSharedDir, "common") }
 
 // Agent returns the agent with the given ID.
 func (m Model) Agent(id string) (Agent, bool) {

@@ -30,8 +30,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/agent/operator"
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/infra/credentials"
+	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 	"github.com/ai-flock/ai-flock/tests/e2e/replay"
 )

@@ -15,8 +15,7 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/operator"
-	"github.com/ai-flock/ai-flock/agent/protocol"
-	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Attacks a hostile agent makes from inside its container with its own key.
@@ -50,7 +49,7 @@ func TestHostileResultsFlood(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), budget+10*time.Second)
 	defer cancel()
-	res, err := f.engine.Exec(ctx, container(a1), []string{f.probe[a1], "flood-results", "nats://bus:4222", flock.ContainerCredsFile, strconv.FormatUint(floodMiB, 10), budget.String()}, "AGENT_ID="+a1)
+	res, err := f.engine.Exec(ctx, container(a1), []string{f.probe[a1], "flood-results", "nats://bus:4222", protocol.ContainerCredsFile, strconv.FormatUint(floodMiB, 10), budget.String()}, "AGENT_ID="+a1)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("results flood: exit %d %v %q", res.ExitCode, err, res.Stdout)
 	}
@@ -94,7 +93,7 @@ func TestHostileForgedPoolResult(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		r, err := fut.engine.Exec(ctx, container(a1), []string{f.probe[a1], "forge-pool", "nats://bus:4222", flock.ContainerCredsFile}, "AGENT_ID="+a1)
+		r, err := fut.engine.Exec(ctx, container(a1), []string{f.probe[a1], "forge-pool", "nats://bus:4222", protocol.ContainerCredsFile}, "AGENT_ID="+a1)
 		if err == nil && r.ExitCode != 0 {
 			err = errors.New("exit " + strconv.Itoa(r.ExitCode))
 		}
@@ -185,7 +184,7 @@ func TestHostileStatusFlood(t *testing.T) {
 	}
 	idle := median("idle", 41)
 	const flood = 25 * time.Second
-	done := probeAsync(a1, flood+30*time.Second, "flood-status", "nats://bus:4222", flock.ContainerCredsFile, flood.String())
+	done := probeAsync(a1, flood+30*time.Second, "flood-status", "nats://bus:4222", protocol.ContainerCredsFile, flood.String())
 	time.Sleep(3 * time.Second) // the flood at full speed
 	loaded := median("flood", 41)
 	r := <-done
@@ -246,7 +245,7 @@ func TestHostileInboxFlood(t *testing.T) {
 	cl := operatorClient(t)
 	const flood = 8 * time.Second
 	start := time.Now()
-	done := probeAsync(a1, flood+2*time.Minute, "flood-inbox", "nats://bus:4222", flock.ContainerCredsFile, a2, flood.String())
+	done := probeAsync(a1, flood+2*time.Minute, "flood-inbox", "nats://bus:4222", protocol.ContainerCredsFile, a2, flood.String())
 	time.Sleep(time.Second)
 	for i := 0; i < 5; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/tests/e2e/replay"
 )
 
@@ -197,9 +197,9 @@ func TestStorageIsolation(t *testing.T) {
 	}
 	mustSucceed(t, a1, "read", "/shared/common/shared.txt")
 	// Logs: its own is there and writable; agent-2's is not even visible.
-	mustSucceed(t, a1, "read", flock.ContainerLogFile(a1))
-	mustFail(t, a1, "exists", flock.ContainerLogFile(a2))
-	mustFail(t, a1, "read", flock.ContainerLogFile(a2))
+	mustSucceed(t, a1, "read", protocol.ContainerLogFile(a1))
+	mustFail(t, a1, "exists", protocol.ContainerLogFile(a2))
+	mustFail(t, a1, "read", protocol.ContainerLogFile(a2))
 	// And on the host, agent-2's log belongs to agent-2 alone.
 	st, err := os.Stat(filepath.Join(f.sharedRoot, "logs", a2+".log"))
 	if err != nil {

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-flock/ai-flock/agent/protocol"
-	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 func hostConfig(t *testing.T, name string) map[string]any {
@@ -222,7 +221,7 @@ func lastLine(s string) string {
 func TestBusPermissionsFromContainer(t *testing.T) {
 	f := need(t)
 	a1, a2 := f.agents[0], f.agents[1]
-	out := mustSucceed(t, a1, "nats", "nats://bus:4222", flock.ContainerCredsFile, a2)
+	out := mustSucceed(t, a1, "nats", "nats://bus:4222", protocol.ContainerCredsFile, a2)
 	var outcome map[string]string
 	if err := json.Unmarshal([]byte(out), &outcome); err != nil {
 		t.Fatalf("%q: %v", out, err)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/mcpserver"
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // An agent program inside agent-1 (a task started through the bus) uses

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"github.com/ai-flock/ai-flock/protocol"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +29,7 @@ func TestKeyRotationReachesRunningAgent(t *testing.T) {
 	a := f.agents[2]
 	before := inspect(t, container(a))["State"].(map[string]any)["StartedAt"]
 
-	old, err := credentials.Derive([]byte(capture.TestSecret), credentials.AgentUser(a))
+	old, err := credentials.Derive([]byte(capture.TestSecret), protocol.AgentUser(a))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
@@ -37,9 +38,9 @@ func awsStack(n int) []capture.Resource {
 		out = append(out, capture.Resource{Type: typ, Name: name, Custom: true, Parent: parent, Inputs: resource.NewPropertyMapFromMap(in)})
 	}
 	tags := func(role, agent string) map[string]any {
-		t := map[string]any{rules.LabelFlock: "flock", rules.LabelRole: role}
+		t := map[string]any{protocol.LabelFlock: "flock", protocol.LabelRole: role}
 		if agent != "" {
-			t[rules.LabelAgent] = agent
+			t[protocol.LabelAgent] = agent
 		}
 		return t
 	}
@@ -155,14 +156,14 @@ func awsStack(n int) []capture.Resource {
 				[]map[string]any{
 					{"name": "AGENT_ID", "value": id},
 					{"name": "NATS_URL", "value": "nats://bus.flock.local:4222"},
-					{"name": "SHARED_DIR", "value": flock.ContainerSharedDir},
-					{"name": "NATS_NKEY_FILE", "value": flock.ContainerCredsFile},
+					{"name": "SHARED_DIR", "value": protocol.ContainerSharedDir},
+					{"name": "NATS_NKEY_FILE", "value": protocol.ContainerCredsFile},
 				},
 				[]map[string]any{{"name": "NATS_NKEY_SEED", "valueFrom": secretArn(id)}},
 				[]map[string]any{
-					{"sourceVolume": "own", "containerPath": flock.ContainerAgentDir(id), "readOnly": false},
-					{"sourceVolume": "log", "containerPath": flock.ContainerSharedDir + "/logs", "readOnly": false},
-					{"sourceVolume": "common", "containerPath": flock.ContainerCommonDir(), "readOnly": true},
+					{"sourceVolume": "own", "containerPath": protocol.ContainerAgentDir(id), "readOnly": false},
+					{"sourceVolume": "log", "containerPath": protocol.ContainerSharedDir + "/logs", "readOnly": false},
+					{"sourceVolume": "common", "containerPath": protocol.ContainerCommonDir(), "readOnly": true},
 				}),
 			"tags": tags("agent", id),
 		})

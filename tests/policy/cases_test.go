@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"github.com/ai-flock/ai-flock/protocol"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -145,7 +146,7 @@ func breakCases() []breakCase {
 			build: devWith(rules.TypeNetwork, "flock-agent-3-net", func(in map[string]any) {
 				var keep []any
 				for _, l := range list(in["labels"]) {
-					if obj(l)["label"] != rules.LabelFlock {
+					if obj(l)["label"] != protocol.LabelFlock {
 						keep = append(keep, l)
 					}
 				}
@@ -154,7 +155,7 @@ func breakCases() []breakCase {
 		{policy: "docker-flock-labels", resource: agent1, stack: "dev", want: `has the ai-flock.role label "worker"`,
 			build: container(agent1, func(in map[string]any) {
 				for _, l := range list(in["labels"]) {
-					if obj(l)["label"] == rules.LabelRole {
+					if obj(l)["label"] == protocol.LabelRole {
 						obj(l)["value"] = "worker"
 					}
 				}

@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"github.com/ai-flock/ai-flock/protocol"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -15,8 +16,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/policyx"
 
-	"github.com/ai-flock/ai-flock/infra/busconfig"
-	"github.com/ai-flock/ai-flock/infra/dockerflock"
 	"github.com/ai-flock/ai-flock/infra/policy/pack"
 	"github.com/ai-flock/ai-flock/infra/policy/rules"
 	"github.com/ai-flock/ai-flock/tests/capture"
@@ -221,9 +220,9 @@ func TestPolicyPackProject(t *testing.T) {
 // TestSharedConstants: the rules read the labels and ports the stacks set.
 func TestSharedConstants(t *testing.T) {
 	for _, c := range []struct{ rules, stack string }{
-		{rules.LabelFlock, dockerflock.LabelFlock},
-		{rules.LabelRole, dockerflock.LabelRole},
-		{rules.LabelAgent, dockerflock.LabelAgent},
+		{protocol.LabelFlock, protocol.LabelFlock},
+		{protocol.LabelRole, protocol.LabelRole},
+		{protocol.LabelAgent, protocol.LabelAgent},
 		{rules.TypeContainer, capture.TypeContainer},
 		{rules.TypeNetwork, capture.TypeNetwork},
 		{rules.TypeCommand, capture.TypeCommand},
@@ -232,8 +231,8 @@ func TestSharedConstants(t *testing.T) {
 			t.Errorf("rules use %q where the stacks use %q", c.rules, c.stack)
 		}
 	}
-	if busconfig.ClientPort != 4222 || busconfig.MonitorPort != 8222 {
-		t.Errorf("bus ports changed (%d, %d): update container-published-ports' description and fix text", busconfig.ClientPort, busconfig.MonitorPort)
+	if protocol.ClientPort != 4222 || protocol.MonitorPort != 8222 {
+		t.Errorf("bus ports changed (%d, %d): update container-published-ports' description and fix text", protocol.ClientPort, protocol.MonitorPort)
 	}
 }
 

@@ -3,6 +3,7 @@ package stacks_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 	"net/netip"
 	"reflect"
 	"regexp"
@@ -14,7 +15,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
 	"github.com/ai-flock/ai-flock/infra/awsflock"
-	"github.com/ai-flock/ai-flock/infra/awsflock/busenv"
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/tests/capture"
@@ -495,12 +495,12 @@ func checkAWSAgentTasks(t *testing.T, s *capture.Stack, ids []string) {
 				t.Errorf("%s: env %s = %q, want %q", id, k, env[k], v)
 			}
 		}
-		if _, ok := env[awsflock.SeedVar]; ok {
+		if _, ok := env[protocol.EnvNkeySeed]; ok {
 			t.Errorf("%s: the seed variable is in the plain environment", id)
 		}
 		secret := awsGet(t, s, capture.TypeSecret, "flock-"+id+"-nkey")
-		if !reflect.DeepEqual(c.Secrets, []awsflock.Secret{{Name: awsflock.SeedVar, ValueFrom: secret.MockARN()}}) {
-			t.Errorf("%s: secrets %+v: want its own seed as %s", id, c.Secrets, awsflock.SeedVar)
+		if !reflect.DeepEqual(c.Secrets, []awsflock.Secret{{Name: protocol.EnvNkeySeed, ValueFrom: secret.MockARN()}}) {
+			t.Errorf("%s: secrets %+v: want its own seed as %s", id, c.Secrets, protocol.EnvNkeySeed)
 		}
 		lg := awsGet(t, s, capture.TypeLogGroup, "flock-"+id+"-logs")
 		if c.LogConfiguration.Options["awslogs-group"] != lg.String("name") || num(lg, "retentionInDays") != 30 {
@@ -720,7 +720,7 @@ func awsPlainSeeds(v resource.PropertyValue, path string, out *[]string) {
 func checkAWSSecrets(t *testing.T, s *capture.Stack, ids []string) {
 	for _, id := range ids {
 		v := awsGet(t, s, capture.TypeSecretVersion, "flock-"+id+"-nkey")
-		key, _ := credentials.Derive([]byte(capture.TestSecret), credentials.AgentUser(id))
+		key, _ := credentials.Derive([]byte(capture.TestSecret), protocol.AgentUser(id))
 		if !v.Inputs["secretString"].IsSecret() || v.String("secretString") != key.Seed {
 			t.Errorf("%s: secret value is not its seed held as a Pulumi secret", id)
 		}
@@ -776,11 +776,11 @@ func checkAWSBus(t *testing.T, s *capture.Stack, ids []string) {
 			t.Errorf("bus secret %s from unknown %s", sec.Name, sec.ValueFrom)
 		}
 	}
-	conf, ok, err := busenv.Decode(busenv.ConfigPrefix, func(k string) string { return values[k] })
+	conf, ok, err := protocol.DecodeEnv(protocol.EnvBusConfig, func(k string) string { return values[k] })
 	if !ok || err != nil {
 		t.Fatalf("bus config does not reassemble: %v %v", ok, err)
 	}
-	if _, ok, err := busenv.Decode(busenv.TopologyPrefix, func(k string) string { return values[k] }); !ok || err != nil {
+	if _, ok, err := protocol.DecodeEnv(protocol.EnvBusTopology, func(k string) string { return values[k] }); !ok || err != nil {
 		t.Fatalf("bus topology does not reassemble: %v %v", ok, err)
 	}
 	var cfg struct {
@@ -823,7 +823,7 @@ func checkAWSOperator(t *testing.T, s *capture.Stack) {
 	op := flock.DefaultUIDBase - 1
 	c := checkAWSHardenedTask(t, td, op, flock.DefaultLimits)
 	sec := awsGet(t, s, capture.TypeSecret, "flock-operator-nkey")
-	if !reflect.DeepEqual(c.Secrets, []awsflock.Secret{{Name: awsflock.OperatorSeedVar, ValueFrom: sec.MockARN()}}) {
+	if !reflect.DeepEqual(c.Secrets, []awsflock.Secret{{Name: protocol.EnvCLINkeySeed, ValueFrom: sec.MockARN()}}) {
 		t.Errorf("operator secrets %+v", c.Secrets)
 	}
 	if env := c.Environment; !reflect.DeepEqual(env, []awsflock.KeyValue{{Name: "FLOCK_NATS_URL", Value: "nats://bus.flock.flock.internal:4222"}, {Name: "SHARED_DIR", Value: "/shared"}}) {

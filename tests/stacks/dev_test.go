@@ -2,6 +2,7 @@ package stacks_test
 
 import (
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 	"net/netip"
 	"reflect"
 	"regexp"
@@ -248,7 +249,7 @@ func checkMounts(t *testing.T, s *capture.Stack, agents map[string]capture.Resou
 			"/shared/agents/" + id:        root + "/agents/" + id + " rw",
 			"/shared/common":              root + "/common ro",
 			"/shared/logs/" + id + ".log": root + "/logs/" + id + ".log rw",
-			flock.ContainerCredsDir:       "/srv/flock/state/creds/" + id + " ro",
+			protocol.ContainerCredsDir:    "/srv/flock/state/creds/" + id + " ro",
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: mounts\n got %v\nwant %v", id, got, want)

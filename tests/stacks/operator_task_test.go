@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ai-flock/ai-flock/agent/bustest"
 	"github.com/ai-flock/ai-flock/agent/cli"
+	"github.com/ai-flock/ai-flock/tests/bustest"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 

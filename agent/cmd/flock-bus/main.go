@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 	"log/slog"
 	"net"
 	"os"
@@ -20,8 +21,6 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/bus"
-	"github.com/ai-flock/ai-flock/infra/awsflock/busenv"
-	"github.com/ai-flock/ai-flock/infra/busconfig"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -35,7 +34,7 @@ func run(args []string) int {
 	case "run":
 		return serve()
 	case "health":
-		addr := env("FLOCK_BUS_HEALTH_ADDR", net.JoinHostPort("127.0.0.1", strconv.Itoa(busconfig.ClientPort)))
+		addr := env("FLOCK_BUS_HEALTH_ADDR", net.JoinHostPort("127.0.0.1", strconv.Itoa(protocol.ClientPort)))
 		if err := bus.Probe(addr, 2*time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, "unhealthy:", err)
 			return 1
@@ -51,13 +50,13 @@ func run(args []string) int {
 func serve() int {
 	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("service", "flock-bus")
 	cfg := bus.Config{
-		ConfigFile:   env("FLOCK_BUS_CONFIG", busconfig.ConfigFile),
-		TopologyFile: env("FLOCK_BUS_TOPOLOGY", busconfig.TopologyFile),
+		ConfigFile:   env("FLOCK_BUS_CONFIG", protocol.BusConfigFile),
+		TopologyFile: env("FLOCK_BUS_TOPOLOGY", protocol.BusTopologyFile),
 		Logger:       log,
 	}
 	// On Fargate the rendered files arrive as secret environment parts
 	// (FLOCK_BUS_CONFIG_PARTS ...): write them to the task's /run volume.
-	if conf, topo, ok, err := busenv.Materialize(busenv.Dir, os.Getenv); err != nil {
+	if conf, topo, ok, err := bus.Materialize(protocol.BusRuntimeDir, os.Getenv); err != nil {
 		log.Error("bus config from the environment", "err", err)
 		return 1
 	} else if ok {

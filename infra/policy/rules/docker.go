@@ -2,12 +2,10 @@ package rules
 
 import (
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 	"path"
 	"regexp"
 	"strings"
-
-	"github.com/ai-flock/ai-flock/infra/busconfig"
-	"github.com/ai-flock/ai-flock/infra/flock"
 )
 
 // agentIDPattern is the flock model's rule for agent IDs.
@@ -168,14 +166,14 @@ func containerProcessLimit(r Resource) []Finding {
 
 // busPublishable are the bus ports that may be published, on loopback only.
 var busPublishable = map[float64]string{
-	busconfig.ClientPort:  "the operator port",
-	busconfig.MonitorPort: "the monitoring port",
+	protocol.ClientPort:  "the operator port",
+	protocol.MonitorPort: "the monitoring port",
 }
 
 const loopback = "127.0.0.1"
 
 func containerPublishedPorts(r Resource) []Finding {
-	role := dockerLabels(r)[LabelRole]
+	role := dockerLabels(r)[protocol.LabelRole]
 	const fix = "remove the published port: agents are reached only through the bus; only the bus may publish 4222 (operator) and 8222 (monitoring), each with ip 127.0.0.1"
 	var out []Finding
 	if truthy(r.get("publishAllPorts")) {
@@ -192,7 +190,7 @@ func containerPublishedPorts(r Resource) []Finding {
 			continue
 		}
 		n, _ := number(internal)
-		if _, ok := busPublishable[n]; ok && role == RoleBus && str(ip) == loopback {
+		if _, ok := busPublishable[n]; ok && role == protocol.RoleBus && str(ip) == loopback {
 			continue
 		}
 		host := str(ip)
@@ -330,22 +328,22 @@ type agentMount struct {
 // agentMounts are the only mounts of agent id: target -> what it must be.
 func agentMounts(id string) map[string]agentMount {
 	return map[string]agentMount{
-		flock.ContainerAgentDir(id): {what: "its own directory", srcSuffix: "/agents/" + id},
-		flock.ContainerLogFile(id):  {what: "its own log file", srcSuffix: "/logs/" + id + ".log"},
-		flock.ContainerCredsDir:     {what: "its own credentials", srcSuffix: "/creds/" + id, readOnly: true},
-		flock.ContainerCommonDir():  {what: "the common directory", srcSuffix: "/common", readOnly: true},
+		protocol.ContainerAgentDir(id): {what: "its own directory", srcSuffix: "/agents/" + id},
+		protocol.ContainerLogFile(id):  {what: "its own log file", srcSuffix: "/logs/" + id + ".log"},
+		protocol.ContainerCredsDir:     {what: "its own credentials", srcSuffix: "/creds/" + id, readOnly: true},
+		protocol.ContainerCommonDir():  {what: "the common directory", srcSuffix: "/common", readOnly: true},
 	}
 }
 
 func containerOwnSharedDirs(r Resource) []Finding {
 	labels := dockerLabels(r)
-	id := labels[LabelAgent]
-	if labels[LabelRole] != RoleAgent || id == "" { // docker-flock-labels reports agents without an ID
+	id := labels[protocol.LabelAgent]
+	if labels[protocol.LabelRole] != protocol.RoleAgent || id == "" { // docker-flock-labels reports agents without an ID
 		return nil
 	}
 	allowed := agentMounts(id)
 	fix := fmt.Sprintf("mount only %s (read-write), %s, %s and %s read-only, each from agent %s's own host path, never the shared root or another agent's",
-		flock.ContainerAgentDir(id), flock.ContainerLogFile(id), flock.ContainerCredsDir, flock.ContainerCommonDir(), id)
+		protocol.ContainerAgentDir(id), protocol.ContainerLogFile(id), protocol.ContainerCredsDir, protocol.ContainerCommonDir(), id)
 	var out []Finding
 	if mounts := r.get("mounts"); !isUnknown(mounts) {
 		for _, mt := range list(mounts) {
@@ -385,23 +383,23 @@ func dockerFlockLabels(r Resource) []Finding {
 	labels := dockerLabels(r)
 	const fix = "label it ai-flock.flock=<flock name>, ai-flock.role=agent or bus and, for an agent, ai-flock.agent=<agent ID>, as infra/dockerflock does; the per-agent policies recognise agents by these labels"
 	var out []Finding
-	if labels[LabelFlock] == "" {
-		out = append(out, r.finding(fix, "has no %s label", LabelFlock))
+	if labels[protocol.LabelFlock] == "" {
+		out = append(out, r.finding(fix, "has no %s label", protocol.LabelFlock))
 	}
-	switch role := labels[LabelRole]; role {
-	case RoleAgent:
-		if id := labels[LabelAgent]; !agentIDPattern.MatchString(id) {
-			out = append(out, r.finding(fix, "is an agent whose %s label %q is not an agent ID", LabelAgent, id))
+	switch role := labels[protocol.LabelRole]; role {
+	case protocol.RoleAgent:
+		if id := labels[protocol.LabelAgent]; !agentIDPattern.MatchString(id) {
+			out = append(out, r.finding(fix, "is an agent whose %s label %q is not an agent ID", protocol.LabelAgent, id))
 		}
-	case RoleBus:
+	case protocol.RoleBus:
 	default:
-		out = append(out, r.finding(fix, "has the %s label %q, not %q or %q", LabelRole, role, RoleAgent, RoleBus))
+		out = append(out, r.finding(fix, "has the %s label %q, not %q or %q", protocol.LabelRole, role, protocol.RoleAgent, protocol.RoleBus))
 	}
 	return out
 }
 
 func networkAgentInternal(r Resource) []Finding {
-	if dockerLabels(r)[LabelRole] != RoleAgent {
+	if dockerLabels(r)[protocol.LabelRole] != protocol.RoleAgent {
 		return nil
 	}
 	v := r.get("internal")

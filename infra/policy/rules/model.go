@@ -32,23 +32,6 @@ const (
 	TypeLogGroup          = "aws:cloudwatch/logGroup:LogGroup"
 )
 
-// Labels (docker) and tags (aws) that identify what a resource is to the flock.
-// They are the labels infra/dockerflock puts on everything it creates; the
-// tests check that the two stay equal.
-const (
-	LabelFlock = "ai-flock.flock"
-	LabelRole  = "ai-flock.role"
-	LabelAgent = "ai-flock.agent"
-
-	RoleAgent = "agent"
-	RoleBus   = "bus"
-)
-
-// AgentIDEnv is the environment variable naming the agent a container runs
-// (the agent runtime's AGENT_ID); task definitions without an ai-flock.agent tag are
-// recognised by it.
-const AgentIDEnv = "AGENT_ID"
-
 // Unknown stands for a value the engine does not know yet: during a preview,
 // outputs of resources that do not exist yet. A rule cannot judge an unknown
 // value and skips it; `pulumi up` runs the rules again on the resolved inputs

@@ -2,12 +2,11 @@ package rules
 
 import (
 	"fmt"
+	"github.com/ai-flock/ai-flock/protocol"
 	"path"
 	"regexp"
 	"sort"
 	"strings"
-
-	"github.com/ai-flock/ai-flock/infra/flock"
 )
 
 // Stack policies look at every resource of the stack at once: what no single
@@ -21,11 +20,11 @@ func agentContainers(rs []Resource) (ids []string, byID map[string]Resource) {
 	byID = map[string]Resource{}
 	for _, c := range byTypeSorted(rs, TypeContainer) {
 		l := dockerLabels(c)
-		if l[LabelRole] == RoleAgent && l[LabelAgent] != "" {
-			if _, dup := byID[l[LabelAgent]]; !dup {
-				ids = append(ids, l[LabelAgent])
+		if l[protocol.LabelRole] == protocol.RoleAgent && l[protocol.LabelAgent] != "" {
+			if _, dup := byID[l[protocol.LabelAgent]]; !dup {
+				ids = append(ids, l[protocol.LabelAgent])
 			}
-			byID[l[LabelAgent]] = c
+			byID[l[protocol.LabelAgent]] = c
 		}
 	}
 	sort.Strings(ids)
@@ -70,13 +69,13 @@ func mountAt(c Resource, target string) (hostMount, bool) {
 // taskAgent is the agent a task definition runs: its ai-flock.agent tag, or
 // the AGENT_ID environment variable of its containers.
 func taskAgent(td Resource) string {
-	if id := awsTags(td)[LabelAgent]; id != "" {
+	if id := awsTags(td)[protocol.LabelAgent]; id != "" {
 		return id
 	}
 	defs, _, _ := containerDefs(td)
 	for _, c := range defs {
 		for _, e := range list(c["environment"]) {
-			if m := obj(e); str(m["name"]) == AgentIDEnv {
+			if m := obj(e); str(m["name"]) == protocol.EnvAgentID {
 				return str(m["value"])
 			}
 		}
@@ -143,7 +142,7 @@ func stackUniqueAgentUID(rs []Resource) []Finding {
 	seen := map[int]string{}
 	for _, c := range byTypeSorted(rs, TypeContainer) {
 		l := dockerLabels(c)
-		if l[LabelRole] != RoleAgent && l[LabelRole] != RoleBus {
+		if l[protocol.LabelRole] != protocol.RoleAgent && l[protocol.LabelRole] != protocol.RoleBus {
 			continue
 		}
 		uid, _, ok := parseUser(str(c.get("user")))
@@ -202,10 +201,10 @@ func stackAgentOwnDirectory(rs []Resource) []Finding {
 		if isUnknown(c.get("mounts")) {
 			continue
 		}
-		fix := fmt.Sprintf("bind-mount <shared>/agents/%s (owned by the agent's UID, 0700) read-write at %s, and only in agent %s", id, flock.ContainerAgentDir(id), id)
-		m, ok := mountAt(c, flock.ContainerAgentDir(id))
+		fix := fmt.Sprintf("bind-mount <shared>/agents/%s (owned by the agent's UID, 0700) read-write at %s, and only in agent %s", id, protocol.ContainerAgentDir(id), id)
+		m, ok := mountAt(c, protocol.ContainerAgentDir(id))
 		if !ok {
-			out = append(out, c.finding(fix, "agent %s has no directory of its own mounted at %s", id, flock.ContainerAgentDir(id)))
+			out = append(out, c.finding(fix, "agent %s has no directory of its own mounted at %s", id, protocol.ContainerAgentDir(id)))
 			continue
 		}
 		if other, dup := bySource[m.source]; dup {
@@ -307,14 +306,14 @@ func stackAgentOwnNetwork(rs []Resource) []Finding {
 			out = append(out, c.finding(fix, "agent %s joins the network %q, which this stack does not declare as its own", id, name))
 			continue
 		}
-		if l := dockerLabels(n); l[LabelRole] != RoleAgent || l[LabelAgent] != id {
-			out = append(out, c.finding(fix, "agent %s joins the network %q, which is labelled for %s %q, not for it", id, name, describe(l[LabelRole]), l[LabelAgent]))
+		if l := dockerLabels(n); l[protocol.LabelRole] != protocol.RoleAgent || l[protocol.LabelAgent] != id {
+			out = append(out, c.finding(fix, "agent %s joins the network %q, which is labelled for %s %q, not for it", id, name, describe(l[protocol.LabelRole]), l[protocol.LabelAgent]))
 			continue
 		}
 		owner[name] = id
 	}
 	for _, c := range byTypeSorted(rs, TypeContainer) {
-		self := dockerLabels(c)[LabelAgent]
+		self := dockerLabels(c)[protocol.LabelAgent]
 		for _, a := range list(c.get("networksAdvanced")) {
 			name := get(a, "name")
 			if isUnknown(name) {
@@ -345,13 +344,13 @@ func stackAgentOwnNetwork(rs []Resource) []Finding {
 		if id := resourceID(sg); id != "" {
 			sgByID[id] = sg
 		}
-		if t := awsTags(sg); t[LabelRole] == RoleAgent || t[LabelAgent] != "" {
+		if t := awsTags(sg); t[protocol.LabelRole] == protocol.RoleAgent || t[protocol.LabelAgent] != "" {
 			agentSG[sg.Name] = sg
 		}
 	}
 	for _, svc := range byTypeSorted(rs, TypeService) {
 		t := awsTags(svc)
-		if !(t[LabelRole] == RoleAgent || t[LabelAgent] != "" || agentTDs[str(svc.get("taskDefinition"))]) {
+		if !(t[protocol.LabelRole] == protocol.RoleAgent || t[protocol.LabelAgent] != "" || agentTDs[str(svc.get("taskDefinition"))]) {
 			continue
 		}
 		groups := svc.get("networkConfiguration", "securityGroups")
@@ -405,7 +404,7 @@ func stackNothingPrivateShared(rs []Resource) []Finding {
 			if !ok {
 				continue
 			}
-			if target == flock.ContainerCommonDir() {
+			if target == protocol.ContainerCommonDir() {
 				commons[m.source] = true
 			} else {
 				privates[m.source] = private{agent: id, what: spec.what}
@@ -414,8 +413,8 @@ func stackNothingPrivateShared(rs []Resource) []Finding {
 	}
 	for _, c := range byTypeSorted(rs, TypeContainer) {
 		self := ""
-		if l := dockerLabels(c); l[LabelRole] == RoleAgent && agents[l[LabelAgent]].Name == c.Name {
-			self = l[LabelAgent]
+		if l := dockerLabels(c); l[protocol.LabelRole] == protocol.RoleAgent && agents[l[protocol.LabelAgent]].Name == c.Name {
+			self = l[protocol.LabelAgent]
 		}
 		for _, m := range hostMounts(c) {
 			for _, p := range sortedKeys(privates) {

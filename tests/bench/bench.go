@@ -1,8 +1,8 @@
 // Package bench measures the agent: task throughput and publish-to-result
 // latency against a real bus, the time from process start to the first
 // heartbeat, idle RSS, and the image size. The Go benchmarks
-// (go test -bench . ./agent/bench) and the table command
-// (go run ./agent/cmd/flock-bench) both use it.
+// (go test -bench . ./tests/bench) and the table command
+// (go run ./tests/bench/flock-bench) both use it.
 package bench
 
 import (
@@ -23,9 +23,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ai-flock/ai-flock/agent/bustest"
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
 // Load is one throughput run.

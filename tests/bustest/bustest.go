@@ -15,12 +15,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/agent/bus"
-	"github.com/ai-flock/ai-flock/agent/protocol"
 	"github.com/ai-flock/ai-flock/infra/busconfig"
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Master is the fixed master secret tests derive credentials from.
@@ -135,7 +136,7 @@ func (f *Flock) render(cfg flock.Config) error {
 	}
 	keys := busconfig.PublicKeys{Operator: op.Public, Agents: map[string]string{}}
 	for _, id := range m.AgentIDs() {
-		k, err := credentials.Derive(f.agentMaster, credentials.AgentUser(id))
+		k, err := credentials.Derive(f.agentMaster, protocol.AgentUser(id))
 		if err != nil {
 			return err
 		}
@@ -160,12 +161,12 @@ func (f *Flock) render(cfg flock.Config) error {
 }
 
 // busUser is the name a test user's key is derived under, as the stacks
-// derive it: the operator's own name, an agent's credentials.AgentUser.
+// derive it: the operator's own name, an agent's protocol.AgentUser.
 func busUser(user string) string {
 	if user == protocol.OperatorUser {
 		return user
 	}
-	return credentials.AgentUser(user)
+	return protocol.AgentUser(user)
 }
 
 // Key derives user's (an agent ID or protocol.OperatorUser) nkey from Master.
@@ -264,4 +265,14 @@ func testLogger() *slog.Logger {
 		return nil
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("component", "bus")
+}
+
+// JetStream is a JetStream client on nc; the test fails if it cannot be made.
+func JetStream(tb testing.TB, nc *nats.Conn) jetstream.JetStream {
+	tb.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatalf("jetstream: %v", err)
+	}
+	return js
 }

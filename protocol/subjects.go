@@ -1,6 +1,11 @@
-// Package protocol is the bus contract shared by the agent, the operator CLI,
-// the bus and the stacks that render the bus's permissions: subject, stream and
-// consumer names here, message bodies beside them.
+// Package protocol is the bus contract: everything the agent runtime, the
+// operator CLI, the bus and the stacks must agree on, spelled once. Subjects,
+// streams and consumers (subjects.go), message bodies (messages.go), the
+// bus's ports, file paths, user names and JetStream topology (bus.go), how
+// the bus's files travel through the environment on Fargate (busenv.go), and
+// the agent container's paths, environment and labels (container.go). It
+// imports nothing of the project's: the runtime (agent/) and the
+// infrastructure (infra/) both import it, and the runtime nothing of infra/.
 package protocol
 
 import "strings"

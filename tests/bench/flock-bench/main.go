@@ -3,7 +3,7 @@
 // with p50/p99 publish-to-result latency for 1, 3 and 10 agents and for a
 // process-spawning task. Run it from the repository root:
 //
-//	go run ./agent/cmd/flock-bench [-tasks 20000] [-docker=auto|yes|no]
+//	go run ./tests/bench/flock-bench [-tasks 20000] [-docker=auto|yes|no]
 package main
 
 import (
@@ -16,7 +16,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/ai-flock/ai-flock/agent/bench"
+	"github.com/ai-flock/ai-flock/tests/bench"
 )
 
 func main() {

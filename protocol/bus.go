@@ -1,0 +1,50 @@
+package protocol
+
+import "github.com/nats-io/nats.go/jetstream"
+
+// Ports of the bus.
+const (
+	ClientPort  = 4222
+	MonitorPort = 8222
+)
+
+// Paths inside the bus container: the stacks put the two rendered files
+// there, the bus binary reads them from there.
+const (
+	BusConfigDir    = "/etc/flock/bus"
+	BusConfigFile   = BusConfigDir + "/nats.conf"
+	BusTopologyFile = BusConfigDir + "/topology.json"
+	BusStoreDir     = "/data"
+	// BusRuntimeDir is where the bus writes the files it receives through its
+	// environment (EncodeEnv) on Fargate: its ephemeral /run volume.
+	BusRuntimeDir = "/run/flock-bus"
+)
+
+// AgentUser is the bus user an agent's key is derived under: the stacks and
+// the test bus derive it the same way, so a key made by one works with the
+// other. The operator's is OperatorUser.
+func AgentUser(id string) string { return "agent/" + id }
+
+// Topology is the JetStream layout the bus creates and keeps in step: the
+// streams and every durable consumer. Consumers on the task stream that it
+// does not list (an agent that was removed) are deleted, so interest-based
+// retention never waits on an agent that is gone. The infrastructure renders
+// it from the flock's model; the bus reads it.
+type Topology struct {
+	Streams   []jetstream.StreamConfig `json:"streams"`
+	Consumers []Consumer               `json:"consumers"`
+	Peers     PeerLimits               `json:"peers"`
+}
+
+// PeerLimits bound what the bus reads from any one network peer (an agent,
+// or the operator's host): a token bucket per peer address. Zero: no limit.
+type PeerLimits struct {
+	BytesPerSecond int64 `json:"bytesPerSecond"`
+	BurstBytes     int64 `json:"burstBytes"`
+}
+
+// Consumer is a durable consumer of a stream.
+type Consumer struct {
+	Stream string                   `json:"stream"`
+	Config jetstream.ConsumerConfig `json:"config"`
+}
