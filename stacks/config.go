@@ -14,32 +14,29 @@ import (
 
 	"github.com/ai-flock/ai-flock/infra/awsflock"
 	"github.com/ai-flock/ai-flock/infra/credentials"
+	"github.com/ai-flock/ai-flock/infra/dockerflock"
 	"github.com/ai-flock/ai-flock/infra/flock"
 )
 
 // Settings is everything a stack needs besides the flock model.
 type Settings struct {
-	Model      flock.Model
-	BusSecret  []byte // flock:busSecret, the master of every bus credential
-	DockerHost string // docker:host
-	Docker     DockerSettings
-	AWS        awsflock.Args // flock:aws, validated (aws target only)
+	Model     flock.Model
+	BusSecret []byte           // flock:busSecret, the master of every bus credential
+	Docker    dockerflock.Args // flock:docker and docker:host, validated (docker target only)
+	AWS       awsflock.Args    // flock:aws, validated (aws target only)
 }
 
-// DockerSettings is flock:docker.
-type DockerSettings struct {
-	BaseImage    string `json:"baseImage"`
-	AgentContext string `json:"agentContext"`
-}
-
-// Load reads every flock: key and validates it into Settings. All problems
+// Load reads every flock: key and validates it into Settings: the model's
+// keys by infra/flock, each target's own keys by its component. All problems
 // are reported together, each naming its key and the rule it breaks; nothing
 // is declared until the configuration is valid.
 func Load(ctx *pulumi.Context) (Settings, error) {
 	var (
-		c    flock.Config
-		s    Settings
-		errs []error
+		c          flock.Config
+		dockerConf dockerflock.Config
+		awsConf    awsflock.Config
+		s          Settings
+		errs       []error
 	)
 	str := func(key string, dst *string) {
 		v, err := config.Try(ctx, key)
@@ -49,10 +46,10 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 			errs = append(errs, &flock.Error{Key: key, Rule: err.Error()})
 		}
 	}
-	obj := func(key, want string, dst any) {
+	obj := func(key, want string, dst any) (ok bool) {
 		raw, err := config.Try(ctx, key)
 		if errors.Is(err, config.ErrMissingVar) {
-			return
+			return true
 		}
 		if err == nil {
 			dec := json.NewDecoder(strings.NewReader(raw))
@@ -62,6 +59,7 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 		if err != nil {
 			errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf("must be %s: %v", want, jsonReason(err))})
 		}
+		return err == nil
 	}
 	str("flock:target", &c.Target)
 	str("flock:name", &c.Name)
@@ -74,20 +72,23 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	obj("flock:shared", "an object {root, stateRoot}", &c.Shared)
 	obj("flock:bus", "an object (see the README's configuration reference)", &c.Bus)
 	obj("flock:network", "an object {pool, prefixLength}", &c.Network)
-	obj("flock:docker", "an object {baseImage, agentContext}", &s.Docker)
-	if v, ok := ctx.GetConfig("docker:host"); ok {
-		s.DockerHost = v
-	}
+	dockerOK := obj(dockerflock.Key, dockerflock.ConfigShape, &dockerConf)
+	awsOK := obj(awsflock.Key, awsflock.ConfigShape, &awsConf)
+	var dockerHost string
+	str(dockerflock.HostKey, &dockerHost)
 
 	m, err := c.Validate()
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if c.Target == string(flock.TargetAWS) {
-		var awsErrs []error
-		s.AWS, awsErrs = loadAWS(ctx, m, err == nil)
-		errs = append(errs, awsErrs...)
+	var targetErrs []error
+	switch {
+	case c.Target == string(flock.TargetDocker) && dockerOK:
+		s.Docker, targetErrs = dockerConf.Validate(m, dockerHost)
+	case c.Target == string(flock.TargetAWS) && awsOK:
+		s.AWS, targetErrs = awsConf.Validate(m, err == nil)
 	}
+	errs = append(errs, targetErrs...)
 	secret, err := busSecret(ctx)
 	if err != nil {
 		errs = append(errs, err)
@@ -96,9 +97,6 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 		return Settings{}, fmt.Errorf("invalid stack configuration:\n%w", errors.Join(errs...))
 	}
 	s.Model, s.BusSecret = m, secret
-	if s.Docker.AgentContext == "" {
-		s.Docker.AgentContext = "agent"
-	}
 	return s, nil
 }
 

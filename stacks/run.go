@@ -68,10 +68,7 @@ func (k Keys) PublicKeys() busconfig.PublicKeys {
 }
 
 func runDocker(ctx *pulumi.Context, s Settings, keys Keys) error {
-	host, err := dockerflock.ParseHost(s.DockerHost)
-	if err != nil {
-		return err
-	}
+	args := s.Docker
 	_, busIP := dockerflock.BusAddress(s.Model)
 	conf, err := busconfig.Render(s.Model, keys.PublicKeys(), busconfig.Options{MonitorHost: busIP.String()})
 	if err != nil {
@@ -81,14 +78,12 @@ func runDocker(ctx *pulumi.Context, s Settings, keys Keys) error {
 	if err != nil {
 		return err
 	}
-	seeds := map[string]string{}
+	args.Seeds = map[string]string{}
 	for id, k := range keys.Agents {
-		seeds[id] = k.Seed
+		args.Seeds[id] = k.Seed
 	}
-	f, err := dockerflock.New(ctx, s.Model.Name, dockerflock.Args{
-		Model: s.Model, Host: host, AgentContext: s.Docker.AgentContext, BaseImage: s.Docker.BaseImage,
-		Seeds: seeds, BusConfig: conf, BusTopology: topology,
-	})
+	args.BusConfig, args.BusTopology = conf, topology
+	f, err := dockerflock.New(ctx, s.Model.Name, args)
 	if err != nil {
 		return fmt.Errorf("dev flock: %w", err)
 	}

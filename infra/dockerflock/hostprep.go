@@ -17,24 +17,6 @@ type Host struct {
 	DockerHost string
 }
 
-// ParseHost checks a docker:host value. tcp:// engines are refused: the
-// shared directories must be prepared on the engine's own filesystem, which
-// only a local engine or an SSH login can reach.
-func ParseHost(dockerHost string) (Host, error) {
-	switch {
-	case dockerHost == "", strings.HasPrefix(dockerHost, "unix://"):
-		return Host{DockerHost: dockerHost}, nil
-	case strings.HasPrefix(dockerHost, "ssh://"):
-		u, err := url.Parse(dockerHost)
-		if err != nil || u.Hostname() == "" || u.Path != "" {
-			return Host{}, fmt.Errorf("docker:host: must be ssh://[user@]host[:port] (got %q)", dockerHost)
-		}
-		return Host{DockerHost: dockerHost}, nil
-	default:
-		return Host{}, fmt.Errorf("docker:host: must be empty, unix://… or ssh://[user@]host[:port]; other engines cannot have the shared directory prepared on their filesystem (got %q)", dockerHost)
-	}
-}
-
 // Remote reports whether the engine is reached over SSH.
 func (h Host) Remote() bool { return strings.HasPrefix(h.DockerHost, "ssh://") }
 

@@ -83,4 +83,25 @@ func TestAWSConfigErrorsReportedWithTheRest(t *testing.T) {
 			t.Errorf("want %q in:\n%v", want, err)
 		}
 	}
+	// flock:aws that is not even the right shape is the stack's to report.
+	_, err = capture.RunAWS(capture.Config{"flock:aws": `{"vpc":"vpc-1"}`})
+	if err == nil || !strings.Contains(err.Error(), `flock:aws: must be an object {vpcId,`) || !strings.Contains(err.Error(), `unknown field "vpc"`) {
+		t.Errorf("unknown field in flock:aws: %v", err)
+	}
+}
+
+// On the dev stack, docker:host problems come in the same list as the model's.
+func TestDockerHostErrorsReportedWithTheRest(t *testing.T) {
+	cfg, secrets := capture.WithSecret(capture.Config{
+		"flock:target": "docker", "flock:agentCount": "0", "docker:host": "tcp://10.0.0.5:2375",
+	})
+	_, err := capture.Run("dev", cfg, secrets...)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"flock:agentCount: must be between 1 and 1000", "docker:host: must be empty, unix://"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in:\n%v", want, err)
+		}
+	}
 }

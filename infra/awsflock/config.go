@@ -1,22 +1,15 @@
-package stacks
+package awsflock
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"regexp"
-	"strings"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
-
-	"github.com/ai-flock/ai-flock/infra/awsflock"
 	"github.com/ai-flock/ai-flock/infra/flock"
 )
 
-// AWSConfig is flock:aws, the aws target's settings, before validation.
-type AWSConfig struct {
+// Config is flock:aws, the aws target's settings, before validation.
+type Config struct {
 	VpcID             string   `json:"vpcId"`
 	SubnetIDs         []string `json:"subnetIds"`
 	RouteTableIDs     []string `json:"routeTableIds"`
@@ -31,7 +24,11 @@ type AWSConfig struct {
 	ImageTag          string   `json:"imageTag"`
 }
 
-const awsKey = "flock:aws"
+// Key is the aws target's own configuration key.
+const Key = "flock:aws"
+
+// ConfigShape is what Key holds, for the error when it is not even that.
+const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag}"
 
 var (
 	vpcIDPattern    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
@@ -43,59 +40,31 @@ var (
 	logRetentions = []int{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
 )
 
-// loadAWS reads and validates flock:aws into the component's arguments (all
-// but the credentials and the rendered bus files). It returns every problem,
-// each naming its key and the rule it breaks; Load reports them together
-// with the rest of the configuration's.
+// Validate turns flock:aws into the component's arguments (all but the
+// credentials and the rendered bus files), with every problem, each naming
+// its key and the rule it breaks, for the stack to report with the model's.
 //
 // With an invalid model (modelValid false; its own errors are reported) only
 // flock:aws itself is checked: rules that weigh it against the model would
 // report the empty model's values, not the user's.
-func loadAWS(ctx *pulumi.Context, m flock.Model, modelValid bool) (awsflock.Args, []error) {
-	var c AWSConfig
-	raw, err := config.Try(ctx, awsKey)
-	switch {
-	case errors.Is(err, config.ErrMissingVar):
-	case err != nil:
-		return awsflock.Args{}, []error{&flock.Error{Key: awsKey, Rule: err.Error()}}
-	default:
-		dec := json.NewDecoder(strings.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil {
-			return awsflock.Args{}, []error{&flock.Error{Key: awsKey,
-				Rule: "must be an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag}: " + jsonReason(err)}}
-		}
-	}
-	a, errs := c.validate(m, modelValid)
-	if len(errs) > 0 {
-		return awsflock.Args{}, errs
-	}
-	if a.ImageTag == "" {
-		if a.ImageTag, err = awsflock.ContextTag(a.AgentContext); err != nil {
-			return awsflock.Args{}, []error{&flock.Error{Key: awsKey + ".imageTag", Rule: err.Error()}}
-		}
-	}
-	return a, nil
-}
-
-func (c AWSConfig) validate(m flock.Model, modelValid bool) (awsflock.Args, []error) {
+func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 	var errs []error
 	add := func(key, format string, v ...any) {
 		errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf(format, v...)})
 	}
-	k := func(field string) string { return awsKey + "." + field }
-	a := awsflock.Args{
+	k := func(field string) string { return Key + "." + field }
+	a := Args{
 		Model:            m,
-		LogRetentionDays: awsflock.DefaultLogRetentionDays,
+		LogRetentionDays: DefaultLogRetentionDays,
 		Namespace:        m.Name + ".flock.internal",
 		AgentContext:     "agent",
 		BaseImage:        c.BaseImage,
 		ImageTag:         c.ImageTag,
-		Network: awsflock.Network{
-			CIDR: awsflock.DefaultCIDR, AZCount: awsflock.DefaultAZCount, Egress: awsflock.EgressEndpoints,
+		Network: Network{
+			CIDR: DefaultCIDR, AZCount: DefaultAZCount, Egress: EgressEndpoints,
 		},
 	}
-	if modelValid && awsflock.OperatorUID(m) < 1000 {
+	if modelValid && OperatorUID(m) < 1000 {
 		add("flock:uidBase", "must be at least 1001 on the aws target: the operator task runs as flock:uidBase - 1, which must not be a system UID (got %d)", m.Bus.UID)
 	}
 	if m.Runtime != "" {
@@ -103,12 +72,12 @@ func (c AWSConfig) validate(m flock.Model, modelValid bool) (awsflock.Args, []er
 	}
 
 	n := &a.Network
-	switch awsflock.Egress(c.Egress) {
+	switch Egress(c.Egress) {
 	case "":
-	case awsflock.EgressEndpoints, awsflock.EgressNAT:
-		n.Egress = awsflock.Egress(c.Egress)
+	case EgressEndpoints, EgressNAT:
+		n.Egress = Egress(c.Egress)
 	default:
-		add(k("egress"), "must be %q (VPC endpoints, no route to the internet) or %q (a NAT gateway) (got %q)", awsflock.EgressEndpoints, awsflock.EgressNAT, c.Egress)
+		add(k("egress"), "must be %q (VPC endpoints, no route to the internet) or %q (a NAT gateway) (got %q)", EgressEndpoints, EgressNAT, c.Egress)
 	}
 	if c.VpcID != "" {
 		if !vpcIDPattern.MatchString(c.VpcID) {
@@ -128,8 +97,8 @@ func (c AWSConfig) validate(m flock.Model, modelValid bool) (awsflock.Args, []er
 			seen[s] = true
 		}
 		n.SubnetIDs = c.SubnetIDs
-		if n.Egress == awsflock.EgressEndpoints && len(c.RouteTableIDs) == 0 {
-			add(k("routeTableIds"), "is required with %s and egress %q: the S3 gateway endpoint (image layers) is added to these route tables", k("vpcId"), awsflock.EgressEndpoints)
+		if n.Egress == EgressEndpoints && len(c.RouteTableIDs) == 0 {
+			add(k("routeTableIds"), "is required with %s and egress %q: the S3 gateway endpoint (image layers) is added to these route tables", k("vpcId"), EgressEndpoints)
 		}
 		for i, r := range c.RouteTableIDs {
 			if !rtbIDPattern.MatchString(r) {
@@ -140,8 +109,8 @@ func (c AWSConfig) validate(m flock.Model, modelValid bool) (awsflock.Args, []er
 		if c.CIDR != "" || c.AvailabilityZones != nil {
 			add(k("cidr"), "cidr and availabilityZones shape the VPC the stack creates: leave them unset with %s", k("vpcId"))
 		}
-		if n.Egress == awsflock.EgressNAT && len(c.RouteTableIDs) > 0 {
-			add(k("routeTableIds"), "is only used with egress %q; with %q the subnets' own routes must reach a NAT gateway", awsflock.EgressEndpoints, awsflock.EgressNAT)
+		if n.Egress == EgressNAT && len(c.RouteTableIDs) > 0 {
+			add(k("routeTableIds"), "is only used with egress %q; with %q the subnets' own routes must reach a NAT gateway", EgressEndpoints, EgressNAT)
 		}
 	} else {
 		if len(c.SubnetIDs) > 0 || len(c.RouteTableIDs) > 0 {
@@ -158,7 +127,7 @@ func (c AWSConfig) validate(m flock.Model, modelValid bool) (awsflock.Args, []er
 			p, err := netip.ParsePrefix(c.CIDR)
 			switch {
 			case err != nil || !p.Addr().Is4():
-				add(k("cidr"), "must be an IPv4 CIDR such as %s (got %q)", awsflock.DefaultCIDR, c.CIDR)
+				add(k("cidr"), "must be an IPv4 CIDR such as %s (got %q)", DefaultCIDR, c.CIDR)
 			case !p.Addr().IsPrivate():
 				add(k("cidr"), "must be a private range (RFC 1918) (got %q)", c.CIDR)
 			case p.Masked() != p:
@@ -169,7 +138,7 @@ func (c AWSConfig) validate(m flock.Model, modelValid bool) (awsflock.Args, []er
 				n.CIDR = p
 			}
 		}
-		if capa := awsflock.PrivateCapacity(n.CIDR, n.AZCount); modelValid && capa < len(m.Agents)+2 {
+		if capa := PrivateCapacity(n.CIDR, n.AZCount); modelValid && capa < len(m.Agents)+2 {
 			add(k("cidr"), "%s in %d zones holds %d task addresses; %d agents, the bus and the operator need %d: use a larger range or more zones", n.CIDR, n.AZCount, capa, len(m.Agents), len(m.Agents)+2)
 		}
 	}
@@ -212,12 +181,21 @@ func (c AWSConfig) validate(m flock.Model, modelValid bool) (awsflock.Args, []er
 		add(k("imageTag"), "must be a docker tag (letters, digits, _ . -; at most 101 characters) (got %q)", c.ImageTag)
 	}
 	for _, ag := range m.Agents {
-		if _, err := awsflock.SizeFor(ag.Limits); err != nil {
+		if _, err := SizeFor(ag.Limits); err != nil {
 			add("flock:limits", "agent %s: %v", ag.ID, err)
 		}
 	}
-	if _, err := awsflock.SizeFor(m.Bus.Limits); modelValid && err != nil {
+	if _, err := SizeFor(m.Bus.Limits); modelValid && err != nil {
 		add("flock:bus.limits", "%v", err)
 	}
-	return a, errs
+	if len(errs) > 0 {
+		return Args{}, errs
+	}
+	if a.ImageTag == "" {
+		var err error
+		if a.ImageTag, err = ContextTag(a.AgentContext); err != nil {
+			return Args{}, []error{&flock.Error{Key: k("imageTag"), Rule: err.Error()}}
+		}
+	}
+	return a, nil
 }
