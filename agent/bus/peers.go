@@ -3,13 +3,14 @@ package bus
 import (
 	"context"
 	"errors"
-	"github.com/ai-flock/ai-flock/protocol"
 	"io"
 	"net"
 	"net/netip"
 	"sync"
 
 	"golang.org/x/time/rate"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // The bus accepts client connections itself and hands each to the embedded

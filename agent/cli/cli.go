@@ -7,16 +7,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/ai-flock/ai-flock/protocol"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/tool"
 	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Version is stamped at build time (-ldflags "-X github.com/ai-flock/ai-flock/agent/cli.Version=...").
@@ -66,7 +63,8 @@ Exit codes: 0 ok, 1 task failed (health: unhealthy), 2 usage, 3 bus error,
 4 timed out waiting, 5 unknown agent (or, for send, not connected).
 `
 
-// Main runs the command line and returns the exit code.
+// Main runs the command line and returns the exit code. ctx is cancelled
+// on SIGTERM or SIGINT (main): the agent drains, operator commands stop.
 func Main(ctx context.Context, args []string, env Env, sio IO) int {
 	cmd := "run"
 	if len(args) > 0 {
@@ -114,9 +112,7 @@ func runAgent(ctx context.Context, env Env, sio IO) int {
 	cfg.Version = Version
 	log, closeLog := worker.NewLogger(cfg, sio.Out)
 	defer closeLog()
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := worker.Run(ctx, cfg, log); err != nil {
+	if err := worker.Run(ctx, cfg, log); err != nil { // until main's context ends (SIGTERM), then drain
 		log.Error("agent failed", "err", err)
 		return ExitBus
 	}
@@ -175,11 +171,6 @@ func parse(fs *flag.FlagSet, args []string) (int, bool) {
 		return ExitUsage, false
 	}
 	return 0, true
-}
-
-// interruptible cancels ctx on SIGINT/SIGTERM (operator commands).
-func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
 type multiFlag []string

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ai-flock/ai-flock/agent/mcpserver"
+	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
 )
@@ -21,32 +22,25 @@ import (
 // container, as that agent) or, with --operator, the operator's. stdout
 // carries the protocol, so diagnostics go to stderr only.
 func mcpCmd(ctx context.Context, args []string, env Env, sio IO) int {
-	fs := newFlagSet("mcp", sio)
-	var c common
-	c.register(fs, env)
-	asOperator := fs.Bool("operator", false, "serve the operator's tools with the operator key (--nkey or $FLOCK_NKEY_SEED) instead of an agent's")
-	if code, ok := parse(fs, args); !ok {
+	o := newOperatorCmd("mcp", env, sio)
+	asOperator := o.fs.Bool("operator", false, "serve the operator's tools with the operator key (--nkey or $FLOCK_NKEY_SEED) instead of an agent's")
+	if code, ok := o.parse(args); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
+	if o.fs.NArg() > 0 {
 		fmt.Fprintln(sio.Err, "usage: flock-agent mcp [--operator] [--nats URL] [--nkey FILE]")
 		return ExitUsage
 	}
-	ctx, stop := interruptible(ctx)
-	defer stop()
 	transport := &mcp.IOTransport{Reader: io.NopCloser(sio.In), Writer: nopWriteCloser{sio.Out}}
 	if *asOperator {
-		cl, code := connect(c, sio)
-		if cl == nil {
-			return code
-		}
-		defer cl.Close()
-		srv, err := mcpserver.NewOperator(ctx, cl, Version)
-		if err != nil {
-			fmt.Fprintln(sio.Err, "flock-agent mcp:", err)
-			return ExitBus
-		}
-		return serveMCP(ctx, srv.Server, transport, sio)
+		return o.run(ctx, 0, func(ctx context.Context, cl *operator.Client) (int, error) {
+			srv, err := mcpserver.NewOperator(ctx, cl, Version)
+			if err != nil {
+				fmt.Fprintln(sio.Err, "flock-agent mcp:", err)
+				return ExitBus, nil
+			}
+			return serveMCP(ctx, srv.Server, transport, sio), nil
+		})
 	}
 
 	cfg, nc, code := agentMCPConn(env, sio)

@@ -4,24 +4,59 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
-func connect(c common, sio IO) (*operator.Client, int) {
-	cl, err := operator.Connect(c.url, operator.Credential{File: c.nkey, Seed: c.seed})
+// operatorCmd is what every operator command shares: the common flags
+// beside its own, parsing, and (run) the connection, interruption, a time
+// limit and the exit code of an error.
+type operatorCmd struct {
+	fs  *flag.FlagSet
+	c   common
+	env Env
+	sio IO
+}
+
+func newOperatorCmd(name string, env Env, sio IO) *operatorCmd {
+	o := &operatorCmd{fs: newFlagSet(name, sio), env: env, sio: sio}
+	o.c.register(o.fs, env)
+	return o
+}
+
+// parse parses args; it returns false (and the exit code) on a usage error or -h.
+func (o *operatorCmd) parse(args []string) (int, bool) { return parse(o.fs, args) }
+
+// run connects to the bus and calls fn with a context cancelled on SIGINT or
+// SIGTERM (main's) and after limit (0: no limit). fn returns the exit code of what it
+// did, or an error that exitFor prints and maps.
+func (o *operatorCmd) run(ctx context.Context, limit time.Duration, fn func(context.Context, *operator.Client) (int, error)) int {
+	cl, err := operator.Connect(o.c.url, operator.Credential{File: o.c.nkey, Seed: o.c.seed})
 	if err != nil {
-		fmt.Fprintf(sio.Err, "flock-agent: bus %s: %v\n", c.url, err)
-		return nil, ExitBus
+		fmt.Fprintf(o.sio.Err, "flock-agent: bus %s: %v\n", o.c.url, err)
+		return ExitBus
 	}
-	return cl, 0
+	defer cl.Close()
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	code, err := fn(ctx, cl)
+	if err != nil {
+		return exitFor(err, o.sio)
+	}
+	return code
 }
 
 // exitFor maps an operator error to an exit code and prints it.
@@ -40,9 +75,8 @@ func exitFor(err error, sio IO) int {
 }
 
 func taskCmd(ctx context.Context, args []string, env Env, sio IO) int {
-	fs := newFlagSet("task", sio)
-	var c common
-	c.register(fs, env)
+	o := newOperatorCmd("task", env, sio)
+	fs := o.fs
 	var t operator.Target
 	var envs multiFlag
 	fs.StringVar(&t.Agent, "agent", "", "run on this agent (tasks.<id>)")
@@ -59,7 +93,7 @@ func taskCmd(ctx context.Context, args []string, env Env, sio IO) int {
 		fmt.Fprintln(sio.Err, "usage: flock-agent task (--agent ID | --pool | --all) [flags] -- COMMAND [ARGS...]")
 		fs.PrintDefaults()
 	}
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := o.parse(args); !ok {
 		return code
 	}
 	rest := fs.Args()
@@ -106,31 +140,21 @@ func taskCmd(ctx context.Context, args []string, env Env, sio IO) int {
 			*wait = *timeout + 30*time.Second
 		}
 	}
-	cl, code := connect(c, sio)
-	if cl == nil {
-		return code
-	}
-	defer cl.Close()
-	ctx, stop := interruptible(ctx)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *wait)
-	defer cancel()
-	failed := false
-	_, err := cl.RunChecked(ctx, t, task, func(r protocol.Result) {
-		if !r.OK() {
-			failed = true
+	return o.run(ctx, *wait, func(ctx context.Context, cl *operator.Client) (int, error) {
+		failed := false
+		_, err := cl.RunChecked(ctx, t, task, func(r protocol.Result) {
+			if !r.OK() {
+				failed = true
+			}
+			printResult(r, o.c.json, sio)
+		}, func(r protocol.Result) {
+			fmt.Fprintf(sio.Err, "flock-agent: ignored a forged result of task %s from %s: it lacks the task's nonce, so the bus never gave %s this task\n", r.TaskID, r.Agent, r.Agent)
+		})
+		if failed {
+			return ExitTaskFailed, err
 		}
-		printResult(r, c.json, sio)
-	}, func(r protocol.Result) {
-		fmt.Fprintf(sio.Err, "flock-agent: ignored a forged result of task %s from %s: it lacks the task's nonce, so the bus never gave %s this task\n", r.TaskID, r.Agent, r.Agent)
+		return ExitOK, err
 	})
-	if err != nil {
-		return exitFor(err, sio)
-	}
-	if failed {
-		return ExitTaskFailed
-	}
-	return ExitOK
 }
 
 func printResult(r protocol.Result, asJSON bool, sio IO) {
@@ -168,108 +192,85 @@ func printResult(r protocol.Result, asJSON bool, sio IO) {
 }
 
 func sendCmd(ctx context.Context, args []string, env Env, sio IO) int {
-	fs := newFlagSet("send", sio)
-	var c common
-	c.register(fs, env)
+	o := newOperatorCmd("send", env, sio)
+	fs := o.fs
 	to := fs.String("to", "", "agent ID (required)")
 	wait := fs.Duration("wait", 5*time.Second, "how long to wait for the confirmation")
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := o.parse(args); !ok {
 		return code
 	}
 	if *to == "" || fs.NArg() == 0 {
 		fmt.Fprintln(sio.Err, "usage: flock-agent send --to ID MESSAGE...")
 		return ExitUsage
 	}
-	cl, code := connect(c, sio)
-	if cl == nil {
-		return code
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, *wait)
-	defer cancel()
 	msg := protocol.Message{ID: mailbox.NewID(), Body: strings.Join(fs.Args(), " ")}
-	file, err := cl.Send(ctx, *to, msg)
-	if err != nil {
-		return exitFor(err, sio)
-	}
-	if c.json {
-		b, _ := json.Marshal(map[string]any{"id": msg.ID, "to": *to, "confirmed": true, "file": file})
-		fmt.Fprintln(sio.Out, string(b))
-	} else {
-		fmt.Fprintf(sio.Out, "delivered %s to %s: %s\n", msg.ID, *to, file)
-	}
-	return ExitOK
+	return o.run(ctx, *wait, func(ctx context.Context, cl *operator.Client) (int, error) {
+		file, err := cl.Send(ctx, *to, msg)
+		if err != nil {
+			return 0, err
+		}
+		if o.c.json {
+			b, _ := json.Marshal(map[string]any{"id": msg.ID, "to": *to, "confirmed": true, "file": file})
+			fmt.Fprintln(sio.Out, string(b))
+		} else {
+			fmt.Fprintf(sio.Out, "delivered %s to %s: %s\n", msg.ID, *to, file)
+		}
+		return ExitOK, nil
+	})
 }
 
 func broadcastCmd(ctx context.Context, args []string, env Env, sio IO) int {
-	fs := newFlagSet("broadcast", sio)
-	var c common
-	c.register(fs, env)
+	o := newOperatorCmd("broadcast", env, sio)
+	fs := o.fs
 	wait := fs.Duration("wait", 5*time.Second, "how long to wait for every agent's receipt")
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := o.parse(args); !ok {
 		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(sio.Err, "usage: flock-agent broadcast MESSAGE...")
 		return ExitUsage
 	}
-	cl, code := connect(c, sio)
-	if cl == nil {
-		return code
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, *wait)
-	defer cancel()
 	msg := protocol.Message{ID: operator.NewTaskID()[2:], Body: strings.Join(fs.Args(), " ")}
-	receipts, missing, err := cl.Broadcast(ctx, msg)
-	if err != nil {
-		return exitFor(err, sio)
-	}
-	stored := 0
-	for _, r := range receipts {
-		if r.Error != "" {
-			fmt.Fprintf(sio.Err, "%s refused broadcast %s: %s\n", r.To, msg.ID, r.Error)
-			continue
+	return o.run(ctx, *wait, func(ctx context.Context, cl *operator.Client) (int, error) {
+		receipts, missing, err := cl.Broadcast(ctx, msg)
+		if err != nil {
+			return 0, err
 		}
-		stored++
-	}
-	fmt.Fprintf(sio.Out, "broadcast %s stored by %d of %d agents\n", msg.ID, stored, len(receipts)+len(missing))
-	if len(missing) > 0 {
-		fmt.Fprintf(sio.Err, "no receipt within %s from: %s\n", *wait, strings.Join(missing, ", "))
-		return ExitTimeout
-	}
-	if stored < len(receipts) {
-		return ExitBus // refused, as send's refusals
-	}
-	return ExitOK
+		stored := 0
+		for _, r := range receipts {
+			if r.Error != "" {
+				fmt.Fprintf(sio.Err, "%s refused broadcast %s: %s\n", r.To, msg.ID, r.Error)
+				continue
+			}
+			stored++
+		}
+		fmt.Fprintf(sio.Out, "broadcast %s stored by %d of %d agents\n", msg.ID, stored, len(receipts)+len(missing))
+		if len(missing) > 0 {
+			fmt.Fprintf(sio.Err, "no receipt within %s from: %s\n", *wait, strings.Join(missing, ", "))
+			return ExitTimeout, nil
+		}
+		if stored < len(receipts) {
+			return ExitBus, nil // refused, as send's refusals
+		}
+		return ExitOK, nil
+	})
 }
 
 func watchCmd(ctx context.Context, args []string, env Env, sio IO) int {
-	fs := newFlagSet("watch", sio)
-	var c common
-	c.register(fs, env)
-	only := fs.String("agent", "", "only this agent")
-	noHB := fs.Bool("no-heartbeats", false, "hide heartbeats")
-	if code, ok := parse(fs, args); !ok {
+	o := newOperatorCmd("watch", env, sio)
+	only := o.fs.String("agent", "", "only this agent")
+	noHB := o.fs.Bool("no-heartbeats", false, "hide heartbeats")
+	if code, ok := o.parse(args); !ok {
 		return code
 	}
-	cl, code := connect(c, sio)
-	if cl == nil {
-		return code
-	}
-	defer cl.Close()
-	ctx, stop := interruptible(ctx)
-	defer stop()
-	err := cl.Watch(ctx, func(it operator.Item) {
-		if (*only != "" && it.Agent != *only) || (*noHB && it.Kind == "heartbeat") {
-			return
-		}
-		printItem(it, c.json, sio)
+	return o.run(ctx, 0, func(ctx context.Context, cl *operator.Client) (int, error) {
+		return ExitOK, cl.Watch(ctx, func(it operator.Item) {
+			if (*only != "" && it.Agent != *only) || (*noHB && it.Kind == "heartbeat") {
+				return
+			}
+			printItem(it, o.c.json, sio)
+		})
 	})
-	if err != nil {
-		return exitFor(err, sio)
-	}
-	return ExitOK
 }
 
 func printItem(it operator.Item, asJSON bool, sio IO) {
@@ -315,27 +316,19 @@ func printItem(it operator.Item, asJSON bool, sio IO) {
 }
 
 func agentsCmd(ctx context.Context, args []string, env Env, sio IO) int {
-	fs := newFlagSet("agents", sio)
-	var c common
-	c.register(fs, env)
-	listen := fs.Duration("listen", 35*time.Second, "without a status stream on the bus: how long to listen for heartbeats")
-	if code, ok := parse(fs, args); !ok {
+	o := newOperatorCmd("agents", env, sio)
+	listen := o.fs.Duration("listen", 35*time.Second, "without a status stream on the bus: how long to listen for heartbeats")
+	if code, ok := o.parse(args); !ok {
 		return code
 	}
-	cl, code := connect(c, sio)
-	if cl == nil {
+	var list []operator.AgentStatus
+	if code := o.run(ctx, *listen+10*time.Second, func(ctx context.Context, cl *operator.Client) (code int, err error) {
+		list, err = cl.Status(ctx, *listen)
+		return ExitOK, err
+	}); code != ExitOK {
 		return code
 	}
-	defer cl.Close()
-	ctx, stop := interruptible(ctx)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *listen+10*time.Second)
-	defer cancel()
-	list, err := cl.Status(ctx, *listen)
-	if err != nil {
-		return exitFor(err, sio)
-	}
-	if c.json {
+	if o.c.json {
 		for _, a := range list {
 			b, _ := json.Marshal(a)
 			fmt.Fprintln(sio.Out, string(b))
@@ -368,26 +361,20 @@ func agentsCmd(ctx context.Context, args []string, env Env, sio IO) int {
 }
 
 func deadCmd(ctx context.Context, args []string, env Env, sio IO) int {
-	fs := newFlagSet("dead", sio)
-	var c common
-	c.register(fs, env)
-	n := fs.Int("n", 20, "how many of the most recent")
-	if code, ok := parse(fs, args); !ok {
+	o := newOperatorCmd("dead", env, sio)
+	n := o.fs.Int("n", 20, "how many of the most recent")
+	if code, ok := o.parse(args); !ok {
 		return code
 	}
-	cl, code := connect(c, sio)
-	if cl == nil {
+	var msgs []jetstream.RawStreamMsg
+	if code := o.run(ctx, 10*time.Second, func(ctx context.Context, cl *operator.Client) (code int, err error) {
+		msgs, err = cl.DeadLetters(ctx, *n)
+		return ExitOK, err
+	}); code != ExitOK {
 		return code
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	msgs, err := cl.DeadLetters(ctx, *n)
-	if err != nil {
-		return exitFor(err, sio)
 	}
 	for _, m := range msgs {
-		if c.json {
+		if o.c.json {
 			b, _ := json.Marshal(map[string]any{"seq": m.Sequence, "subject": m.Subject, "time": m.Time, "headers": m.Header, "body": string(m.Data)})
 			fmt.Fprintln(sio.Out, string(b))
 			continue

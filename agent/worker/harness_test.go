@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,7 +30,11 @@ import (
 // agent process (for the kill and SIGTERM tests).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && (os.Args[1] == "tool" || os.Args[1] == "run") {
-		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Getenv, cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+		// As flock-agent's main: SIGTERM cancels the context (the drain).
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		code := cli.Main(ctx, os.Args[1:], os.Getenv, cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

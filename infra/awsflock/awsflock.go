@@ -8,7 +8,6 @@ package awsflock
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/ai-flock/ai-flock/protocol"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Egress is how tasks reach the AWS APIs they need (ECR, CloudWatch Logs,

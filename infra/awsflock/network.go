@@ -2,13 +2,14 @@ package awsflock
 
 import (
 	"fmt"
-	"github.com/ai-flock/ai-flock/protocol"
 	"net/netip"
 	"strconv"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Ports the security groups open.

@@ -2,12 +2,13 @@ package awsflock
 
 import (
 	"fmt"
-	"github.com/ai-flock/ai-flock/protocol"
 	"path"
 	"strconv"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/efs"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // The layout of the file system. Nobody mounts its root (the file system

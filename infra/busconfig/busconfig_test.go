@@ -2,7 +2,6 @@ package busconfig
 
 import (
 	"encoding/json"
-	"github.com/ai-flock/ai-flock/protocol"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 func model(t *testing.T, n int) flock.Model {

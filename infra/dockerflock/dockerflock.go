@@ -6,7 +6,6 @@ package dockerflock
 
 import (
 	"fmt"
-	"github.com/ai-flock/ai-flock/protocol"
 	"net/netip"
 	"strconv"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Args configure the dev flock.

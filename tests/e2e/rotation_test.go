@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"github.com/ai-flock/ai-flock/protocol"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/ai-flock/ai-flock/infra/credentials"
+	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 

@@ -3,12 +3,12 @@ package policy_test
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/ai-flock/ai-flock/protocol"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/infra/policy/rules"
+	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 

@@ -1,12 +1,12 @@
 package policy_test
 
 import (
-	"github.com/ai-flock/ai-flock/protocol"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
 	"github.com/ai-flock/ai-flock/infra/policy/rules"
+	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 

@@ -1,7 +1,6 @@
 package policy_test
 
 import (
-	"github.com/ai-flock/ai-flock/protocol"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/ai-flock/ai-flock/infra/policy/pack"
 	"github.com/ai-flock/ai-flock/infra/policy/rules"
+	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 

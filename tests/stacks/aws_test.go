@@ -3,7 +3,6 @@ package stacks_test
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/ai-flock/ai-flock/protocol"
 	"net/netip"
 	"reflect"
 	"regexp"
@@ -17,6 +16,7 @@ import (
 	"github.com/ai-flock/ai-flock/infra/awsflock"
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 

@@ -2,7 +2,6 @@ package stacks_test
 
 import (
 	"fmt"
-	"github.com/ai-flock/ai-flock/protocol"
 	"net/netip"
 	"reflect"
 	"regexp"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 

@@ -11,7 +11,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/ai-flock/ai-flock/protocol"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -21,76 +21,87 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/bus"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+// main is the same in every binary of the flock: SIGTERM and SIGINT cancel
+// the context run works under, and run's result is the exit code.
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
-func run(args []string) int {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
 	cmd := "run"
 	if len(args) > 0 {
 		cmd = args[0]
 	}
 	switch cmd {
 	case "run":
-		return serve()
+		log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "flock-bus")
+		cfg := bus.Config{
+			ConfigFile:   env("FLOCK_BUS_CONFIG", protocol.BusConfigFile),
+			TopologyFile: env("FLOCK_BUS_TOPOLOGY", protocol.BusTopologyFile),
+			Logger:       log,
+		}
+		if err := serve(ctx, cfg, getenv); err != nil {
+			log.Error("bus failed", "err", err)
+			return 1
+		}
+		return 0
 	case "health":
 		addr := env("FLOCK_BUS_HEALTH_ADDR", net.JoinHostPort("127.0.0.1", strconv.Itoa(protocol.ClientPort)))
 		if err := bus.Probe(addr, 2*time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, "unhealthy:", err)
+			fmt.Fprintln(stderr, "unhealthy:", err)
 			return 1
 		}
-		fmt.Println("healthy")
+		fmt.Fprintln(stdout, "healthy")
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "usage: flock-bus [run|health]\n")
+		fmt.Fprintf(stderr, "usage: flock-bus [run|health]\n")
 		return 2
 	}
 }
 
-func serve() int {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("service", "flock-bus")
-	cfg := bus.Config{
-		ConfigFile:   env("FLOCK_BUS_CONFIG", protocol.BusConfigFile),
-		TopologyFile: env("FLOCK_BUS_TOPOLOGY", protocol.BusTopologyFile),
-		Logger:       log,
-	}
+// serve runs the bus until ctx ends; SIGHUP reloads its files.
+func serve(ctx context.Context, cfg bus.Config, getenv func(string) string) error {
 	// On Fargate the rendered files arrive as secret environment parts
 	// (FLOCK_BUS_CONFIG_PARTS ...): write them to the task's /run volume.
-	if conf, topo, ok, err := bus.Materialize(protocol.BusRuntimeDir, os.Getenv); err != nil {
-		log.Error("bus config from the environment", "err", err)
-		return 1
+	if conf, topo, ok, err := bus.Materialize(protocol.BusRuntimeDir, getenv); err != nil {
+		return fmt.Errorf("bus config from the environment: %w", err)
 	} else if ok {
 		cfg.ConfigFile, cfg.TopologyFile = conf, topo
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	hup := make(chan os.Signal, 4)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	s, err := bus.Start(ctx, cfg)
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	s, err := bus.Start(startCtx, cfg)
 	cancel()
 	if err != nil {
-		log.Error("bus failed to start", "err", err)
-		return 1
+		return fmt.Errorf("start: %w", err)
 	}
-	for sig := range sigs {
-		if sig == syscall.SIGHUP {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			if err := s.Reload(ctx); err != nil {
-				log.Error("reload failed: keeping the running configuration", "err", err)
+	for {
+		select {
+		case <-hup:
+			rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			if err := s.Reload(rctx); err != nil {
+				cfg.Logger.Error("reload failed: keeping the running configuration", "err", err)
 			}
 			cancel()
-			continue
+		case <-ctx.Done():
+			cfg.Logger.Info("shutting down")
+			s.Shutdown()
+			return nil
 		}
-		log.Info("shutting down", "signal", sig.String())
-		s.Shutdown()
-		return 0
 	}
-	return 0
-}
-
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

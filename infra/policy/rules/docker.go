@@ -2,10 +2,11 @@ package rules
 
 import (
 	"fmt"
-	"github.com/ai-flock/ai-flock/protocol"
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // agentIDPattern is the flock model's rule for agent IDs.

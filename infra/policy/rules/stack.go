@@ -2,11 +2,12 @@ package rules
 
 import (
 	"fmt"
-	"github.com/ai-flock/ai-flock/protocol"
 	"path"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Stack policies look at every resource of the stack at once: what no single
