@@ -71,7 +71,69 @@ func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 		add("flock:runtime", "must be empty on the aws target: Fargate runs every task in its own microVM and chooses the runtime (got %q)", m.Runtime)
 	}
 
-	n := &a.Network
+	c.validateNetwork(&a.Network, m, modelValid, add)
+
+	if c.LogRetentionDays != nil {
+		ok := false
+		for _, d := range logRetentions {
+			ok = ok || d == *c.LogRetentionDays
+		}
+		if ok {
+			a.LogRetentionDays = *c.LogRetentionDays
+		} else {
+			add(k("logRetentionDays"), "must be one of CloudWatch's retention periods %v (got %d)", logRetentions, *c.LogRetentionDays)
+		}
+	}
+	if c.Namespace != "" {
+		if !dnsPattern.MatchString(c.Namespace) || len(c.Namespace) > 200 {
+			add(k("namespace"), "must be a lower-case DNS name with at least two labels such as %s.flock.internal (got %q)", m.Name, c.Namespace)
+		} else {
+			a.Namespace = c.Namespace
+		}
+	}
+	for i, s := range c.OperatorCIDRs {
+		p, err := netip.ParsePrefix(s)
+		switch {
+		case err != nil || !p.Addr().Is4():
+			add(fmt.Sprintf("%s[%d]", k("operatorCidrs"), i), "must be an IPv4 CIDR (got %q)", s)
+		case !p.Addr().IsPrivate() || p.Bits() < 8:
+			add(fmt.Sprintf("%s[%d]", k("operatorCidrs"), i), "must be a private range of at most /8 (a VPN or peered network): the bus is never open to the internet (got %q)", s)
+		case p.Masked() != p:
+			add(fmt.Sprintf("%s[%d]", k("operatorCidrs"), i), "must be a network address: %s, not %s", p.Masked(), p)
+		default:
+			a.OperatorCIDRs = append(a.OperatorCIDRs, s)
+		}
+	}
+	if c.AgentContext != "" {
+		a.AgentContext = c.AgentContext
+	}
+	if c.ImageTag != "" && !tagPattern.MatchString(c.ImageTag) {
+		add(k("imageTag"), "must be a docker tag (letters, digits, _ . -; at most 101 characters) (got %q)", c.ImageTag)
+	}
+	for _, ag := range m.Agents {
+		if _, err := SizeFor(ag.Limits); err != nil {
+			add("flock:limits", "agent %s: %v", ag.ID, err)
+		}
+	}
+	if _, err := SizeFor(m.Bus.Limits); modelValid && err != nil {
+		add("flock:bus.limits", "%v", err)
+	}
+	if len(errs) > 0 {
+		return Args{}, errs
+	}
+	if a.ImageTag == "" {
+		var err error
+		if a.ImageTag, err = ContextTag(a.AgentContext); err != nil {
+			return Args{}, []error{&flock.Error{Key: k("imageTag"), Rule: err.Error()}}
+		}
+	}
+	return a, nil
+}
+
+// validateNetwork checks where the tasks run: an existing VPC and its
+// subnets, or the VPC the stack creates; and how they reach AWS.
+func (c Config) validateNetwork(n *Network, m flock.Model, modelValid bool, add func(key, format string, v ...any)) {
+	k := func(field string) string { return Key + "." + field }
 	switch Egress(c.Egress) {
 	case "":
 	case EgressEndpoints, EgressNAT:
@@ -142,60 +204,4 @@ func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 			add(k("cidr"), "%s in %d zones holds %d task addresses; %d agents, the bus and the operator need %d: use a larger range or more zones", n.CIDR, n.AZCount, capa, len(m.Agents), len(m.Agents)+2)
 		}
 	}
-
-	if c.LogRetentionDays != nil {
-		ok := false
-		for _, d := range logRetentions {
-			ok = ok || d == *c.LogRetentionDays
-		}
-		if ok {
-			a.LogRetentionDays = *c.LogRetentionDays
-		} else {
-			add(k("logRetentionDays"), "must be one of CloudWatch's retention periods %v (got %d)", logRetentions, *c.LogRetentionDays)
-		}
-	}
-	if c.Namespace != "" {
-		if !dnsPattern.MatchString(c.Namespace) || len(c.Namespace) > 200 {
-			add(k("namespace"), "must be a lower-case DNS name with at least two labels such as %s.flock.internal (got %q)", m.Name, c.Namespace)
-		} else {
-			a.Namespace = c.Namespace
-		}
-	}
-	for i, s := range c.OperatorCIDRs {
-		p, err := netip.ParsePrefix(s)
-		switch {
-		case err != nil || !p.Addr().Is4():
-			add(fmt.Sprintf("%s[%d]", k("operatorCidrs"), i), "must be an IPv4 CIDR (got %q)", s)
-		case !p.Addr().IsPrivate() || p.Bits() < 8:
-			add(fmt.Sprintf("%s[%d]", k("operatorCidrs"), i), "must be a private range of at most /8 (a VPN or peered network): the bus is never open to the internet (got %q)", s)
-		case p.Masked() != p:
-			add(fmt.Sprintf("%s[%d]", k("operatorCidrs"), i), "must be a network address: %s, not %s", p.Masked(), p)
-		default:
-			a.OperatorCIDRs = append(a.OperatorCIDRs, s)
-		}
-	}
-	if c.AgentContext != "" {
-		a.AgentContext = c.AgentContext
-	}
-	if c.ImageTag != "" && !tagPattern.MatchString(c.ImageTag) {
-		add(k("imageTag"), "must be a docker tag (letters, digits, _ . -; at most 101 characters) (got %q)", c.ImageTag)
-	}
-	for _, ag := range m.Agents {
-		if _, err := SizeFor(ag.Limits); err != nil {
-			add("flock:limits", "agent %s: %v", ag.ID, err)
-		}
-	}
-	if _, err := SizeFor(m.Bus.Limits); modelValid && err != nil {
-		add("flock:bus.limits", "%v", err)
-	}
-	if len(errs) > 0 {
-		return Args{}, errs
-	}
-	if a.ImageTag == "" {
-		var err error
-		if a.ImageTag, err = ContextTag(a.AgentContext); err != nil {
-			return Args{}, []error{&flock.Error{Key: k("imageTag"), Rule: err.Error()}}
-		}
-	}
-	return a, nil
 }

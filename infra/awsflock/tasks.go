@@ -142,14 +142,47 @@ func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
 	if err != nil {
 		return nil, err
 	}
+	exec, role, err := d.roles(t)
+	if err != nil {
+		return nil, err
+	}
+	volumes, mounts := d.volumes(t)
+	defs := d.containerDefinitions(t, size, mounts)
+
+	td, err := ecs.NewTaskDefinition(d.ctx, d.n(t.key, "task"), &ecs.TaskDefinitionArgs{
+		Family:                  pulumi.String(d.scope() + "-" + t.key),
+		RequiresCompatibilities: pulumi.StringArray{pulumi.String("FARGATE")},
+		NetworkMode:             pulumi.String("awsvpc"),
+		Cpu:                     pulumi.String(strconv.Itoa(size.CPU)),
+		Memory:                  pulumi.String(strconv.Itoa(size.Memory)),
+		RuntimePlatform: ecs.TaskDefinitionRuntimePlatformArgs{
+			OperatingSystemFamily: pulumi.String("LINUX"), CpuArchitecture: pulumi.String("X86_64"),
+		},
+		ExecutionRoleArn:     exec.Arn,
+		TaskRoleArn:          role.Arn,
+		ContainerDefinitions: defs,
+		Volumes:              volumes,
+		Tags:                 d.tags(t.role, t.agent),
+	}, d.parent)
+	if err != nil {
+		return nil, fmt.Errorf("task definition: %w", err)
+	}
+	return td, nil
+}
+
+// roles declares the task's two roles: the execution role (what ECS does for
+// the task: pull, log, inject its own secrets) and the task role (what the
+// task's own code may do: mount its access points). Their policies go into
+// t.deps.
+func (d *declarer) roles(t *task) (exec, role *iam.Role, err error) {
 	// Execution role: what ECS does for the task (pull, log, inject secrets).
-	exec, err := iam.NewRole(d.ctx, d.n(t.key, "exec-role"), &iam.RoleArgs{
+	exec, err = iam.NewRole(d.ctx, d.n(t.key, "exec-role"), &iam.RoleArgs{
 		Description:      pulumi.String("AI Flock " + d.name + " " + t.key + ": pull its image, write its logs, read its own secrets"),
 		AssumeRolePolicy: pulumi.String(ExecTrustPolicy()),
 		Tags:             d.tags(t.role, t.agent),
 	}, d.parent)
 	if err != nil {
-		return nil, fmt.Errorf("execution role: %w", err)
+		return nil, nil, fmt.Errorf("execution role: %w", err)
 	}
 	arns := make([]any, 0, 2+len(t.secrets))
 	arns = append(arns, d.repo.Arn, t.logGroup.Arn)
@@ -167,16 +200,16 @@ func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
 		}).(pulumi.StringOutput),
 	}, d.parent)
 	if err != nil {
-		return nil, fmt.Errorf("execution policy: %w", err)
+		return nil, nil, fmt.Errorf("execution policy: %w", err)
 	}
 	// Task role: what the task's own code may do, which is mount its access points.
-	role, err := iam.NewRole(d.ctx, d.n(t.key, "task-role"), &iam.RoleArgs{
+	role, err = iam.NewRole(d.ctx, d.n(t.key, "task-role"), &iam.RoleArgs{
 		Description:      pulumi.String("AI Flock " + d.name + " " + t.key + ": mount its own EFS access points"),
 		AssumeRolePolicy: pulumi.String(TaskTrustPolicy(d.partition, d.region, d.account)),
 		Tags:             d.tags(t.role, t.agent),
 	}, d.parent)
 	if err != nil {
-		return nil, fmt.Errorf("task role: %w", err)
+		return nil, nil, fmt.Errorf("task role: %w", err)
 	}
 	aps := []any{d.fs.Arn}
 	for _, ap := range append(append([]*efs.AccessPoint{}, t.rw...), t.ro...) {
@@ -198,10 +231,15 @@ func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
 		}).(pulumi.StringOutput),
 	}, d.parent)
 	if err != nil {
-		return nil, fmt.Errorf("task policy: %w", err)
+		return nil, nil, fmt.Errorf("task policy: %w", err)
 	}
 	t.deps = append(t.deps, execPolicy, taskPolicy)
+	return exec, role, nil
+}
 
+// volumes are the task's EFS access points and its scratch volumes, with
+// where each is mounted.
+func (d *declarer) volumes(t *task) (ecs.TaskDefinitionVolumeArray, []MountPoint) {
 	volumes := ecs.TaskDefinitionVolumeArray{}
 	mounts := []MountPoint{}
 	for _, v := range t.volumes {
@@ -223,7 +261,12 @@ func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
 		volumes = append(volumes, ecs.TaskDefinitionVolumeArgs{Name: pulumi.String(s.name)})
 		mounts = append(mounts, MountPoint{SourceVolume: s.name, ContainerPath: s.path})
 	}
+	return volumes, mounts
+}
 
+// containerDefinitions is the task's one container: hardened (read-only
+// root, no capabilities, ulimits), its environment and secrets, its logs.
+func (d *declarer) containerDefinitions(t *task, size TaskSize, mounts []MountPoint) pulumi.StringOutput {
 	inputs := []any{t.image, t.logGroup.Name}
 	for _, s := range t.secrets {
 		inputs = append(inputs, s.arn)
@@ -274,26 +317,7 @@ func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
 		}
 		return ContainerDefinitions(c)
 	}).(pulumi.StringOutput)
-
-	td, err := ecs.NewTaskDefinition(d.ctx, d.n(t.key, "task"), &ecs.TaskDefinitionArgs{
-		Family:                  pulumi.String(d.scope() + "-" + t.key),
-		RequiresCompatibilities: pulumi.StringArray{pulumi.String("FARGATE")},
-		NetworkMode:             pulumi.String("awsvpc"),
-		Cpu:                     pulumi.String(strconv.Itoa(size.CPU)),
-		Memory:                  pulumi.String(strconv.Itoa(size.Memory)),
-		RuntimePlatform: ecs.TaskDefinitionRuntimePlatformArgs{
-			OperatingSystemFamily: pulumi.String("LINUX"), CpuArchitecture: pulumi.String("X86_64"),
-		},
-		ExecutionRoleArn:     exec.Arn,
-		TaskRoleArn:          role.Arn,
-		ContainerDefinitions: defs,
-		Volumes:              volumes,
-		Tags:                 d.tags(t.role, t.agent),
-	}, d.parent)
-	if err != nil {
-		return nil, fmt.Errorf("task definition: %w", err)
-	}
-	return td, nil
+	return defs
 }
 
 // serve runs a task definition as a service of exactly one task: never two
