@@ -1,0 +1,337 @@
+package stacks_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/credentials"
+	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/capture"
+)
+
+// The aws stack's invariants (TestAWSStackInvariants, aws_test.go): the cluster, task definitions and services.
+
+func checkAWSCluster(t *testing.T, s *capture.Stack) {
+	c := awsGet(t, s, capture.TypeCluster, "flock-cluster")
+	if !reflect.DeepEqual(list(c, "settings"), []any{map[string]any{"name": "containerInsights", "value": "enabled"}}) {
+		t.Errorf("cluster settings %v: want Container Insights", list(c, "settings"))
+	}
+	ns := awsGet(t, s, capture.TypeNamespace, "flock-namespace")
+	if ns.String("name") != "flock.flock.internal" || ns.String("vpc") != capture.MockID("flock-vpc") {
+		t.Errorf("namespace %v: want flock.flock.internal in the flock's VPC", ns.Inputs)
+	}
+	d := awsGet(t, s, capture.TypeDiscovery, "flock-bus-discovery")
+	dns := obj(d, "dnsConfig")
+	if d.String("name") != "bus" || dns["namespaceId"] != capture.MockID("flock-namespace") ||
+		!reflect.DeepEqual(dns["dnsRecords"], []any{map[string]any{"ttl": float64(10), "type": "A"}}) {
+		t.Errorf("bus discovery %v: want an A record bus.<namespace>", d.Inputs)
+	}
+}
+
+// hardenedTask checks what every task of the flock shares.
+func checkAWSHardenedTask(t *testing.T, td capture.Resource, uid int, limits flock.Limits) awsflock.ContainerDefinition {
+	c := awsContainer(t, td)
+	name := td.Name
+	if !reflect.DeepEqual(list(td, "requiresCompatibilities"), []any{"FARGATE"}) || td.String("networkMode") != "awsvpc" {
+		t.Errorf("%s: want a Fargate task in awsvpc mode", name)
+	}
+	for _, k := range []string{"pidMode", "ipcMode"} {
+		if td.String(k) != "" {
+			t.Errorf("%s: %s = %q shares a namespace", name, k, td.String(k))
+		}
+	}
+	cpu, _ := strconv.Atoi(td.String("cpu"))
+	mem, _ := strconv.Atoi(td.String("memory"))
+	size, err := awsflock.SizeFor(limits)
+	if err != nil || cpu != size.CPU || mem != size.Memory || c.CPU != int(limits.CPUs*1024) || c.Memory != limits.MemoryMiB {
+		t.Errorf("%s: task %s/%s container %d/%d, want container %v vCPU/%d MiB in the smallest Fargate size %+v", name, td.String("cpu"), td.String("memory"), c.CPU, c.Memory, limits.CPUs, limits.MemoryMiB, size)
+	}
+	if c.User != fmt.Sprintf("%d:%d", uid, uid) || uid < 1000 {
+		t.Errorf("%s: user %q, want non-root %d:%d", name, c.User, uid, uid)
+	}
+	if !c.ReadonlyRootFilesystem {
+		t.Errorf("%s: root filesystem is writable", name)
+	}
+	if !reflect.DeepEqual(c.LinuxParameters.Capabilities.Drop, []string{"ALL"}) || len(c.LinuxParameters.Capabilities.Add) != 0 {
+		t.Errorf("%s: capabilities %+v: want drop ALL, add none", name, c.LinuxParameters.Capabilities)
+	}
+	if !c.LinuxParameters.InitProcessEnabled {
+		t.Errorf("%s: no init process", name)
+	}
+	var nproc int
+	for _, u := range c.Ulimits {
+		if u.Name == "nproc" {
+			nproc = u.HardLimit
+		}
+	}
+	if nproc != limits.Pids {
+		t.Errorf("%s: nproc %d, want the model's process limit %d", name, nproc, limits.Pids)
+	}
+	if c.LogConfiguration.LogDriver != "awslogs" || c.LogConfiguration.Options["awslogs-region"] != capture.MockRegion || c.LogConfiguration.Options["awslogs-group"] == "" {
+		t.Errorf("%s: logs %+v: want awslogs to its group", name, c.LogConfiguration)
+	}
+	for _, p := range c.PortMappings {
+		if p.HostPort != 0 && p.HostPort != p.ContainerPort {
+			t.Errorf("%s: port mapping %+v publishes another port", name, p)
+		}
+	}
+	// Every EFS volume: transit encryption and IAM authorization through an
+	// access point. Every other volume: an ephemeral task volume, no host path.
+	vols := map[string]string{}
+	for _, v := range list(td, "volumes") {
+		vm := v.(map[string]any)
+		n := vm["name"].(string)
+		if efs := asMap(vm["efsVolumeConfiguration"]); efs != nil {
+			auth := asMap(efs["authorizationConfig"])
+			if efs["transitEncryption"] != "ENABLED" || auth["iam"] != "ENABLED" || auth["accessPointId"] == nil || efs["rootDirectory"] != nil {
+				t.Errorf("%s: EFS volume %s %v: want transit encryption and IAM through an access point", name, n, efs)
+			}
+			vols[n] = auth["accessPointId"].(string)
+		} else {
+			if len(vm) != 1 {
+				t.Errorf("%s: volume %v is neither EFS nor ephemeral", name, vm)
+			}
+			vols[n] = "ephemeral"
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range c.MountPoints {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		mounts[m.ContainerPath] = vols[m.SourceVolume] + " " + mode
+	}
+	if mounts["/tmp"] != "ephemeral rw" || mounts["/run"] != "ephemeral rw" {
+		t.Errorf("%s: scratch %v: want ephemeral volumes at /tmp and /run", name, mounts)
+	}
+	return c
+}
+
+// 4. One hardened Fargate task per agent: its own user, directories,
+// credentials (through secrets), logs; nothing of another agent.
+func checkAWSAgentTasks(t *testing.T, s *capture.Stack, ids []string) {
+	tds := 0
+	for _, td := range s.ByType(capture.TypeTaskDefinition) {
+		if strings.HasPrefix(td.Name, "flock-agent-") {
+			tds++
+		}
+	}
+	if tds != len(ids) {
+		t.Errorf("%d agent task definitions, want %d", tds, len(ids))
+	}
+	families := map[string]string{}
+	for _, id := range ids {
+		td := awsGet(t, s, capture.TypeTaskDefinition, "flock-"+id+"-task")
+		c := checkAWSHardenedTask(t, td, awsUID(id), flock.DefaultLimits)
+		if other, dup := families[td.String("family")]; dup {
+			t.Errorf("%s shares family %s with %s", id, td.String("family"), other)
+		}
+		families[td.String("family")] = id
+		if td.String("executionRoleArn") != awsGet(t, s, capture.TypeRole, "flock-"+id+"-exec-role").MockARN() ||
+			td.String("taskRoleArn") != awsGet(t, s, capture.TypeRole, "flock-"+id+"-task-role").MockARN() {
+			t.Errorf("%s: roles %s %s are not its own", id, td.String("executionRoleArn"), td.String("taskRoleArn"))
+		}
+		vols := map[string]string{}
+		for _, v := range list(td, "volumes") {
+			vm := v.(map[string]any)
+			if efs := asMap(vm["efsVolumeConfiguration"]); efs != nil {
+				vols[vm["name"].(string)] = asMap(efs["authorizationConfig"])["accessPointId"].(string)
+			} else {
+				vols[vm["name"].(string)] = "ephemeral"
+			}
+		}
+		got := map[string]string{}
+		for _, m := range c.MountPoints {
+			mode := "rw"
+			if m.ReadOnly {
+				mode = "ro"
+			}
+			got[m.ContainerPath] = vols[m.SourceVolume] + " " + mode
+		}
+		want := map[string]string{
+			"/shared/agents/" + id: capture.MockID("flock-"+id+"-dir-ap") + " rw",
+			"/shared/common":       capture.MockID("flock-common-ap") + " ro",
+			"/shared/logs":         capture.MockID("flock-"+id+"-log-ap") + " rw",
+			"/tmp":                 "ephemeral rw",
+			"/run":                 "ephemeral rw",
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: mounts\n got %v\nwant %v", id, got, want)
+		}
+		env := map[string]string{}
+		for _, e := range c.Environment {
+			env[e.Name] = e.Value
+		}
+		for k, v := range map[string]string{
+			"AGENT_ID": id, "NATS_URL": "nats://bus.flock.flock.internal:4222", "SHARED_DIR": "/shared",
+			"HEARTBEAT_INTERVAL": "30s", "TASK_TIMEOUT": "5m0s", "CONCURRENCY": "2",
+		} {
+			if env[k] != v {
+				t.Errorf("%s: env %s = %q, want %q", id, k, env[k], v)
+			}
+		}
+		if _, ok := env[protocol.EnvNkeySeed]; ok {
+			t.Errorf("%s: the seed variable is in the plain environment", id)
+		}
+		secret := awsGet(t, s, capture.TypeSecret, "flock-"+id+"-nkey")
+		if !reflect.DeepEqual(c.Secrets, []awsflock.Secret{{Name: protocol.EnvNkeySeed, ValueFrom: secret.MockARN()}}) {
+			t.Errorf("%s: secrets %+v: want its own seed as %s", id, c.Secrets, protocol.EnvNkeySeed)
+		}
+		lg := awsGet(t, s, capture.TypeLogGroup, "flock-"+id+"-logs")
+		if c.LogConfiguration.Options["awslogs-group"] != lg.String("name") || num(lg, "retentionInDays") != 30 {
+			t.Errorf("%s: logs to %q; its group %q keeps %v days (want 30)", id, c.LogConfiguration.Options["awslogs-group"], lg.String("name"), num(lg, "retentionInDays"))
+		}
+		if len(c.PortMappings) != 0 {
+			t.Errorf("%s: declares ports %v", id, c.PortMappings)
+		}
+		if c.HealthCheck == nil || !reflect.DeepEqual(c.HealthCheck.Command, []string{"CMD", "/flock-agent", "health"}) {
+			t.Errorf("%s: health check %+v", id, c.HealthCheck)
+		}
+	}
+}
+
+// 4. One service per agent: one task, no public IP, the agents' group, the
+// circuit breaker with rollback, ready only after its network, EFS and policies.
+func checkAWSServices(t *testing.T, s *capture.Stack, ids []string) {
+	check := func(name, td, sg string) capture.Resource {
+		svc := awsGet(t, s, capture.TypeService, name)
+		nc := obj(svc, "networkConfiguration")
+		cb := obj(svc, "deploymentCircuitBreaker")
+		if num(svc, "desiredCount") != 1 || svc.String("launchType") != "FARGATE" ||
+			svc.String("taskDefinition") != awsGet(t, s, capture.TypeTaskDefinition, td).MockARN() ||
+			num(svc, "deploymentMaximumPercent") != 100 || boolean(svc, "enableExecuteCommand") {
+			t.Errorf("%s: %v: want one Fargate task of %s, never two at once, no exec", name, svc.Inputs, td)
+		}
+		if nc["assignPublicIp"] != false || !reflect.DeepEqual(nc["securityGroups"], []any{capture.MockID(sg)}) ||
+			!reflect.DeepEqual(nc["subnets"], []any{capture.MockID("flock-private-1"), capture.MockID("flock-private-2")}) {
+			t.Errorf("%s: network %v: want private subnets, %s, no public IP", name, nc, sg)
+		}
+		if cb["enable"] != true || cb["rollback"] != true {
+			t.Errorf("%s: circuit breaker %v", name, cb)
+		}
+		for _, dep := range []string{"flock-efs-mount-1", "flock-efs-mount-2", "flock-efs-policy", "flock-endpoint-ecr.dkr", "flock-endpoint-s3"} {
+			if !dependsOn(svc, capture.Resource{Name: dep}) {
+				t.Errorf("%s does not wait for %s", name, dep)
+			}
+		}
+		return svc
+	}
+	for _, id := range ids {
+		svc := check("flock-"+id, "flock-"+id+"-task", "flock-agents-sg")
+		if obj(svc, "serviceRegistries") != nil {
+			t.Errorf("%s registers in Cloud Map", id)
+		}
+		for _, dep := range []string{"flock-" + id + "-exec-policy", "flock-" + id + "-task-policy"} {
+			if !dependsOn(svc, capture.Resource{Name: dep}) {
+				t.Errorf("%s does not wait for %s", id, dep)
+			}
+		}
+	}
+	bus := check("flock-bus", "flock-bus-task", "flock-bus-sg")
+	if obj(bus, "serviceRegistries")["registryArn"] != awsGet(t, s, capture.TypeDiscovery, "flock-bus-discovery").MockARN() {
+		t.Errorf("the bus is not registered as bus.<namespace>: %v", obj(bus, "serviceRegistries"))
+	}
+	if n := len(s.ByType(capture.TypeService)); n != len(ids)+1 {
+		t.Errorf("%d services, want one per agent and the bus", n)
+	}
+}
+
+// The bus: hardened like the agents, its store on its own access point, its
+// config from Secrets Manager, reassembling into the rendered config.
+func checkAWSBus(t *testing.T, s *capture.Stack, ids []string) {
+	td := awsGet(t, s, capture.TypeTaskDefinition, "flock-bus-task")
+	c := checkAWSHardenedTask(t, td, flock.DefaultUIDBase, flock.DefaultBus.Limits)
+	env := map[string]string{}
+	for _, e := range c.Environment {
+		env[e.Name] = e.Value
+		if len(e.Value) > 100 {
+			t.Errorf("bus env %s carries data (%d bytes): config must come from Secrets Manager", e.Name, len(e.Value))
+		}
+	}
+	values := map[string]string{}
+	for k, v := range env {
+		values[k] = v
+	}
+	for _, sec := range c.Secrets {
+		var found bool
+		for _, r := range s.ByType(capture.TypeSecret) {
+			if r.MockARN() == sec.ValueFrom {
+				values[sec.Name] = awsGet(t, s, capture.TypeSecretVersion, r.Name).String("secretString")
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("bus secret %s from unknown %s", sec.Name, sec.ValueFrom)
+		}
+	}
+	conf, ok, err := protocol.DecodeEnv(protocol.EnvBusConfig, func(k string) string { return values[k] })
+	if !ok || err != nil {
+		t.Fatalf("bus config does not reassemble: %v %v", ok, err)
+	}
+	if _, ok, err := protocol.DecodeEnv(protocol.EnvBusTopology, func(k string) string { return values[k] }); !ok || err != nil {
+		t.Fatalf("bus topology does not reassemble: %v %v", ok, err)
+	}
+	var cfg struct {
+		HTTP      string `json:"http"`
+		JetStream struct {
+			StoreDir string `json:"store_dir"`
+		} `json:"jetstream"`
+		Authorization struct {
+			Users []struct{ Nkey string } `json:"users"`
+		} `json:"authorization"`
+	}
+	if err := json.Unmarshal(conf, &cfg); err != nil {
+		t.Fatalf("bus config: %v", err)
+	}
+	if len(cfg.Authorization.Users) != len(ids)+1 || cfg.JetStream.StoreDir != "/data" || awsSeedPattern.Match(conf) {
+		t.Errorf("bus config: %d users (want %d), store %q, and it must hold no seed", len(cfg.Authorization.Users), len(ids)+1, cfg.JetStream.StoreDir)
+	}
+	var store string
+	for _, m := range c.MountPoints {
+		if m.ContainerPath == "/data" && !m.ReadOnly {
+			store = m.SourceVolume
+		}
+	}
+	for _, v := range list(td, "volumes") {
+		vm := v.(map[string]any)
+		if vm["name"] == store && asMap(asMap(vm["efsVolumeConfiguration"])["authorizationConfig"])["accessPointId"] != capture.MockID("flock-bus-ap") {
+			t.Errorf("the bus store is not on its own access point: %v", vm)
+		}
+	}
+	if store == "" {
+		t.Error("the bus has no writable store at /data")
+	}
+}
+
+// The operator task: hardened, its own UID (the owner of common), the
+// operator's credentials through secrets, common read-write through its own
+// access point, no service (it runs on demand), the operator group.
+func checkAWSOperator(t *testing.T, s *capture.Stack) {
+	td := awsGet(t, s, capture.TypeTaskDefinition, "flock-operator-task")
+	op := flock.DefaultUIDBase - 1
+	c := checkAWSHardenedTask(t, td, op, flock.DefaultLimits)
+	sec := awsGet(t, s, capture.TypeSecret, "flock-operator-nkey")
+	if !reflect.DeepEqual(c.Secrets, []awsflock.Secret{{Name: protocol.EnvCLINkeySeed, ValueFrom: sec.MockARN()}}) {
+		t.Errorf("operator secrets %+v", c.Secrets)
+	}
+	if env := c.Environment; !reflect.DeepEqual(env, []awsflock.KeyValue{{Name: "FLOCK_NATS_URL", Value: "nats://bus.flock.flock.internal:4222"}, {Name: "SHARED_DIR", Value: "/shared"}}) {
+		t.Errorf("operator env %+v", env)
+	}
+	if _, ok := s.Get(capture.TypeService, "flock-operator"); ok {
+		t.Error("the operator task runs as a service: it is run on demand")
+	}
+	key, _ := credentials.Derive([]byte(capture.TestSecret), "operator")
+	if v := awsGet(t, s, capture.TypeSecretVersion, "flock-operator-nkey"); v.String("secretString") != key.Seed || !v.Inputs["secretString"].IsSecret() {
+		t.Error("the operator secret does not hold the operator's seed as a Pulumi secret")
+	}
+	if s.Outputs["operatorTaskDefinition"].Value != td.String("family") || s.Outputs["operatorSecurityGroup"].Value != capture.MockID("flock-operator-sg") {
+		t.Errorf("outputs name the operator task %v and group %v", s.Outputs["operatorTaskDefinition"], s.Outputs["operatorSecurityGroup"])
+	}
+}
