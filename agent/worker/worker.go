@@ -416,8 +416,9 @@ func credentialFile(cfg Config) (string, error) {
 
 // nkeyOption authenticates with the seed from NATS_NKEY_SEED, or else from
 // the NATS_NKEY_FILE file, and returns the public key it presents. The
-// variable is removed from the environment once read, so task processes
-// never inherit it.
+// variable is removed from the agent's environment when the first session
+// starts; task processes never saw it anyway (they get only allow-listed
+// variables, and the key as a file: credentialFile).
 func nkeyOption(cfg Config) (nats.Option, string, error) {
 	if cfg.NkeySeed == "" {
 		pub, err := filePublicKey(cfg.NkeyFile)
