@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -340,7 +341,7 @@ func (t *Task) Validate() error {
 	if len(t.Env) > MaxEnv {
 		return &FieldError{"env", fmt.Sprintf("at most %d variables (got %d)", MaxEnv, len(t.Env))}
 	}
-	for _, k := range sortedKeys(t.Env) {
+	for _, k := range slices.Sorted(maps.Keys(t.Env)) {
 		switch {
 		case !envNamePat.MatchString(k):
 			return &FieldError{"env", fmt.Sprintf("variable name %q must match %s", clip(k), envNamePat)}
@@ -358,7 +359,7 @@ func (t *Task) Validate() error {
 	if len(t.Files) > MaxTaskFiles {
 		return &FieldError{"files", fmt.Sprintf("at most %d files (got %d)", MaxTaskFiles, len(t.Files))}
 	}
-	for _, name := range sortedKeys(t.Files) {
+	for _, name := range slices.Sorted(maps.Keys(t.Files)) {
 		if err := CheckRelPath(name); err != nil {
 			return &FieldError{fmt.Sprintf("files[%s]", clip(name)), err.Error()}
 		}
@@ -419,15 +420,6 @@ func clip(s string) string {
 		return s
 	}
 	return s[:64] + "..."
-}
-
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // Encode writes v as JSON without HTML escaping, indented when indent is

@@ -3,10 +3,12 @@ package flock
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -274,20 +276,11 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Ag
 	}
 	for id := range c.Overrides {
 		if seenID[id] == "" {
-			es.add("flock:overrides."+id, "names no agent of this flock (agents: %s)", strings.Join(sortedKeys(seenID), ", "))
+			es.add("flock:overrides."+id, "names no agent of this flock (agents: %s)", strings.Join(slices.Sorted(maps.Keys(seenID)), ", "))
 		}
 	}
 	sort.Slice(agents, func(i, j int) bool { return agents[i].Slot < agents[j].Slot })
 	return agents
-}
-
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 func (l LimitsConfig) validate(es *errs, key string, base Limits) Limits {

@@ -209,15 +209,6 @@ func parseUser(user string) (uid, gid int, numeric bool) {
 	return uid, gid, uid >= 0 && gid >= 0
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
-
 func byTypeSorted(rs []Resource, t string) []Resource {
 	var out []Resource
 	for _, r := range rs {

@@ -2,8 +2,10 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -371,7 +373,7 @@ func stackAgentOwnNetwork(rs []Resource) []Finding {
 	}
 	const fix = "give agents' security groups no ingress at all (egress only to the bus, EFS and the AWS endpoints); the bus and EFS groups admit the agents' group instead"
 	agentSGIDs := map[string]string{}
-	for _, name := range sortedKeys(agentSG) {
+	for _, name := range slices.Sorted(maps.Keys(agentSG)) {
 		sg := agentSG[name]
 		if id := resourceID(sg); id != "" {
 			agentSGIDs[id] = name
@@ -418,7 +420,7 @@ func stackNothingPrivateShared(rs []Resource) []Finding {
 			self = l[protocol.LabelAgent]
 		}
 		for _, m := range hostMounts(c) {
-			for _, p := range sortedKeys(privates) {
+			for _, p := range slices.Sorted(maps.Keys(privates)) {
 				pv := privates[p]
 				if pv.agent != self && within(m.source, p) {
 					out = append(out, c.finding(fmt.Sprintf("remove the mount of %s: only agent %s mounts its own %s, and no container mounts the shared root or the agents, logs or creds directories", m.source, pv.agent, strings.TrimPrefix(pv.what, "its own ")),
@@ -469,7 +471,7 @@ func stackNothingPrivateShared(rs []Resource) []Finding {
 				users[m.accessPoint][identity(td)] = true
 				root = path.Clean(str(ap.get("rootDirectory", "path")))
 			}
-			for _, p := range sortedKeys(privateRoots) {
+			for _, p := range slices.Sorted(maps.Keys(privateRoots)) {
 				if a := privateRoots[p]; a != self && within(root, p) {
 					out = append(out, td.finding(fmt.Sprintf("mount only the task's own access point (and common read-only); agent %s's access point belongs to agent %s's task alone", a, a),
 						"EFS volume %q reaches %s, which holds agent %s's private directory %s", m.volume, root, a, p))
@@ -490,7 +492,7 @@ func stackNothingPrivateShared(rs []Resource) []Finding {
 					if str(mm["sourceVolume"]) == m.volume && !truthy(mm["readOnly"]) {
 						out = append(out, td.finding("mount an access point that several tasks share (common) read-only in every one of them; private data gets an access point per agent",
 							"container %q mounts the shared access point %q (volume %q, shared by %s) read-write at %s",
-							str(c["name"]), apByID[m.accessPoint].Name, m.volume, strings.Join(sortedKeys(users[m.accessPoint]), ", "), describe(mm["containerPath"])))
+							str(c["name"]), apByID[m.accessPoint].Name, m.volume, strings.Join(slices.Sorted(maps.Keys(users[m.accessPoint])), ", "), describe(mm["containerPath"])))
 					}
 				}
 			}
