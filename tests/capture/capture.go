@@ -113,9 +113,15 @@ var CallMock = func(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
 // Run runs the program with cfg (secret keys listed in secretKeys) and
 // returns what it declared, or the program's error.
 func Run(stackName string, cfg Config, secretKeys ...string) (*Stack, error) {
+	return RunProgram(stackName, cfg, stacks.Run, secretKeys...)
+}
+
+// RunProgram runs program (the whole program, or one component declared by
+// a test) under the mocks, and returns what it declared and exported.
+func RunProgram(stackName string, cfg Config, program pulumi.RunFunc, secretKeys ...string) (*Stack, error) {
 	r := &run{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		if err := stacks.Run(ctx); err != nil {
+		if err := program(ctx); err != nil {
 			return err
 		}
 		r.stack.Outputs = map[string]Output{}

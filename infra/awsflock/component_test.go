@@ -1,0 +1,85 @@
+package awsflock_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/tests/capture"
+)
+
+// args are the component's arguments for n agents, as the stack would give
+// them (validated config, placeholder credentials and bus files).
+func args(t *testing.T, n int) awsflock.Args {
+	t.Helper()
+	m, err := flock.Config{Target: string(flock.TargetAWS), Name: "f", AgentCount: &n}.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, errs := awsflock.Config{ImageTag: "test"}.Validate(m, true)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	a.Seeds = map[string]string{}
+	for _, ag := range m.Agents {
+		a.Seeds[ag.ID] = "SU-" + ag.ID
+	}
+	a.OperatorSeed, a.BusConfig, a.BusTopology = "SU-operator", []byte("{}"), []byte("{}")
+	return a
+}
+
+func declare(t *testing.T, a awsflock.Args) (*capture.Stack, error) {
+	t.Helper()
+	return capture.RunProgram("aws", capture.Config{"aws:region": capture.MockRegion}, func(ctx *pulumi.Context) error {
+		f, err := awsflock.New(ctx, "f", a)
+		if err != nil {
+			return err
+		}
+		ctx.Export("busUrl", f.BusURL)
+		return nil
+	})
+}
+
+// The component on its own: every resource its child, one service per agent
+// plus the bus, each agent's seed a secret of its own, and its outputs.
+func TestComponentDeclaresTheFlock(t *testing.T) {
+	s, err := declare(t, args(t, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if comps := s.ByType(capture.TypeAWSFlock); len(comps) != 1 {
+		t.Fatalf("want one component, got %d", len(comps))
+	}
+	for _, r := range s.Resources {
+		if r.Type != capture.TypeAWSFlock && r.Type != capture.TypeStack && !strings.HasSuffix(r.Parent, "flock:aws:Flock::f") {
+			t.Errorf("%s %s is not the component's child (parent %q)", r.Type, r.Name, r.Parent)
+		}
+	}
+	if n := len(s.ByType(capture.TypeService)); n != 4 {
+		t.Errorf("%d services, want 3 agents and the bus", n)
+	}
+	for _, id := range []string{"agent-1", "agent-2", "agent-3"} {
+		if _, ok := s.Get(capture.TypeSecret, "f-"+id+"-nkey"); !ok {
+			t.Errorf("no secret f-%s-nkey", id)
+		}
+	}
+	if got, _ := s.Outputs["busUrl"].Value.(string); got != "nats://bus.f.flock.internal:4222" {
+		t.Errorf("busUrl %q", got)
+	}
+}
+
+// Missing arguments are refused before anything is declared.
+func TestComponentRefusesMissingCredentials(t *testing.T) {
+	a := args(t, 2)
+	delete(a.Seeds, "agent-2")
+	s, err := declare(t, a)
+	if err == nil || !strings.Contains(err.Error(), "agent agent-2: no credentials") {
+		t.Fatalf("want the missing credentials named, got %v", err)
+	}
+	if s != nil && len(s.Resources) > 1 {
+		t.Errorf("declared %d resources before refusing", len(s.Resources))
+	}
+}
