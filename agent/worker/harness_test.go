@@ -282,6 +282,29 @@ func (e *env) subscribeResults() chan *nats.Msg {
 	return ch
 }
 
+// subscribeHeartbeats delivers agent id's heartbeats, until the test ends.
+func (e *env) subscribeHeartbeats(id string) chan protocol.Heartbeat {
+	e.t.Helper()
+	hb := make(chan protocol.Heartbeat, 64)
+	sub, err := e.op.Subscribe(protocol.HeartbeatSubject(id), func(m *nats.Msg) {
+		var h protocol.Heartbeat
+		if json.Unmarshal(m.Data, &h) == nil {
+			select {
+			case hb <- h:
+			default: // a test that stopped reading must not block the connection
+			}
+		}
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := e.op.Flush(); err != nil {
+		e.t.Fatal(err)
+	}
+	return hb
+}
+
 func readFile(t *testing.T, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)

@@ -299,14 +299,7 @@ func TestConcurrencyLimit(t *testing.T) {
 func TestGracefulShutdownFinishesInFlightTask(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, flockWith(1, nil))
-	hb := make(chan protocol.Heartbeat, 64)
-	sub, _ := e.op.Subscribe(protocol.HeartbeatSubject("agent-1"), func(m *nats.Msg) {
-		var h protocol.Heartbeat
-		if json.Unmarshal(m.Data, &h) == nil {
-			hb <- h
-		}
-	})
-	defer sub.Unsubscribe()
+	hb := e.subscribeHeartbeats("agent-1")
 	proc := e.spawn("agent-1")
 	ch := e.subscribeResults()
 	mark := filepath.Join(e.shared, "started")
@@ -375,14 +368,7 @@ func TestShutdownHandsBackTaskLongerThanGrace(t *testing.T) {
 func TestHeartbeatAndHealth(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, flockWith(1, nil))
-	hb := make(chan protocol.Heartbeat, 64)
-	sub, _ := e.op.Subscribe(protocol.HeartbeatSubject("agent-1"), func(m *nats.Msg) {
-		var h protocol.Heartbeat
-		if json.Unmarshal(m.Data, &h) == nil {
-			hb <- h
-		}
-	})
-	defer sub.Unsubscribe()
+	hb := e.subscribeHeartbeats("agent-1")
 	cfg := e.config("agent-1")
 	if err := worker.CheckHealth(cfg.StatusFile, time.Minute); err == nil {
 		t.Fatal("healthy before the agent started")
