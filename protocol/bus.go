@@ -6,6 +6,7 @@ import "github.com/nats-io/nats.go/jetstream"
 const (
 	ClientPort  = 4222
 	MonitorPort = 8222
+	RoutePort   = 6222 // between the nodes of a clustered bus
 )
 
 // Paths inside the bus container: the stacks put the two rendered files

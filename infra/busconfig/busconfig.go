@@ -31,6 +31,14 @@ type Options struct {
 	// the bus only through their per-agent networks, cannot read it.
 	MonitorHost string
 	StoreDir    string // JetStream store directory; protocol.BusStoreDir by default
+
+	// For a clustered bus (flock:bus.replicas 3), each node has its own
+	// config: Node is its number (1…3), RouteHost the address its route
+	// listener binds (one only the bus nodes reach), Routes every node's
+	// host for routes, in node order.
+	Node      int
+	RouteHost string
+	Routes    []string
 }
 
 // Permissions is a NATS user's permission block.
@@ -78,6 +86,17 @@ type serverConfig struct {
 		Timeout float64 `json:"timeout"`
 		Users   []user  `json:"users"`
 	} `json:"authorization"`
+	Cluster *cluster `json:"cluster,omitempty"`
+}
+
+// cluster is nats-server's cluster block. no_advertise: clients are given
+// every node's address by the stack and must not learn the nodes' internal
+// listeners from gossip.
+type cluster struct {
+	Name        string   `json:"name"`
+	Listen      string   `json:"listen"`
+	Routes      []string `json:"routes"`
+	NoAdvertise bool     `json:"no_advertise"`
 }
 
 // ackSubjects covers both JetStream ack subject layouts: the classic
@@ -164,6 +183,14 @@ func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
 	}
 	c.JetStream.MaxFileStore = m.Bus.JetStreamMaxBytes
 	c.JetStream.MaxMemoryStore = 64 << 20
+	if m.Bus.Clustered() {
+		cl, err := clusterBlock(m, opt)
+		if err != nil {
+			return nil, err
+		}
+		c.ServerName = m.ResourceName("bus", strconv.Itoa(opt.Node))
+		c.Cluster = cl
+	}
 	c.Authorization.Timeout = 5
 	c.Authorization.Users = append(c.Authorization.Users, user{Nkey: keys.Operator, Permissions: OperatorPermissions()})
 	for _, a := range m.Agents {
@@ -174,6 +201,31 @@ func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
 		c.Authorization.Users = append(c.Authorization.Users, user{Nkey: k, Permissions: AgentPermissions(a.ID)})
 	}
 	return marshal(c)
+}
+
+// clusterBlock is the cluster block of node opt.Node.
+func clusterBlock(m flock.Model, opt Options) (*cluster, error) {
+	if opt.Node < 1 || opt.Node > m.Bus.Replicas {
+		return nil, fmt.Errorf("busconfig: node %d of a %d-node bus", opt.Node, m.Bus.Replicas)
+	}
+	if len(opt.Routes) != m.Bus.Replicas {
+		return nil, fmt.Errorf("busconfig: %d route hosts for a %d-node bus", len(opt.Routes), m.Bus.Replicas)
+	}
+	if opt.RouteHost == "" {
+		return nil, fmt.Errorf("busconfig: node %d has no route host", opt.Node)
+	}
+	cl := &cluster{
+		Name:        m.ResourceName("bus"),
+		Listen:      net.JoinHostPort(opt.RouteHost, strconv.Itoa(protocol.RoutePort)),
+		NoAdvertise: true,
+	}
+	for i, h := range opt.Routes {
+		if i+1 == opt.Node {
+			continue // not a route to itself
+		}
+		cl.Routes = append(cl.Routes, "nats-route://"+net.JoinHostPort(h, strconv.Itoa(protocol.RoutePort)))
+	}
+	return cl, nil
 }
 
 // marshal writes indented JSON without HTML escaping: nats-server's config
@@ -201,13 +253,13 @@ func BuildTopology(m flock.Model) protocol.Topology {
 			Name: protocol.StreamTasks, Subjects: []string{protocol.SubjectTasks},
 			Retention: jetstream.InterestPolicy, Discard: jetstream.DiscardNew,
 			Storage: jetstream.FileStorage, MaxAge: b.StreamMaxAge, MaxBytes: b.StreamMaxBytes,
-			MaxMsgSize: int32(b.MaxPayloadBytes), Duplicates: 2 * time.Minute, Replicas: 1,
+			MaxMsgSize: int32(b.MaxPayloadBytes), Duplicates: 2 * time.Minute, Replicas: b.Replicas,
 		},
 		{
 			Name: protocol.StreamDead, Subjects: []string{protocol.SubjectDead},
 			Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew,
 			Storage: jetstream.FileStorage, MaxAge: b.StreamMaxAge, MaxBytes: b.StreamMaxBytes,
-			Replicas: 1,
+			Replicas: b.Replicas,
 		},
 		{
 			// The last heartbeat of each agent, so the operator can list
@@ -215,7 +267,7 @@ func BuildTopology(m flock.Model) protocol.Topology {
 			Name: protocol.StreamStatus, Subjects: []string{protocol.SubjectHeartbeats},
 			Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
 			Storage: jetstream.FileStorage, MaxMsgsPerSubject: 1, MaxAge: b.StreamMaxAge,
-			MaxBytes: flock.StatusStreamBytes, MaxMsgSize: 64 << 10, Replicas: 1,
+			MaxBytes: flock.StatusStreamBytes, MaxMsgSize: 64 << 10, Replicas: b.Replicas,
 		},
 	}}
 	// One results stream per agent, each bounded on its own: an agent that
@@ -227,7 +279,7 @@ func BuildTopology(m flock.Model) protocol.Topology {
 			Description: "results of agent " + a.ID,
 			Retention:   jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
 			Storage: jetstream.FileStorage, MaxAge: b.StreamMaxAge, MaxBytes: b.ResultsBytesPerAgent,
-			MaxMsgSize: int32(min(int64(b.MaxPayloadBytes), b.ResultsBytesPerAgent)), Replicas: 1,
+			MaxMsgSize: int32(min(int64(b.MaxPayloadBytes), b.ResultsBytesPerAgent)), Replicas: b.Replicas,
 		})
 	}
 	pending := 0

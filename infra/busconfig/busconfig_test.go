@@ -121,3 +121,62 @@ func TestTopologyHasAConsumerPerAgentAndThePool(t *testing.T) {
 		t.Fatalf("consumers %v, want %v", got, want)
 	}
 }
+
+// A three-node bus: each node's config names it apart, listens for routes on
+// the host it is given, routes to the two others (not itself), and keeps
+// the cluster's addresses from clients; every stream has three replicas.
+func TestClusteredNodeConfigLoadsInNatsServer(t *testing.T) {
+	three := 3
+	n := 2
+	m, err := flock.Config{Target: "docker", AgentCount: &n, Bus: flock.BusConfig{Replicas: &three}}.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := []string{"10.210.0.66", "10.210.0.67", "10.210.0.68"}
+	conf, err := Render(m, keys(t, m), Options{StoreDir: t.TempDir(), Node: 2, RouteHost: hosts[1], Routes: hosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(p, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(p)
+	if err != nil {
+		t.Fatalf("nats-server rejects the rendered node config: %v", err)
+	}
+	if opts.ServerName != "flock-bus-2" || opts.Cluster.Name != "flock-bus" || opts.Cluster.Host != hosts[1] || opts.Cluster.Port != protocol.RoutePort || !opts.Cluster.NoAdvertise {
+		t.Errorf("node 2: server %q, cluster %q on %s:%d, no_advertise %v", opts.ServerName, opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port, opts.Cluster.NoAdvertise)
+	}
+	var routes []string
+	for _, r := range opts.Routes {
+		routes = append(routes, r.Host)
+	}
+	if want := []string{"10.210.0.66:6222", "10.210.0.68:6222"}; !reflect.DeepEqual(routes, want) {
+		t.Errorf("node 2 routes to %v, want %v", routes, want)
+	}
+	for _, sc := range BuildTopology(m).Streams {
+		if sc.Replicas != 3 {
+			t.Errorf("stream %s has %d replicas, want 3", sc.Name, sc.Replicas)
+		}
+	}
+	for _, bad := range []Options{
+		{Node: 0, RouteHost: hosts[0], Routes: hosts},
+		{Node: 4, RouteHost: hosts[0], Routes: hosts},
+		{Node: 1, RouteHost: hosts[0], Routes: hosts[:2]},
+		{Node: 1, Routes: hosts},
+	} {
+		if _, err := Render(m, keys(t, m), bad); err == nil {
+			t.Errorf("Render(%+v) of a 3-node bus: no error", bad)
+		}
+	}
+	// One node: no cluster block, one replica.
+	single := model(t, 2)
+	conf, err = Render(single, keys(t, single), Options{})
+	if err != nil || strings.Contains(string(conf), `"cluster"`) {
+		t.Errorf("single node config has a cluster block (%v)", err)
+	}
+	if r := BuildTopology(single).Streams[0].Replicas; r != 1 {
+		t.Errorf("single node stream replicas %d", r)
+	}
+}

@@ -71,8 +71,11 @@ type BusConfig struct {
 	ResultsMiBPerAgent *int `json:"resultsMiBPerAgent"`
 	// PeerKiBps bounds what the bus reads from one network peer, so that
 	// no agent's flood takes the bus from the others; 0 turns it off.
-	PeerKiBps *int         `json:"peerKiBps"`
-	Limits    LimitsConfig `json:"limits"`
+	PeerKiBps *int `json:"peerKiBps"`
+	// Replicas is 1 (one bus node) or 3 (a three-node cluster, every
+	// stream kept on all three).
+	Replicas *int         `json:"replicas"`
+	Limits   LimitsConfig `json:"limits"`
 }
 
 // NetworkConfig is flock:network.
@@ -87,7 +90,7 @@ var (
 	DefaultBus    = Bus{
 		Heartbeat: 30 * time.Second, AckWait: 30 * time.Second, MaxDeliver: 5,
 		MaxPayloadBytes: 1 << 20, StreamMaxAge: 7 * 24 * time.Hour,
-		StreamMaxBytes: 1 << 30, JetStreamMaxBytes: 4 << 30, PeerBytesPerSecond: 1 << 20,
+		StreamMaxBytes: 1 << 30, JetStreamMaxBytes: 4 << 30, PeerBytesPerSecond: 1 << 20, Replicas: 1,
 		Limits: Limits{CPUs: 1, MemoryMiB: 512, Pids: 512, TmpfsMiB: 16, TaskTimeout: time.Minute, Concurrency: 1},
 	}
 	DefaultShared  = Shared{Root: "/srv/flock/shared", StateRoot: "/srv/flock/state"}
@@ -386,6 +389,13 @@ func (b BusConfig) validate(es *errs) Bus {
 			es.add("flock:bus.peerKiBps", "must be 0 (no limit) or between 64 and %d KiB/s (got %d)", 1<<22, v)
 		} else {
 			out.PeerBytesPerSecond = int64(v) << 10
+		}
+	}
+	if b.Replicas != nil {
+		if v := *b.Replicas; v != 1 && v != 3 {
+			es.add("flock:bus.replicas", "must be 1 (one bus node) or 3 (a three-node cluster that survives losing one) (got %d)", v)
+		} else {
+			out.Replicas = v
 		}
 	}
 	out.Limits = b.Limits.validate(es, "flock:bus.limits", DefaultBus.Limits)

@@ -52,6 +52,8 @@ func TestValidateRules(t *testing.T) {
 		{"disk too small", with(func(c *Config) { c.Limits.DiskMiB = ip(8) }), "flock:limits.diskMiB", "between 32 and"},
 		{"disk override", with(func(c *Config) { c.Overrides = map[string]LimitsConfig{"agent-2": {DiskMiB: ip(1 << 21)}} }), "flock:overrides.agent-2.diskMiB", "between 32 and 1048576 MiB"},
 		{"peer rate", with(func(c *Config) { c.Bus.PeerKiBps = ip(8) }), "flock:bus.peerKiBps", "must be 0 (no limit) or between 64 and"},
+		{"replicas two", with(func(c *Config) { c.Bus.Replicas = ip(2) }), "flock:bus.replicas", "must be 1 (one bus node) or 3 (a three-node cluster that survives losing one) (got 2)"},
+		{"replicas zero", with(func(c *Config) { c.Bus.Replicas = ip(0) }), "flock:bus.replicas", "(got 0)"},
 		{"bus disk", with(func(c *Config) { c.Bus.Limits.DiskMiB = ip(64) }), "flock:bus.limits.diskMiB", "the bus's store is bounded by flock:bus.jetStreamMaxMiB"},
 		{"tmpfs vs memory", with(func(c *Config) { c.Limits.TmpfsMiB = ip(200) }), "flock:limits.tmpfsMiB", "must fit in memoryMiB 256"},
 		{"concurrency", with(func(c *Config) { c.Limits.Concurrency = ip(0) }), "flock:limits.concurrency", "between 1 and 64"},

@@ -75,7 +75,23 @@ type Bus struct {
 	// PeerBytesPerSecond is what the bus reads from any one network peer
 	// (an agent, the operator's host); 0: no limit.
 	PeerBytesPerSecond int64
-	Limits             Limits
+	// Replicas is the number of bus nodes, and of copies of every stream:
+	// 1, or 3 (a cluster that keeps every task and result through the loss
+	// of any one node).
+	Replicas int
+	Limits   Limits
+}
+
+// Clustered reports whether the bus runs as a cluster of nodes.
+func (b Bus) Clustered() bool { return b.Replicas > 1 }
+
+// BusNodes lists the bus nodes by number: 1 … Replicas.
+func (b Bus) BusNodes() []int {
+	n := make([]int, max(b.Replicas, 1))
+	for i := range n {
+		n[i] = i + 1
+	}
+	return n
 }
 
 // PeerBurstBytes is the burst of a peer's byte rate: two of the largest
