@@ -44,6 +44,11 @@ type Config struct {
 	NoMonitor   bool   // no monitoring endpoint at all
 	StoreDir    string // JetStream store directory
 
+	// A clustered bus (the config has a cluster block): tests run every
+	// node on loopback, so each needs its own route port and the others'.
+	RoutePort int      // route listener port; -1 picks a free one
+	Routes    []string // route URLs of the other nodes (nats-route://host:port)
+
 	Logger       *slog.Logger  // nil: discard
 	ReadyTimeout time.Duration // how long to wait for the server to accept clients; 10 s by default
 }
@@ -61,12 +66,24 @@ type Server struct {
 	ln    net.Listener // clients connect here (peers.go), not to the server's own listener
 	peers *peerLimits
 
+	clientHost string // the config's client listener, for the bus's own listener
+	clientPort int
+
 	mu       sync.Mutex // serialises Reload and reconcile
 	topology protocol.Topology
-	dead     chan advisory
-	stop     chan struct{}
-	done     sync.WaitGroup
-	shutOnce sync.Once
+
+	// A clustered node serves clients at once and reconciles in the
+	// background until the cluster has a quorum (cluster.go).
+	clustered  bool
+	want       chan protocol.Topology // the topology to reconcile next
+	reconciled chan struct{}          // closed once the first reconcile succeeds
+	applied    sync.Cond              // signalled after each successful reconcile (on mu)
+	generation uint64                 // successful reconciles so far (on mu)
+	closing    bool                   // Shutdown began (on mu): nobody waits on applied any more
+	dead       chan advisory
+	stop       chan struct{}
+	done       sync.WaitGroup
+	shutOnce   sync.Once
 }
 
 // Start loads the configuration, starts the server, connects as the in-memory
@@ -90,7 +107,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: admin key: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log, admin: admin, dead: make(chan advisory, 1024), stop: make(chan struct{}), peers: newPeerLimits()}
+	s := &Server{cfg: cfg, log: log, admin: admin, dead: make(chan advisory, 1024), stop: make(chan struct{}), peers: newPeerLimits(),
+		want: make(chan protocol.Topology, 1), reconciled: make(chan struct{})}
+	s.applied.L = &s.mu
 
 	topo, err := readTopology(cfg.TopologyFile)
 	if err != nil {
@@ -101,11 +120,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.peers.set(topo.Peers)
-	port := opts.Port
-	if port < 0 {
-		port = 0 // a free one
-	}
-	if s.ln, err = net.Listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(port))); err != nil {
+	host, port := s.listenAddr()
+	if s.ln, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port))); err != nil {
 		return nil, fmt.Errorf("bus: listen: %w", err)
 	}
 	ns, err := server.NewServer(opts)
@@ -144,7 +160,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("bus: subscribe advisories: %w", err)
 	}
-	if err := s.reconcile(ctx, topo); err != nil {
+	if s.clustered {
+		// No node can change the JetStream layout before the cluster has a
+		// quorum, and this one may be the first up: serve clients now (core
+		// messaging needs no quorum) and reconcile once the others answer.
+		s.topology = topo
+		s.startReconciler(topo)
+	} else if err := s.reconcile(ctx, topo); err != nil {
 		s.Shutdown()
 		return nil, err
 	}
@@ -152,11 +174,22 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("bus: subscribe roster: %w", err)
 	}
-	// Clients only now: the topology is in place when the first agent binds.
+	// A single node serves clients only now: the topology is in place when
+	// the first agent binds (agents wait for their consumers either way).
 	s.done.Add(1)
 	go s.serveClients(s.ln)
-	log.Info("bus ready", "url", s.ClientURL(), "streams", len(topo.Streams), "consumers", len(topo.Consumers))
+	log.Info("bus ready", "url", s.ClientURL(), "clustered", s.clustered, "streams", len(topo.Streams), "consumers", len(topo.Consumers))
 	return s, nil
+}
+
+// listenAddr is where the bus's own client listener binds: the config's
+// client host and port, or the overrides (-1: a free port).
+func (s *Server) listenAddr() (string, int) {
+	host, port := s.clientHost, s.clientPort
+	if port < 0 {
+		port = 0
+	}
+	return host, port
 }
 
 // options reads the config file and applies the overrides and the admin user.
@@ -172,6 +205,7 @@ func (s *Server) options() (*server.Options, error) {
 	if c.Port != 0 {
 		opts.Port = c.Port
 	}
+	s.clientHost, s.clientPort = opts.Host, opts.Port
 	switch {
 	case c.NoMonitor:
 		opts.HTTPPort, opts.HTTPHost = 0, ""
@@ -185,6 +219,25 @@ func (s *Server) options() (*server.Options, error) {
 	// Clients reach the server through the bus's own listener, which bounds
 	// what each peer may send (peers.go); the server listens nowhere itself.
 	opts.DontListen = true
+	if opts.Cluster.Port != 0 {
+		s.clustered = true
+		if c.RoutePort != 0 {
+			opts.Cluster.Port = c.RoutePort
+		}
+		if c.Routes != nil {
+			routes, err := parseRoutes(c.Routes)
+			if err != nil {
+				return nil, err
+			}
+			opts.Routes = routes
+		}
+		// nats-server starts its routes only after its own client accept
+		// loop, which DontListen skips: a clustered server listens on the
+		// container's loopback (no peer reaches it there) and clients still
+		// come in through the bus's listener.
+		opts.DontListen = false
+		opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	}
 	pub, _ := s.admin.PublicKey()
 	opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub}) // nil permissions: everything
 	return opts, nil
@@ -221,7 +274,11 @@ func (s *Server) Reload(ctx context.Context) error {
 		return fmt.Errorf("bus: reload: %w", err)
 	}
 	s.peers.set(topo.Peers)
-	if err := s.reconcile(ctx, topo); err != nil {
+	if s.clustered {
+		if err := s.reconcileInBackground(ctx, topo); err != nil {
+			return err
+		}
+	} else if err := s.reconcile(ctx, topo); err != nil {
 		return err
 	}
 	s.log.Info("bus reloaded", "streams", len(topo.Streams), "consumers", len(topo.Consumers))
@@ -238,6 +295,10 @@ func (s *Server) Shutdown() {
 			}
 		}
 		close(s.stop)
+		s.mu.Lock()
+		s.closing = true
+		s.applied.Broadcast()
+		s.mu.Unlock()
 		if s.ln != nil {
 			s.ln.Close()
 		}

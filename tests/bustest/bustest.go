@@ -38,6 +38,9 @@ type Flock struct {
 	master       []byte // what every key is derived from (Master unless started WithMaster)
 	agentMaster  []byte // what agents' keys are derived from (master until RotateAgentKeys)
 	cfg          flock.Config
+
+	// A three-node bus (StartCluster): Bus is node 1, URL lists every node.
+	Nodes []*Node
 }
 
 // Agents returns a flock.Config of n agents (agent-1 … agent-n) on the docker target.
@@ -94,8 +97,16 @@ func StartWithMaster(tb testing.TB, cfg flock.Config, master []byte) *Flock {
 	return f
 }
 
-// Close stops the bus.
-func (f *Flock) Close() { f.Bus.Shutdown() }
+// Close stops the bus (every node that runs).
+func (f *Flock) Close() {
+	if f.Nodes == nil {
+		f.Bus.Shutdown()
+		return
+	}
+	for _, n := range f.Nodes {
+		n.stop()
+	}
+}
 
 // Rerender writes cfg's files and reloads the running bus (SIGHUP's path).
 func (f *Flock) Rerender(tb testing.TB, cfg flock.Config) {
@@ -105,8 +116,18 @@ func (f *Flock) Rerender(tb testing.TB, cfg flock.Config) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := f.Bus.Reload(ctx); err != nil {
-		tb.Fatalf("reload bus: %v", err)
+	if f.Nodes == nil {
+		if err := f.Bus.Reload(ctx); err != nil {
+			tb.Fatalf("reload bus: %v", err)
+		}
+		return
+	}
+	for _, n := range f.Nodes {
+		if s := n.Server(); s != nil {
+			if err := s.Reload(ctx); err != nil {
+				tb.Fatalf("reload bus node %d: %v", n.Num, err)
+			}
+		}
 	}
 }
 
@@ -142,16 +163,33 @@ func (f *Flock) render(cfg flock.Config) error {
 		}
 		keys.Agents[id] = k.Public
 	}
-	conf, err := busconfig.Render(m, keys, busconfig.Options{StoreDir: filepath.Join(f.Dir, "store")})
-	if err != nil {
-		return fmt.Errorf("render bus config: %w", err)
+	if m.Bus.Clustered() {
+		// Every node on loopback: the route ports are the bus.Config's.
+		hosts := make([]string, m.Bus.Replicas)
+		for i := range hosts {
+			hosts[i] = "127.0.0.1"
+		}
+		for _, n := range m.Bus.BusNodes() {
+			conf, err := busconfig.Render(m, keys, busconfig.Options{StoreDir: f.nodeStore(n), Node: n, RouteHost: "127.0.0.1", Routes: hosts})
+			if err != nil {
+				return fmt.Errorf("render bus config of node %d: %w", n, err)
+			}
+			if err := writeFile(f.nodeConfig(n), conf); err != nil {
+				return err
+			}
+		}
+	} else {
+		conf, err := busconfig.Render(m, keys, busconfig.Options{StoreDir: filepath.Join(f.Dir, "store")})
+		if err != nil {
+			return fmt.Errorf("render bus config: %w", err)
+		}
+		if err := writeFile(f.ConfigFile, conf); err != nil {
+			return err
+		}
 	}
 	topo, err := busconfig.RenderTopology(m)
 	if err != nil {
 		return fmt.Errorf("render topology: %w", err)
-	}
-	if err := writeFile(f.ConfigFile, conf); err != nil {
-		return err
 	}
 	if err := writeFile(f.TopologyFile, topo); err != nil {
 		return err
