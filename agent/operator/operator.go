@@ -204,7 +204,7 @@ func (c *Client) RunChecked(ctx context.Context, target Target, task protocol.Ta
 			if errors.Is(err, jetstream.ErrConsumerNotFound) {
 				return nil, fmt.Errorf("%w %q: the bus has no consumer for it", ErrUnknownAgent, target.Agent)
 			}
-			return nil, err
+			return nil, &NotStoredError{TaskID: task.ID, Err: err}
 		}
 		want[target.Agent] = true
 	case target.All:
@@ -232,12 +232,9 @@ func (c *Client) RunChecked(ctx context.Context, target Target, task protocol.Ta
 	if err := c.flush(ctx); err != nil {
 		return nil, err
 	}
-	m := nats.NewMsg(subject)
-	m.Data = body
-	m.Header.Set(nats.MsgIdHdr, task.ID)
-	ack, err := c.js.PublishMsg(ctx, m)
+	ack, err := c.publish(ctx, subject, task.ID, body)
 	if err != nil {
-		return nil, fmt.Errorf("publish %s: %w", subject, err)
+		return nil, err
 	}
 
 	var out []protocol.Result
@@ -273,6 +270,53 @@ func (c *Client) RunChecked(ctx context.Context, target Target, task protocol.Ta
 		}
 	}
 	return out, nil
+}
+
+// NotStoredError says a task was not stored by the bus, so nothing will run
+// it: the bus refused it or never acknowledged it (a clustered bus without a
+// quorum, a bus that is down). Sending it again is safe: its message ID
+// makes a copy the bus did store after all a no-op.
+type NotStoredError struct {
+	TaskID string
+	Err    error
+}
+
+func (e *NotStoredError) Error() string {
+	return fmt.Sprintf("task %s was not stored by the bus, nothing will run it: %v", e.TaskID, e.Err)
+}
+
+func (e *NotStoredError) Unwrap() error { return e.Err }
+
+// publishTries bounds how long Run tries to have a task stored: long enough
+// for a clustered bus to elect a new stream leader after losing a node
+// (a second or two), short enough to say soon that it has no quorum.
+const publishTries = 15 * time.Second
+
+// publish stores a task, trying again with the same message ID (the bus
+// keeps one copy) while the bus does not acknowledge it.
+func (c *Client) publish(ctx context.Context, subject, id string, body []byte) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(ctx, publishTries)
+	defer cancel()
+	for {
+		m := nats.NewMsg(subject)
+		m.Data = body
+		m.Header.Set(nats.MsgIdHdr, id)
+		tctx, tcancel := context.WithTimeout(ctx, 3*time.Second)
+		ack, err := c.js.PublishMsg(tctx, m)
+		tcancel()
+		if err == nil {
+			return ack, nil
+		}
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.Code != 503 {
+			return nil, &NotStoredError{TaskID: id, Err: err} // refused (a full stream): no retry helps
+		}
+		select {
+		case <-ctx.Done():
+			return nil, &NotStoredError{TaskID: id, Err: fmt.Errorf("no acknowledgement from the bus on %s: %w", subject, err)}
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func keys(m map[string]bool) []string {
