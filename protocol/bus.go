@@ -19,6 +19,9 @@ const (
 	// BusRuntimeDir is where the bus writes the files it receives through its
 	// environment (EncodeEnv) on Fargate: its ephemeral /run volume.
 	BusRuntimeDir = "/run/flock-bus"
+	// BusReadyFile is rewritten by the bus every few seconds while it is
+	// healthy; `flock-bus health` checks it is fresh.
+	BusReadyFile = BusRuntimeDir + "/ready"
 )
 
 // AgentUser is the bus user an agent's key is derived under: the stacks and

@@ -49,6 +49,10 @@ type Config struct {
 	RoutePort int      // route listener port; -1 picks a free one
 	Routes    []string // route URLs of the other nodes (nats-route://host:port)
 
+	// BootstrapGrace: how long a cluster node alone waits before Healthy
+	// says yes (DefaultBootstrapGrace when zero).
+	BootstrapGrace time.Duration
+
 	Logger       *slog.Logger  // nil: discard
 	ReadyTimeout time.Duration // how long to wait for the server to accept clients; 10 s by default
 }
@@ -80,6 +84,7 @@ type Server struct {
 	applied    sync.Cond              // signalled after each successful reconcile (on mu)
 	generation uint64                 // successful reconciles so far (on mu)
 	closing    bool                   // Shutdown began (on mu): nobody waits on applied any more
+	started    time.Time
 	dead       chan advisory
 	stop       chan struct{}
 	done       sync.WaitGroup
@@ -98,6 +103,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 10 * time.Second
+	}
+	if cfg.BootstrapGrace <= 0 {
+		cfg.BootstrapGrace = DefaultBootstrapGrace
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -130,7 +138,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("bus: %w", err)
 	}
 	ns.SetLoggerV2(&natsLogger{log: log.With("component", "nats")}, false, false, false)
-	s.ns = ns
+	s.ns, s.started = ns, time.Now()
 	ns.Start()
 	if !ns.ReadyForConnections(cfg.ReadyTimeout) {
 		ns.Shutdown()

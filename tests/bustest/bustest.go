@@ -41,6 +41,8 @@ type Flock struct {
 
 	// A three-node bus (StartCluster): Bus is node 1, URL lists every node.
 	Nodes []*Node
+	// BootstrapGrace is given to nodes started from now on (0: the bus's default).
+	BootstrapGrace time.Duration
 }
 
 // Agents returns a flock.Config of n agents (agent-1 … agent-n) on the docker target.

@@ -49,6 +49,19 @@ func (f *Flock) nodeStore(n int) string { return filepath.Join(f.Dir, "store-"+s
 // their topology applied when it returns. URL lists every node.
 func StartCluster(tb testing.TB, cfg flock.Config) *Flock {
 	tb.Helper()
+	f := NewCluster(tb, cfg)
+	for _, n := range f.Nodes {
+		f.Restart(tb, n.Num)
+	}
+	f.Bus = f.Nodes[0].Server()
+	f.WaitReady(tb, 60*time.Second)
+	return f
+}
+
+// NewCluster renders a three-node bus and starts none of its nodes
+// (Restart starts one).
+func NewCluster(tb testing.TB, cfg flock.Config) *Flock {
+	tb.Helper()
 	three := 3
 	cfg.Bus.Replicas = &three
 	dir := tb.TempDir()
@@ -71,13 +84,6 @@ func StartCluster(tb testing.TB, cfg flock.Config) *Flock {
 	}
 	f.URL = strings.Join(urls, ",")
 	tb.Cleanup(f.Close)
-	for _, n := range f.Nodes {
-		if err := n.start(); err != nil {
-			tb.Fatalf("start bus node %d: %v", n.Num, err)
-		}
-	}
-	f.Bus = f.Nodes[0].Server()
-	f.WaitReady(tb, 60*time.Second)
 	return f
 }
 
@@ -93,7 +99,7 @@ func (n *Node) start() error {
 		ConfigFile: n.f.nodeConfig(n.Num), TopologyFile: n.f.TopologyFile,
 		Host: "127.0.0.1", Port: n.ClientPort, NoMonitor: true,
 		RoutePort: n.RoutePort, Routes: n.routes,
-		StoreDir: n.f.nodeStore(n.Num), Logger: testLogger(),
+		StoreDir: n.f.nodeStore(n.Num), Logger: testLogger(), BootstrapGrace: n.f.BootstrapGrace,
 	})
 	if err != nil {
 		return err

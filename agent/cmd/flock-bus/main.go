@@ -3,6 +3,8 @@
 //
 //	flock-bus [run]   run the bus (FLOCK_BUS_CONFIG, FLOCK_BUS_TOPOLOGY)
 //	flock-bus health  exit 0 iff NATS answers on 127.0.0.1:4222 within 2 s
+//	                  and the bus says it is healthy (its ready file is fresh:
+//	                  a cluster node is current with the cluster)
 //
 // SIGHUP re-reads both files and applies them without a restart; SIGTERM or
 // SIGINT shuts down gracefully and exits 0.
@@ -52,7 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			TopologyFile: env("FLOCK_BUS_TOPOLOGY", protocol.BusTopologyFile),
 			Logger:       log,
 		}
-		if err := serve(ctx, cfg, getenv); err != nil {
+		if err := serve(ctx, cfg, env("FLOCK_BUS_READY_FILE", protocol.BusReadyFile), getenv); err != nil {
 			log.Error("bus failed", "err", err)
 			return 1
 		}
@@ -60,6 +62,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "health":
 		addr := env("FLOCK_BUS_HEALTH_ADDR", net.JoinHostPort("127.0.0.1", strconv.Itoa(protocol.ClientPort)))
 		if err := bus.Probe(addr, 2*time.Second); err != nil {
+			fmt.Fprintln(stderr, "unhealthy:", err)
+			return 1
+		}
+		if err := bus.CheckReady(env("FLOCK_BUS_READY_FILE", protocol.BusReadyFile), bus.ReadyMaxAge); err != nil {
 			fmt.Fprintln(stderr, "unhealthy:", err)
 			return 1
 		}
@@ -72,7 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // serve runs the bus until ctx ends; SIGHUP reloads its files.
-func serve(ctx context.Context, cfg bus.Config, getenv func(string) string) error {
+func serve(ctx context.Context, cfg bus.Config, readyFile string, getenv func(string) string) error {
 	// On Fargate the rendered files arrive as secret environment parts
 	// (FLOCK_BUS_CONFIG_PARTS ...): write them to the task's /run volume.
 	if conf, topo, ok, err := bus.Materialize(protocol.BusRuntimeDir, getenv); err != nil {
@@ -90,6 +96,10 @@ func serve(ctx context.Context, cfg bus.Config, getenv func(string) string) erro
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	readyCtx, stopReady := context.WithCancel(ctx)
+	readyDone := make(chan struct{})
+	go func() { s.WriteReady(readyCtx, readyFile); close(readyDone) }()
+	defer func() { stopReady(); <-readyDone }()
 	for {
 		select {
 		case <-hup:
