@@ -69,10 +69,22 @@ func (k Keys) PublicKeys() busconfig.PublicKeys {
 
 func runDocker(ctx *pulumi.Context, s Settings, keys Keys) error {
 	args := s.Docker
-	_, busIP := dockerflock.BusAddress(s.Model)
-	conf, err := busconfig.Render(s.Model, keys.PublicKeys(), busconfig.Options{MonitorHost: busIP.String()})
-	if err != nil {
-		return err
+	// Each node's monitoring and routes listen on its bus-network address.
+	var routes []string
+	for _, n := range s.Model.Bus.BusNodes() {
+		routes = append(routes, dockerflock.BusNodeAddress(s.Model, n).String())
+	}
+	for _, n := range s.Model.Bus.BusNodes() {
+		host := dockerflock.BusNodeAddress(s.Model, n).String()
+		opt := busconfig.Options{MonitorHost: host}
+		if s.Model.Bus.Clustered() {
+			opt.Node, opt.RouteHost, opt.Routes = n, host, routes
+		}
+		conf, err := busconfig.Render(s.Model, keys.PublicKeys(), opt)
+		if err != nil {
+			return err
+		}
+		args.BusConfigs = append(args.BusConfigs, conf)
 	}
 	topology, err := busconfig.RenderTopology(s.Model)
 	if err != nil {
@@ -82,7 +94,7 @@ func runDocker(ctx *pulumi.Context, s Settings, keys Keys) error {
 	for id, k := range keys.Agents {
 		args.Seeds[id] = k.Seed
 	}
-	args.BusConfig, args.BusTopology = conf, topology
+	args.BusTopology = topology
 	f, err := dockerflock.New(ctx, s.Model.Name, args)
 	if err != nil {
 		return fmt.Errorf("dev flock: %w", err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
 
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi-docker/sdk/v4/go/docker"
@@ -28,8 +29,9 @@ type Args struct {
 	BaseImage string
 	// Seeds are the agents' NATS nkey seeds (agent ID -> seed), kept secret.
 	Seeds map[string]string
-	// BusConfig and BusTopology are the rendered bus files (public keys only).
-	BusConfig   []byte
+	// BusConfigs are the rendered bus configs, one per bus node in node
+	// order, and BusTopology the topology all nodes share (public keys only).
+	BusConfigs  [][]byte
 	BusTopology []byte
 }
 
@@ -49,9 +51,53 @@ func BusAddress(m flock.Model) (netip.Prefix, netip.Addr) {
 	return p, p.Addr().Next().Next()
 }
 
+// BusNodeAddress is bus node n's address on the bus network: .2, .3, .4.
+// A clustered bus's routes run there too.
+func BusNodeAddress(m flock.Model, n int) netip.Addr {
+	_, a := BusAddress(m)
+	return nth(a, n-1)
+}
+
 // AgentBusAddress is the bus's fixed address on an agent's network: .1 is
 // the (unassigned) gateway, .2 the bus; the agent takes the next free one.
 func AgentBusAddress(a flock.Agent) netip.Addr { return a.Subnet.Addr().Next().Next() }
+
+// AgentBusNodeAddress is bus node n's fixed address on an agent's network:
+// .2, .3, .4. With three nodes the agent's own address is fixed too (.5),
+// so the engine never hands an agent an address a node must take later.
+func AgentBusNodeAddress(a flock.Agent, n int) netip.Addr { return nth(AgentBusAddress(a), n-1) }
+
+// AgentAddress is a clustered flock's fixed address for agent a (.5).
+func AgentAddress(m flock.Model, a flock.Agent) netip.Addr {
+	return nth(AgentBusAddress(a), m.Bus.Replicas)
+}
+
+// AgentNATSURL lists every bus node on the agent's network: the agent fails
+// over between them by itself.
+func AgentNATSURL(m flock.Model, a flock.Agent) string {
+	var urls []string
+	for _, n := range m.Bus.BusNodes() {
+		urls = append(urls, fmt.Sprintf("nats://%s:%d", AgentBusNodeAddress(a, n), protocol.ClientPort))
+	}
+	return strings.Join(urls, ",")
+}
+
+// BusURL lists every node's client port as published on the host's loopback
+// (node n on 4222+n-1).
+func BusURL(m flock.Model) string {
+	var urls []string
+	for _, n := range m.Bus.BusNodes() {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", protocol.ClientPort+n-1))
+	}
+	return strings.Join(urls, ",")
+}
+
+func nth(a netip.Addr, k int) netip.Addr {
+	for range k {
+		a = a.Next()
+	}
+	return a
+}
 
 // New declares the dev flock.
 func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOption) (*Flock, error) {
@@ -63,7 +109,7 @@ func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOpt
 	if err := d.declare(); err != nil {
 		return nil, err
 	}
-	f.BusURL = pulumi.String(fmt.Sprintf("nats://127.0.0.1:%d", protocol.ClientPort)).ToStringOutput()
+	f.BusURL = pulumi.String(BusURL(args.Model)).ToStringOutput()
 	f.MonitorURL = pulumi.String(fmt.Sprintf("http://127.0.0.1:%d", protocol.MonitorPort)).ToStringOutput()
 	return f, ctx.RegisterResourceOutputs(f, pulumi.Map{"busUrl": f.BusURL, "monitorUrl": f.MonitorURL})
 }
@@ -78,7 +124,7 @@ type declarer struct {
 	agentImage, busImage *docker.Image
 	images               pulumi.Resource // removes both images on destroy, after every container
 	layout, busConfig    *local.Command
-	bus                  *docker.Container
+	busNodes             []*docker.Container // node 1 … Replicas
 }
 
 // n names a child from the component's name.
@@ -168,70 +214,6 @@ func (d *declarer) netLabels(role, agent string) docker.NetworkLabelArray {
 	return out
 }
 
-func (d *declarer) declareBus() error {
-	var err error
-	busName := d.n("bus")
-	if d.busConfig, err = local.NewCommand(d.ctx, d.n("bus-config"), &local.CommandArgs{
-		Create:      pulumi.String(d.args.Host.ShellCommand()),
-		Stdin:       pulumi.String(BusConfigScript(d.m, d.args.BusConfig, d.args.BusTopology, busName)),
-		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
-	}, d.parent, pulumi.DependsOn([]pulumi.Resource{d.layout})); err != nil {
-		return fmt.Errorf("bus config: %w", err)
-	}
-
-	subnet, ip := BusAddress(d.m)
-	busNet, err := docker.NewNetwork(d.ctx, d.n("bus-net"), &docker.NetworkArgs{
-		Name:   pulumi.String(d.n("bus-net")),
-		Driver: pulumi.String("bridge"),
-		IpamConfigs: docker.NetworkIpamConfigArray{docker.NetworkIpamConfigArgs{
-			Subnet: pulumi.String(subnet.String()), Gateway: pulumi.String(subnet.Addr().Next().String()),
-		}},
-		Options: pulumi.StringMap{
-			// Only the bus lives here: the network exists to publish the operator
-			// and monitoring ports, and binds published ports to loopback by default.
-			"com.docker.network.bridge.enable_icc":        pulumi.String("false"),
-			"com.docker.network.bridge.host_binding_ipv4": pulumi.String("127.0.0.1"),
-		},
-		Labels: d.netLabels("bus", ""),
-	}, d.parent)
-	if err != nil {
-		return fmt.Errorf("bus network: %w", err)
-	}
-
-	args := hardened(d.m.Bus.Limits, d.m.Bus.UID, d.m.Runtime)
-	args.Name = pulumi.String(busName)
-	args.Hostname = pulumi.String("bus")
-	args.Image = d.busImage.RepoDigest
-	args.Envs = pulumi.StringArray{
-		pulumi.String("FLOCK_BUS_CONFIG=" + protocol.BusConfigFile),
-		pulumi.String("FLOCK_BUS_TOPOLOGY=" + protocol.BusTopologyFile),
-	}
-	args.Mounts = docker.ContainerMountArray{
-		bindMount(d.m.Shared.BusDir()+"/config", protocol.BusConfigDir, true),
-		bindMount(d.m.Shared.BusDir()+"/data", protocol.BusStoreDir, false),
-	}
-	args.NetworksAdvanced = docker.ContainerNetworksAdvancedArray{docker.ContainerNetworksAdvancedArgs{
-		Name: busNet.Name, Ipv4Address: pulumi.String(ip.String()), Aliases: pulumi.StringArray{pulumi.String("bus")},
-	}}
-	args.Ports = docker.ContainerPortArray{
-		loopbackPort(protocol.ClientPort), loopbackPort(protocol.MonitorPort),
-	}
-	args.Healthcheck = healthcheck("/flock-bus")
-	args.Labels = d.labels("bus", "")
-	// The bus reloads its bind-mounted config on SIGHUP: a new agent never needs a new bus.
-	d.bus, err = docker.NewContainer(d.ctx, busName, args, d.parent, pulumi.DependsOn([]pulumi.Resource{d.busConfig, d.images}))
-	if err != nil {
-		return fmt.Errorf("bus container: %w", err)
-	}
-	if d.m.Runtime == "runsc" {
-		return nil // as for agents (declareAgent)
-	}
-	if err := d.pidsLimit("bus", d.bus, d.m.Bus.Limits.Pids); err != nil {
-		return fmt.Errorf("bus pids limit: %w", err)
-	}
-	return nil
-}
-
 // pidsLimit sets a container's cgroup PIDs limit through the Engine API
 // (pulumi-docker has no pids_limit), again whenever the container is
 // replaced. The nproc ulimit (per UID, and every container has its own UID)
@@ -281,18 +263,29 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		return fmt.Errorf("network: %w", err)
 	}
 
-	// The bus joins each agent network by a per-agent step, so adding an
-	// agent neither replaces the bus nor touches the other agents.
-	link, err := local.NewCommand(d.ctx, d.n(a.ID, "bus-link"), &local.CommandArgs{
-		Create:      pulumi.Sprintf("docker network connect --ip %s --alias bus %s %s 2>&1 | grep -v 'already exists' || true; docker network inspect -f '{{range .Containers}}{{.Name}} {{end}}' %s | grep -qw %s", AgentBusAddress(a).String(), netName, d.n("bus"), netName, d.n("bus")),
-		Delete:      pulumi.Sprintf("docker network disconnect -f %s %s >/dev/null 2>&1 || true", netName, d.n("bus")),
-		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
-		Triggers:    pulumi.Array{d.bus.ID(), network.ID()},
-		// Its delete disconnects the bus by name: on a replacement it must run
-		// before the new link is made, or it would cut the new one.
-	}, d.parent, pulumi.DeleteBeforeReplace(true))
-	if err != nil {
-		return fmt.Errorf("bus link: %w", err)
+	// Each bus node joins each agent network by a per-agent step, so adding
+	// an agent neither replaces a bus node nor touches the other agents.
+	var links []pulumi.Resource
+	for i, node := range d.busNodes {
+		num := i + 1
+		name, linkName := d.busName(num), d.n(a.ID, "bus-link")
+		ip, alias := AgentBusAddress(a), "bus"
+		if d.m.Bus.Clustered() {
+			linkName = d.n(a.ID, "bus", strconv.Itoa(num), "link")
+			ip, alias = AgentBusNodeAddress(a, num), "bus-"+strconv.Itoa(num)
+		}
+		link, err := local.NewCommand(d.ctx, linkName, &local.CommandArgs{
+			Create:      pulumi.Sprintf("docker network connect --ip %s --alias %s %s %s 2>&1 | grep -v 'already exists' || true; docker network inspect -f '{{range .Containers}}{{.Name}} {{end}}' %s | grep -qw %s", ip.String(), alias, netName, name, netName, name),
+			Delete:      pulumi.Sprintf("docker network disconnect -f %s %s >/dev/null 2>&1 || true", netName, name),
+			Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
+			Triggers:    pulumi.Array{node.ID(), network.ID()},
+			// Its delete disconnects the node by name: on a replacement it must
+			// run before the new link is made, or it would cut the new one.
+		}, d.parent, pulumi.DeleteBeforeReplace(true))
+		if err != nil {
+			return fmt.Errorf("bus link: %w", err)
+		}
+		links = append(links, link)
 	}
 
 	args := hardened(a.Limits, a.UID, d.m.Runtime)
@@ -303,7 +296,7 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		pulumi.String(protocol.EnvAgentID + "=" + a.ID),
 		// The bus by address, not by name: reconnecting never waits on DNS
 		// (the name vanishes while the bus is down, and lookups then stall).
-		pulumi.String(fmt.Sprintf("%s=nats://%s:%d", protocol.EnvNATSURL, AgentBusAddress(a), protocol.ClientPort)),
+		pulumi.String(protocol.EnvNATSURL + "=" + AgentNATSURL(d.m, a)),
 		pulumi.String(protocol.EnvSharedDir + "=" + protocol.ContainerSharedDir),
 		pulumi.String(protocol.EnvNkeyFile + "=" + protocol.ContainerCredsFile),
 		pulumi.String(protocol.EnvHeartbeat + "=" + d.m.Bus.Heartbeat.String()),
@@ -316,7 +309,11 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		bindMount(d.m.Shared.LogFile(a.ID), protocol.ContainerLogFile(a.ID), false),
 		bindMount(d.m.Shared.CredsDir(a.ID), protocol.ContainerCredsDir, true),
 	}
-	args.NetworksAdvanced = docker.ContainerNetworksAdvancedArray{docker.ContainerNetworksAdvancedArgs{Name: network.Name}}
+	agentNet := docker.ContainerNetworksAdvancedArgs{Name: network.Name}
+	if d.m.Bus.Clustered() {
+		agentNet.Ipv4Address = pulumi.String(AgentAddress(d.m, a).String())
+	}
+	args.NetworksAdvanced = docker.ContainerNetworksAdvancedArray{agentNet}
 	// Docker's embedded resolver forwards names it does not know to upstream
 	// servers: a side channel out of an internal network. With loopback as
 	// the only upstream it answers for the flock's own names and nothing else.
@@ -327,7 +324,7 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	// prepare step mounted rather than the directory it replaced.
 	args.Labels = append(d.labels("agent", a.ID), docker.ContainerLabelArgs{Label: pulumi.String(protocol.LabelDiskMiB), Value: pulumi.String(strconv.Itoa(a.Limits.DiskMiB))})
 	container, err := docker.NewContainer(d.ctx, d.n(a.ID), args, d.parent,
-		pulumi.DependsOn([]pulumi.Resource{prepare, link, d.images}))
+		pulumi.DependsOn(append([]pulumi.Resource{prepare, d.images}, links...)))
 	if err != nil {
 		return fmt.Errorf("container: %w", err)
 	}
@@ -405,6 +402,6 @@ func bindMount(source, target string, readOnly bool) docker.ContainerMountArgs {
 	}
 }
 
-func loopbackPort(port int) docker.ContainerPortArgs {
-	return docker.ContainerPortArgs{Internal: pulumi.Int(port), External: pulumi.Int(port), Ip: pulumi.String("127.0.0.1"), Protocol: pulumi.String("tcp")}
+func loopbackPort(internal, external int) docker.ContainerPortArgs {
+	return docker.ContainerPortArgs{Internal: pulumi.Int(internal), External: pulumi.Int(external), Ip: pulumi.String("127.0.0.1"), Protocol: pulumi.String("tcp")}
 }

@@ -77,7 +77,11 @@ func LayoutScript(m flock.Model) string {
 	fmt.Fprintf(&b, "install -d -o 0 -g 0 -m 0711 %s/agents %s/logs %s %s/creds\n", s.Root, s.Root, s.StateRoot, s.StateRoot)
 	fmt.Fprintf(&b, "install -d -o 0 -g 0 -m 0700 %s/disks\n", s.StateRoot)
 	bus := s.BusDir()
-	fmt.Fprintf(&b, "install -d -o %d -g %d -m 0700 %s %s/config %s/data\n", m.Bus.UID, m.Bus.UID, bus, bus, bus)
+	fmt.Fprintf(&b, "install -d -o %d -g %d -m 0700 %s %s/config", m.Bus.UID, m.Bus.UID, bus, bus)
+	for _, n := range m.Bus.BusNodes() {
+		fmt.Fprintf(&b, " %s", BusDataDir(bus, m.Bus.Clustered(), n))
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 
@@ -184,18 +188,25 @@ fi
 // only: nothing secret) and asks a running bus to reload them. Files are
 // replaced by rename inside the mounted directory, so the bus never reads a
 // half-written file.
-func BusConfigScript(m flock.Model, conf, topology []byte, busContainer string) string {
+func BusConfigScript(m flock.Model, confs [][]byte, topology []byte, busContainers []string) string {
 	dir := m.Shared.BusDir() + "/config"
 	var b strings.Builder
 	b.WriteString("set -eu\numask 077\n")
-	for _, f := range []struct {
+	type file struct {
 		name string
 		data []byte
-	}{{"nats.conf", conf}, {"topology.json", topology}} {
+	}
+	var files []file
+	for i, conf := range confs {
+		files = append(files, file{BusConfigFile(m.Bus.Clustered(), i+1), conf})
+	}
+	for _, f := range append(files, file{"topology.json", topology}) {
 		fmt.Fprintf(&b, "cat > %s/%s.new <<'FLOCK_EOF'\n%s\nFLOCK_EOF\n", dir, f.name, f.data)
 		fmt.Fprintf(&b, "chown %d:%d %s/%s.new\nmv -f %s/%s.new %s/%s\n", m.Bus.UID, m.Bus.UID, dir, f.name, dir, f.name, dir, f.name)
 	}
 	// A running bus reloads users, permissions and consumers without a restart.
-	fmt.Fprintf(&b, "if command -v docker >/dev/null 2>&1; then docker kill -s HUP %s >/dev/null 2>&1 || true; fi\n", busContainer)
+	for _, c := range busContainers {
+		fmt.Fprintf(&b, "if command -v docker >/dev/null 2>&1; then docker kill -s HUP %s >/dev/null 2>&1 || true; fi\n", c)
+	}
 	return b.String()
 }

@@ -42,7 +42,19 @@ func changedBetween(before, after *capture.Stack) (changed, removed, added []str
 // (the bus reloads it); nothing else changes: not the other agents, not the bus.
 func TestAddingAnAgentChangesNoOtherAgent(t *testing.T) {
 	three, four := dev(t, count(3)), dev(t, count(4))
-	changed, removed, added := changedBetween(three, four)
+	checkOnlyAgent4Added(t, three, four, []string{"flock-agent-4-bus-link"})
+}
+
+// With three bus nodes too: no node is replaced or updated, agent-4 gets one
+// link to each.
+func TestAddingAnAgentReplacesNoBusNode(t *testing.T) {
+	three, four := dev(t, replicas(count(3), 3)), dev(t, replicas(count(4), 3))
+	checkOnlyAgent4Added(t, three, four, []string{"flock-agent-4-bus-1-link", "flock-agent-4-bus-2-link", "flock-agent-4-bus-3-link"})
+}
+
+func checkOnlyAgent4Added(t *testing.T, before, after *capture.Stack, links []string) {
+	t.Helper()
+	changed, removed, added := changedBetween(before, after)
 	if len(removed) != 0 {
 		t.Errorf("removed: %v", removed)
 	}
@@ -54,7 +66,7 @@ func TestAddingAnAgentChangesNoOtherAgent(t *testing.T) {
 			t.Errorf("adding agent-4 added %s", name)
 		}
 	}
-	for _, want := range []string{"flock-agent-4", "flock-agent-4-net", "flock-agent-4-prepare", "flock-agent-4-bus-link", "flock-agent-4-pids-limit"} {
+	for _, want := range append([]string{"flock-agent-4", "flock-agent-4-net", "flock-agent-4-prepare", "flock-agent-4-pids-limit"}, links...) {
 		if !containsStr(added, want) {
 			t.Errorf("agent-4 lacks %s (added %v)", want, added)
 		}

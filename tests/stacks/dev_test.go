@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +25,53 @@ func dev(t testing.TB, overrides capture.Config) *capture.Stack {
 }
 
 func count(n int) capture.Config { return capture.Config{"flock:agentCount": strconv.Itoa(n)} }
+
+// replicas sets flock:bus.replicas on c.
+func replicas(c capture.Config, r int) capture.Config {
+	c["flock:bus"] = fmt.Sprintf(`{"replicas": %d}`, r)
+	return c
+}
+
+// busNode is what the dev stack calls bus node k of r (names, addresses).
+type busNode struct{ k, r int }
+
+func (b busNode) container() string {
+	if b.r == 1 {
+		return "flock-bus"
+	}
+	return fmt.Sprintf("flock-bus-%d", b.k)
+}
+
+func (b busNode) alias() string {
+	if b.r == 1 {
+		return "bus"
+	}
+	return fmt.Sprintf("bus-%d", b.k)
+}
+
+func (b busNode) link(agent string) string {
+	if b.r == 1 {
+		return "flock-" + agent + "-bus-link"
+	}
+	return fmt.Sprintf("flock-%s-bus-%d-link", agent, b.k)
+}
+
+// nodes lists the r bus nodes.
+func nodes(r int) []busNode {
+	var out []busNode
+	for k := 1; k <= r; k++ {
+		out = append(out, busNode{k, r})
+	}
+	return out
+}
+
+// plus is the address k after a.
+func plus(a netip.Addr, k int) netip.Addr {
+	for range k {
+		a = a.Next()
+	}
+	return a
+}
 
 // agentContainers returns the agent containers keyed by agent ID.
 func agentContainers(t testing.TB, s *capture.Stack) map[string]capture.Resource {
@@ -68,18 +116,20 @@ func boolean(r capture.Resource, key string) bool {
 
 func TestDevStackInvariants(t *testing.T) {
 	for _, n := range []int{3, 50} {
-		t.Run(fmt.Sprintf("%d agents", n), func(t *testing.T) {
-			s := dev(t, count(n))
-			agents := agentContainers(t, s)
-			if len(agents) != n {
-				t.Fatalf("declared %d agent containers, want %d", len(agents), n)
-			}
-			checkAgentContainers(t, s, agents)
-			checkNetworks(t, s, agents)
-			checkMounts(t, s, agents)
-			checkProcessLimits(t, s, agents)
-			checkBus(t, s, n)
-		})
+		for _, r := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%d agents, %d bus nodes", n, r), func(t *testing.T) {
+				s := dev(t, replicas(count(n), r))
+				agents := agentContainers(t, s)
+				if len(agents) != n {
+					t.Fatalf("declared %d agent containers, want %d", len(agents), n)
+				}
+				checkAgentContainers(t, s, agents)
+				checkNetworks(t, s, agents, r)
+				checkMounts(t, s, agents)
+				checkProcessLimits(t, s, agents)
+				checkBus(t, s, n, r)
+			})
+		}
 	}
 }
 
@@ -169,7 +219,7 @@ func checkAgentContainers(t *testing.T, s *capture.Stack, agents map[string]capt
 	}
 }
 
-func checkNetworks(t *testing.T, s *capture.Stack, agents map[string]capture.Resource) {
+func checkNetworks(t *testing.T, s *capture.Stack, agents map[string]capture.Resource, r int) {
 	nets := map[string]capture.Resource{}
 	for _, n := range s.ByType(capture.TypeNetwork) {
 		nets[n.String("name")] = n
@@ -213,13 +263,24 @@ func checkNetworks(t *testing.T, s *capture.Stack, agents map[string]capture.Res
 				t.Errorf("%s shares network %s with %s", other, name, id)
 			}
 		}
-		busIP := p.Addr().Next().Next().String()
-		link, ok := s.Get(capture.TypeCommand, "flock-"+id+"-bus-link")
-		if !ok || !strings.Contains(link.String("create"), "network connect --ip "+busIP+" --alias bus "+name+" flock-bus") {
-			t.Errorf("%s: no step joins the bus to %s at %s: %q", id, name, busIP, link.String("create"))
+		// Every bus node joins at a fixed address (.2, .3, .4), and the agent
+		// is given all of them.
+		var urls []string
+		for _, b := range nodes(r) {
+			busIP := plus(p.Addr(), 1+b.k).String()
+			link, ok := s.Get(capture.TypeCommand, b.link(id))
+			if !ok || !strings.Contains(link.String("create"), "network connect --ip "+busIP+" --alias "+b.alias()+" "+name+" "+b.container()+" ") {
+				t.Errorf("%s: no step joins bus node %d to %s at %s: %q", id, b.k, name, busIP, link.String("create"))
+			}
+			urls = append(urls, "nats://"+busIP+":4222")
 		}
-		if env := strings.Join(toStrings(list(agents[id], "envs")), " "); !strings.Contains(env, "NATS_URL=nats://"+busIP+":4222") {
-			t.Errorf("%s: does not reach the bus at its fixed address %s: %s", id, busIP, env)
+		if env := toStrings(list(agents[id], "envs")); !slices.Contains(env, "NATS_URL="+strings.Join(urls, ",")) {
+			t.Errorf("%s: does not reach every bus node at its fixed address %v: %v", id, urls, env)
+		}
+		// With three nodes the agent's address is fixed too, after theirs.
+		ip, _ := attached[0].(map[string]any)["ipv4Address"].(string)
+		if want := plus(p.Addr(), 2+r).String(); r > 1 && ip != want {
+			t.Errorf("%s: address %q on its network, want the fixed %s after the bus nodes'", id, ip, want)
 		}
 		if dns := list(agents[id], "dns"); len(dns) != 1 || dns[0] != "127.0.0.1" {
 			t.Errorf("%s: dns %v: the embedded resolver must have no upstream to forward to", id, dns)
@@ -316,42 +377,82 @@ func checkProcessLimits(t *testing.T, s *capture.Stack, agents map[string]captur
 	}
 }
 
-func checkBus(t *testing.T, s *capture.Stack, n int) {
-	bus, ok := s.Get(capture.TypeContainer, "flock-bus")
-	if !ok {
-		t.Fatal("no bus container")
+func checkBus(t *testing.T, s *capture.Stack, n, r int) {
+	cfg, _ := s.Get(capture.TypeCommand, "flock-bus-config")
+	script := cfg.String("stdin")
+	if regexp.MustCompile(`SU[A-Z2-7]{50,}`).MatchString(script) {
+		t.Errorf("bus config holds a seed")
 	}
-	if u := bus.String("user"); strings.HasPrefix(u, "0:") || u == "" {
-		t.Errorf("bus runs as %q", u)
-	}
-	if !boolean(bus, "readOnly") || !reflect.DeepEqual(obj(bus, "capabilities")["drops"], []any{"ALL"}) || num(bus, "memory") == 0 {
-		t.Errorf("bus is not hardened like the agents")
-	}
-	for _, p := range list(bus, "ports") {
-		if pm := p.(map[string]any); pm["ip"] != "127.0.0.1" {
-			t.Errorf("bus publishes %v beyond loopback", pm)
+	stores := map[string]string{}
+	for _, b := range nodes(r) {
+		bus, ok := s.Get(capture.TypeContainer, b.container())
+		if !ok {
+			t.Fatalf("no bus container %s", b.container())
+		}
+		if u := bus.String("user"); strings.HasPrefix(u, "0:") || u == "" {
+			t.Errorf("%s runs as %q", b.container(), u)
+		}
+		if !boolean(bus, "readOnly") || !reflect.DeepEqual(obj(bus, "capabilities")["drops"], []any{"ALL"}) || num(bus, "memory") == 0 {
+			t.Errorf("%s is not hardened like the agents", b.container())
+		}
+		var published []string
+		for _, p := range list(bus, "ports") {
+			pm := p.(map[string]any)
+			if pm["ip"] != "127.0.0.1" {
+				t.Errorf("%s publishes %v beyond loopback", b.container(), pm)
+			}
+			published = append(published, fmt.Sprintf("%v->%v", pm["external"], pm["internal"]))
+		}
+		// Node k's client and monitoring ports on the host: 4222+k-1, 8222+k-1.
+		if want := []string{fmt.Sprintf("%d->4222", 4221+b.k), fmt.Sprintf("%d->8222", 8221+b.k)}; !reflect.DeepEqual(published, want) {
+			t.Errorf("%s ports %v: want %v (the operator and monitoring ports only)", b.container(), published, want)
+		}
+		// The bus gets a real cgroup PIDs limit too (CIS 5.29), tied to its container.
+		pidsStep := strings.TrimPrefix(b.container(), "flock-")
+		step, ok := s.Get(capture.TypeCommand, "flock-"+pidsStep+"-pids-limit")
+		if !ok || !strings.Contains(step.String("create"), "docker update --pids-limit 512 "+b.container()) || !dependsOn(step, bus) {
+			t.Errorf("%s: no PIDs-limit step tied to its container: %q", b.container(), step.String("create"))
+		}
+		// Its own store.
+		for _, m := range list(bus, "mounts") {
+			mm := m.(map[string]any)
+			if mm["target"] == protocol.BusStoreDir {
+				src := mm["source"].(string)
+				if other, dup := stores[src]; dup {
+					t.Errorf("%s and %s share the store %s", b.container(), other, src)
+				}
+				stores[src] = b.container()
+			}
+		}
+		// Monitoring (and a cluster's routes) on its bus-network address only.
+		addr := fmt.Sprintf("10.210.0.%d", 1+b.k)
+		if !strings.Contains(script, `"http": "`+addr+`:8222"`) {
+			t.Errorf("bus config: node %d's monitoring must listen on %s only", b.k, addr)
+		}
+		if r > 1 && !strings.Contains(script, `"listen": "`+addr+`:6222"`) {
+			t.Errorf("bus config: node %d's routes must listen on %s only", b.k, addr)
 		}
 	}
-	if len(list(bus, "ports")) != 2 {
-		t.Errorf("bus ports %v: want the operator and monitoring ports only", list(bus, "ports"))
-	}
-	// The bus gets a real cgroup PIDs limit too (CIS 5.29), tied to its container.
-	step, ok := s.Get(capture.TypeCommand, "flock-bus-pids-limit")
-	if !ok || !strings.Contains(step.String("create"), "docker update --pids-limit 512 flock-bus") || !dependsOn(step, bus) {
-		t.Errorf("bus: no PIDs-limit step tied to its container: %q", step.String("create"))
+	if len(stores) != r {
+		t.Errorf("%d bus stores for %d nodes: %v", len(stores), r, stores)
 	}
 	links := 0
 	for _, c := range s.ByType(capture.TypeCommand) {
-		if strings.HasSuffix(c.Name, "-bus-link") {
+		if strings.HasSuffix(c.Name, "-link") && strings.Contains(c.Name, "-bus") {
 			links++
 		}
 	}
-	if links != n {
-		t.Errorf("%d bus links, want one per agent (%d)", links, n)
+	if links != n*r {
+		t.Errorf("%d bus links, want one per agent and bus node (%d)", links, n*r)
 	}
-	cfg, _ := s.Get(capture.TypeCommand, "flock-bus-config")
-	if script := cfg.String("stdin"); !strings.Contains(script, `"http": "10.210.0.2:8222"`) || regexp.MustCompile(`SU[A-Z2-7]{50,}`).MatchString(script) {
-		t.Errorf("bus config: monitoring must listen on the bus network only and hold no seeds")
+	// Containers talk to each other on the bus network only when there are
+	// routes to carry.
+	busNet, _ := s.Get(capture.TypeNetwork, "flock-bus-net")
+	if icc := obj(busNet, "options")["com.docker.network.bridge.enable_icc"]; icc != strconv.FormatBool(r > 1) {
+		t.Errorf("bus network enable_icc %v with %d nodes", icc, r)
+	}
+	if r > 1 && strings.Count(script, "docker kill -s HUP flock-bus-") != r {
+		t.Errorf("bus config step does not reload every node: %q", script)
 	}
 }
 
