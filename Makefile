@@ -12,7 +12,7 @@ OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
 # engine serialises most container work, but waiting providers hold slots.
 PARALLEL ?= 16
 
-.PHONY: all bin program deploy destroy preview operator-key test check deps vet e2e e2e-gvisor provision-check actionlint bench layer3 \
+.PHONY: all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-gvisor provision-check actionlint bench layer3 \
         vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy flock-test flock-logs flock-watch
 
 all: bin test
@@ -66,6 +66,7 @@ vet:
 ## isolation probes again under gVisor), provisioning, workflows
 check: deps vet
 	FLOCK_E2E=1 $(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory e2e-cluster
 	$(MAKE) --no-print-directory e2e-gvisor
 	$(MAKE) --no-print-directory provision-check
 	$(MAKE) --no-print-directory actionlint
@@ -80,6 +81,11 @@ e2e: deps
 # Not the status flood: under gVisor on 2 cores the round trip's own noise
 # (1.5-3.0x with the per-peer limit, 1.7-4.6x without) hides the effect it measures.
 GVISOR_TESTS := TestTaskRouting|TestNetworkIsolation|TestStorageIsolation|TestIdentityAndPrivileges|TestProcessLimit|TestMemoryLimit|TestCPULimit|TestBusPermissionsFromContainer|TestBusHardening|TestHostileResultsFlood|TestHostileForgedPoolResult|TestHostileDiskFill|TestHostileInboxFlood|TestKeyRotationReachesRunningAgent|TestReadBackMatchesDeclared|TestAgentsMessageOverMCP
+
+## e2e-cluster: the three-node bus on the real engine: a node lost, a rolling
+## restart, no quorum (not beside e2e: both publish the bus's host ports)
+e2e-cluster: deps
+	FLOCK_E2E_CLUSTER=1 $(GO) test -count=1 -timeout 20m -v ./tests/e2e/cluster/
 
 ## e2e-gvisor: the isolation probes on a flock under runsc (flock:runtime: runsc)
 e2e-gvisor: deps

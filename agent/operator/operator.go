@@ -307,8 +307,7 @@ func (c *Client) publish(ctx context.Context, subject, id string, body []byte) (
 		if err == nil {
 			return ack, nil
 		}
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.Code != 503 {
+		if !transient(err) {
 			return nil, &NotStoredError{TaskID: id, Err: err} // refused (a full stream): no retry helps
 		}
 		select {
@@ -317,6 +316,17 @@ func (c *Client) publish(ctx context.Context, subject, id string, body []byte) (
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// transient reports whether a publish may succeed if sent again: no answer,
+// no quorum (503), or an earlier copy still being stored by a cluster that
+// lost its leader (10158, duplicate message ID in process).
+func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return true // a timeout, no responders, a lost connection
+	}
+	return apiErr.Code == 503 || apiErr.ErrorCode == 10158
 }
 
 func keys(m map[string]bool) []string {
