@@ -204,7 +204,11 @@ func (c Config) validateNetwork(n *Network, m flock.Model, modelValid bool, add 
 			}
 		}
 		if need := len(m.Agents) + len(m.Bus.BusNodes()) + 1; modelValid && PrivateCapacity(n.CIDR, n.AZCount) < need {
-			add(k("cidr"), "%s in %d zones holds %d task addresses; %d agents, %d bus nodes and the operator need %d: use a larger range or more zones", n.CIDR, n.AZCount, PrivateCapacity(n.CIDR, n.AZCount), len(m.Agents), len(m.Bus.BusNodes()), need)
+			bus := "the bus"
+			if m.Bus.Clustered() {
+				bus = fmt.Sprintf("%d bus nodes", len(m.Bus.BusNodes()))
+			}
+			add(k("cidr"), "%s in %d zones holds %d task addresses; %d agents, %s and the operator need %d: use a larger range or more zones", n.CIDR, n.AZCount, PrivateCapacity(n.CIDR, n.AZCount), len(m.Agents), bus, need)
 		}
 	}
 }

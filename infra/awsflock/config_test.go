@@ -53,6 +53,7 @@ func TestConfigErrors(t *testing.T) {
 		{"subnets without vpc", `{}`, `{"subnetIds":["subnet-0aaaaaaaaaaaaaaaa"]}`, "flock:aws.subnetIds: subnetIds and routeTableIds name parts of an existing VPC"},
 		{"public cidr", `{}`, `{"cidr":"8.8.0.0/16"}`, "flock:aws.cidr: must be a private range"},
 		{"small cidr", `{"agentCount": 200}`, `{"cidr":"10.9.0.0/22"}`, "flock:aws.cidr: 10.9.0.0/22 in 2 zones holds"},
+		{"small cidr, one bus", `{"agentCount": 107, "bus": {"replicas": 1}}`, `{"cidr":"10.9.0.0/22"}`, "holds 108 task addresses; 107 agents, the bus and the operator need 109"},
 		{"one zone", `{}`, `{"availabilityZones":1}`, "flock:aws.availabilityZones: must be between 2 and 6"},
 		{"retention", `{}`, `{"logRetentionDays":42}`, "flock:aws.logRetentionDays: must be one of CloudWatch's retention periods"},
 		{"operator internet", `{}`, `{"operatorCidrs":["0.0.0.0/0"]}`, "flock:aws.operatorCidrs[0]: must be a private range"},
