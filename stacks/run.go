@@ -108,9 +108,21 @@ func runAWS(ctx *pulumi.Context, s Settings, keys Keys) error {
 	args := s.AWS
 	var err error
 	// Monitoring listens on every address of the bus task: its security
-	// group admits the monitoring port from the operator task only.
-	if args.BusConfig, err = busconfig.Render(s.Model, keys.PublicKeys(), busconfig.Options{StoreDir: protocol.BusStoreDir}); err != nil {
-		return err
+	// group admits the monitoring port from the operator task only. A
+	// cluster node's routes listen on every address too (the group admits
+	// the route port from the bus nodes only) and reach the others by their
+	// Cloud Map names; its store is on its own task storage.
+	hosts := awsflock.BusHosts(s.Model, args.Namespace)
+	for _, n := range s.Model.Bus.BusNodes() {
+		opt := busconfig.Options{StoreDir: protocol.BusStoreDir}
+		if s.Model.Bus.Clustered() {
+			opt = busconfig.Options{StoreDir: awsflock.BusNodeStoreDir, Node: n, RouteHost: "0.0.0.0", Routes: hosts}
+		}
+		conf, err := busconfig.Render(s.Model, keys.PublicKeys(), opt)
+		if err != nil {
+			return fmt.Errorf("bus node %d: %w", n, err)
+		}
+		args.BusConfigs = append(args.BusConfigs, conf)
 	}
 	if args.BusTopology, err = busconfig.RenderTopology(s.Model); err != nil {
 		return err

@@ -1,6 +1,6 @@
 // Package awsflock declares the flock on AWS: ECS Fargate tasks in private
-// subnets, one EFS access point per agent directory and log, the bus found
-// through Cloud Map DNS, credentials in Secrets Manager, logs in CloudWatch,
+// subnets, one EFS access point per agent directory and log, the bus (one
+// node, or a three-node cluster) found through Cloud Map DNS, credentials in Secrets Manager, logs in CloudWatch,
 // images in ECR. It renders the same flock model as the dev component and
 // holds the same isolation invariants (README: security model).
 package awsflock
@@ -75,7 +75,8 @@ type Args struct {
 	Network Network
 	// LogRetentionDays is the retention of every log group.
 	LogRetentionDays int
-	// Namespace is the Cloud Map private DNS namespace; the bus is bus.<Namespace>.
+	// Namespace is the Cloud Map private DNS namespace; the bus is
+	// bus.<Namespace>, or each node of a clustered bus bus-<n>.<Namespace>.
 	Namespace string
 	// OperatorCIDRs may reach the bus's client port (e.g. a VPN's range). Empty by default.
 	OperatorCIDRs []string
@@ -88,8 +89,10 @@ type Args struct {
 	// Seeds are the agents' NATS nkey seeds (agent ID -> seed); OperatorSeed the operator's.
 	Seeds        map[string]string
 	OperatorSeed string
-	// BusConfig and BusTopology are the rendered bus files (public keys only).
-	BusConfig   []byte
+	// BusConfigs are the rendered NATS configs of the bus nodes, one per
+	// node in node order (Model.Bus.BusNodes); BusTopology is the JetStream
+	// topology they share. Public keys only.
+	BusConfigs  [][]byte
 	BusTopology []byte
 }
 
@@ -121,9 +124,8 @@ func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOpt
 	if err := d.declare(); err != nil {
 		return nil, err
 	}
-	host := BusHost(args.Namespace)
-	f.BusURL = pulumi.String(fmt.Sprintf("nats://%s:%d", host, protocol.ClientPort)).ToStringOutput()
-	f.MonitorURL = pulumi.String(fmt.Sprintf("http://%s:%d", host, protocol.MonitorPort)).ToStringOutput()
+	f.BusURL = pulumi.String(BusURL(args.Model, args.Namespace)).ToStringOutput()
+	f.MonitorURL = pulumi.String(MonitorURL(args.Model, args.Namespace)).ToStringOutput()
 	f.ClusterName = d.cluster.Name
 	f.RepositoryURL = d.repo.RepositoryUrl
 	f.FileSystemID = d.fs.ID().ToStringOutput()
@@ -138,9 +140,6 @@ func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOpt
 	})
 }
 
-// BusHost is the bus's DNS name in the namespace.
-func BusHost(namespace string) string { return "bus." + namespace }
-
 func (a Args) check() error {
 	if a.Namespace == "" || a.ImageTag == "" || a.AgentContext == "" || a.LogRetentionDays <= 0 {
 		return fmt.Errorf("aws flock: Namespace, ImageTag, AgentContext and LogRetentionDays are required")
@@ -152,6 +151,12 @@ func (a Args) check() error {
 	}
 	if a.OperatorSeed == "" {
 		return fmt.Errorf("aws flock: no operator credentials")
+	}
+	if len(a.BusConfigs) != len(a.Model.Bus.BusNodes()) {
+		return fmt.Errorf("aws flock: %d bus configs for %d bus nodes", len(a.BusConfigs), len(a.Model.Bus.BusNodes()))
+	}
+	if _, err := BusStorageGiB(a.Model); a.Model.Bus.Clustered() && err != nil {
+		return fmt.Errorf("aws flock: %w", err)
 	}
 	return nil
 }
@@ -186,7 +191,6 @@ type declarer struct {
 	agentImg, busImg *docker.Image
 	cluster          *ecs.Cluster
 	namespace        *servicediscovery.PrivateDnsNamespace
-	busDiscovery     *servicediscovery.Service
 	operatorTask     *ecs.TaskDefinition
 }
 

@@ -12,10 +12,14 @@ import (
 )
 
 // args are the component's arguments for n agents, as the stack would give
-// them (validated config, placeholder credentials and bus files).
-func args(t *testing.T, n int) awsflock.Args {
+// them (validated config, placeholder credentials and bus files), with the
+// aws default of three bus nodes.
+func args(t *testing.T, n int) awsflock.Args { return argsWith(t, n, nil) }
+
+// argsWith sets flock:bus.replicas (nil: the default).
+func argsWith(t *testing.T, n int, replicas *int) awsflock.Args {
 	t.Helper()
-	m, err := flock.Config{Target: string(flock.TargetAWS), Name: "f", AgentCount: &n}.Validate()
+	m, err := flock.Config{Target: string(flock.TargetAWS), Name: "f", AgentCount: &n, Bus: flock.BusConfig{Replicas: replicas}}.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +31,10 @@ func args(t *testing.T, n int) awsflock.Args {
 	for _, ag := range m.Agents {
 		a.Seeds[ag.ID] = "SU-" + ag.ID
 	}
-	a.OperatorSeed, a.BusConfig, a.BusTopology = "SU-operator", []byte("{}"), []byte("{}")
+	a.OperatorSeed, a.BusTopology = "SU-operator", []byte("{}")
+	for range m.Bus.BusNodes() {
+		a.BusConfigs = append(a.BusConfigs, []byte("{}"))
+	}
 	return a
 }
 
@@ -44,30 +51,53 @@ func declare(t *testing.T, a awsflock.Args) (*capture.Stack, error) {
 }
 
 // The component on its own: every resource its child, one service per agent
-// plus the bus, each agent's seed a secret of its own, and its outputs.
+// plus one per bus node, each agent's seed a secret of its own, and its outputs.
 func TestComponentDeclaresTheFlock(t *testing.T) {
-	s, err := declare(t, args(t, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if comps := s.ByType(capture.TypeAWSFlock); len(comps) != 1 {
-		t.Fatalf("want one component, got %d", len(comps))
-	}
-	for _, r := range s.Resources {
-		if r.Type != capture.TypeAWSFlock && r.Type != capture.TypeStack && !strings.HasSuffix(r.Parent, "flock:aws:Flock::f") {
-			t.Errorf("%s %s is not the component's child (parent %q)", r.Type, r.Name, r.Parent)
+	one := 1
+	for _, c := range []struct {
+		replicas *int
+		services int
+		url      string
+	}{
+		{&one, 4, "nats://bus.f.flock.internal:4222"},
+		{nil, 6, "nats://bus-1.f.flock.internal:4222,nats://bus-2.f.flock.internal:4222,nats://bus-3.f.flock.internal:4222"},
+	} {
+		s, err := declare(t, argsWith(t, 3, c.replicas))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if comps := s.ByType(capture.TypeAWSFlock); len(comps) != 1 {
+			t.Fatalf("want one component, got %d", len(comps))
+		}
+		for _, r := range s.Resources {
+			if r.Type != capture.TypeAWSFlock && r.Type != capture.TypeStack && !strings.HasSuffix(r.Parent, "flock:aws:Flock::f") {
+				t.Errorf("%s %s is not the component's child (parent %q)", r.Type, r.Name, r.Parent)
+			}
+		}
+		if n := len(s.ByType(capture.TypeService)); n != c.services {
+			t.Errorf("%d services, want %d: 3 agents and the bus nodes", n, c.services)
+		}
+		for _, id := range []string{"agent-1", "agent-2", "agent-3"} {
+			if _, ok := s.Get(capture.TypeSecret, "f-"+id+"-nkey"); !ok {
+				t.Errorf("no secret f-%s-nkey", id)
+			}
+		}
+		if got, _ := s.Outputs["busUrl"].Value.(string); got != c.url {
+			t.Errorf("busUrl %q, want %q", got, c.url)
 		}
 	}
-	if n := len(s.ByType(capture.TypeService)); n != 4 {
-		t.Errorf("%d services, want 3 agents and the bus", n)
+}
+
+// A bus config per node: too few or too many is refused before anything is declared.
+func TestComponentRefusesMissingBusConfigs(t *testing.T) {
+	a := args(t, 2)
+	a.BusConfigs = a.BusConfigs[:1]
+	s, err := declare(t, a)
+	if err == nil || !strings.Contains(err.Error(), "1 bus configs for 3 bus nodes") {
+		t.Fatalf("want the missing bus configs named, got %v", err)
 	}
-	for _, id := range []string{"agent-1", "agent-2", "agent-3"} {
-		if _, ok := s.Get(capture.TypeSecret, "f-"+id+"-nkey"); !ok {
-			t.Errorf("no secret f-%s-nkey", id)
-		}
-	}
-	if got, _ := s.Outputs["busUrl"].Value.(string); got != "nats://bus.f.flock.internal:4222" {
-		t.Errorf("busUrl %q", got)
+	if s != nil && len(s.Resources) > 1 {
+		t.Errorf("declared %d resources before refusing", len(s.Resources))
 	}
 }
 

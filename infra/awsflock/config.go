@@ -118,6 +118,9 @@ func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 	if _, err := SizeFor(m.Bus.Limits); modelValid && err != nil {
 		add("flock:bus.limits", "%v", err)
 	}
+	if _, err := BusStorageGiB(m); modelValid && m.Bus.Clustered() && err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return Args{}, errs
 	}
@@ -200,8 +203,12 @@ func (c Config) validateNetwork(n *Network, m flock.Model, modelValid bool, add 
 				n.CIDR = p
 			}
 		}
-		if capa := PrivateCapacity(n.CIDR, n.AZCount); modelValid && capa < len(m.Agents)+2 {
-			add(k("cidr"), "%s in %d zones holds %d task addresses; %d agents, the bus and the operator need %d: use a larger range or more zones", n.CIDR, n.AZCount, capa, len(m.Agents), len(m.Agents)+2)
+		if need := len(m.Agents) + len(m.Bus.BusNodes()) + 1; modelValid && PrivateCapacity(n.CIDR, n.AZCount) < need {
+			bus := "the bus"
+			if m.Bus.Clustered() {
+				bus = fmt.Sprintf("%d bus nodes", len(m.Bus.BusNodes()))
+			}
+			add(k("cidr"), "%s in %d zones holds %d task addresses; %d agents, %s and the operator need %d: use a larger range or more zones", n.CIDR, n.AZCount, PrivateCapacity(n.CIDR, n.AZCount), len(m.Agents), bus, need)
 		}
 	}
 }

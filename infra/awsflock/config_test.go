@@ -53,6 +53,7 @@ func TestConfigErrors(t *testing.T) {
 		{"subnets without vpc", `{}`, `{"subnetIds":["subnet-0aaaaaaaaaaaaaaaa"]}`, "flock:aws.subnetIds: subnetIds and routeTableIds name parts of an existing VPC"},
 		{"public cidr", `{}`, `{"cidr":"8.8.0.0/16"}`, "flock:aws.cidr: must be a private range"},
 		{"small cidr", `{"agentCount": 200}`, `{"cidr":"10.9.0.0/22"}`, "flock:aws.cidr: 10.9.0.0/22 in 2 zones holds"},
+		{"small cidr, one bus", `{"agentCount": 107, "bus": {"replicas": 1}}`, `{"cidr":"10.9.0.0/22"}`, "holds 108 task addresses; 107 agents, the bus and the operator need 109"},
 		{"one zone", `{}`, `{"availabilityZones":1}`, "flock:aws.availabilityZones: must be between 2 and 6"},
 		{"retention", `{}`, `{"logRetentionDays":42}`, "flock:aws.logRetentionDays: must be one of CloudWatch's retention periods"},
 		{"operator internet", `{}`, `{"operatorCidrs":["0.0.0.0/0"]}`, "flock:aws.operatorCidrs[0]: must be a private range"},
@@ -61,6 +62,8 @@ func TestConfigErrors(t *testing.T) {
 		{"runtime", `{"runtime": "runsc"}`, `{}`, "flock:runtime: must be empty on the aws target"},
 		{"uid base", `{"uidBase": 1000}`, `{}`, "flock:uidBase: must be at least 1001 on the aws target"},
 		{"too big for fargate", `{"limits": {"cpus": 32}}`, `{}`, "flock:limits: agent agent-1: 32 vCPU and 256 MiB exceed the largest Fargate task"},
+		{"cluster store beyond task storage", `{"bus": {"jetStreamMaxMiB": 250000}}`, `{}`, "flock:bus.jetStreamMaxMiB: a clustered bus node keeps its store on Fargate task storage: 250000 MiB and 4096 MiB of headroom need 249 GiB, Fargate gives a task at most 200 GiB: set at most 200704 MiB"},
+		{"small cidr counts the bus nodes", `{"agentCount": 105}`, `{"cidr":"10.9.0.0/22"}`, "holds 108 task addresses; 105 agents, 3 bus nodes and the operator need 109"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,5 +92,62 @@ func TestConfigErrorsWithAnInvalidModel(t *testing.T) {
 	}
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "flock:aws.logRetentionDays:") {
 		t.Fatalf("want only the flock:aws.logRetentionDays error, got %v", errs)
+	}
+}
+
+// A single bus keeps its store on EFS: any flock:bus.jetStreamMaxMiB the
+// model allows is fine; a cluster node's must fit in Fargate task storage.
+func TestClusterStoreSizeOnlyBindsTheCluster(t *testing.T) {
+	if _, errs, err := validate(t, `{"bus": {"jetStreamMaxMiB": 300000, "replicas": 1}}`, `{}`); err != nil || len(errs) > 0 {
+		t.Fatalf("a single bus with a 300000 MiB store refused: %v %v", err, errs)
+	}
+	if _, errs, err := validate(t, `{"bus": {"jetStreamMaxMiB": 200704}}`, `{}`); err != nil || len(errs) > 0 {
+		t.Fatalf("a cluster with 200704 MiB (+4 GiB = 200 GiB) refused: %v %v", err, errs)
+	}
+	if _, errs, _ := validate(t, `{"bus": {"jetStreamMaxMiB": 200705}}`, `{}`); len(errs) != 1 {
+		t.Fatalf("a cluster with 200705 MiB: %v, want one error", errs)
+	}
+}
+
+func TestBusStorageGiB(t *testing.T) {
+	for _, c := range []struct {
+		jsMiB, want int
+		fails       bool
+	}{
+		{4096, 0, false},   // the default: 8 GiB with headroom, in the free 20
+		{16384, 0, false},  // exactly 20 GiB
+		{16385, 21, false}, // one MiB more: Fargate's smallest paid size
+		{65536, 68, false},
+		{196608, 196, false},
+		{200704, 200, false},
+		{200705, 0, true},
+	} {
+		m := flock.Model{Bus: flock.Bus{Replicas: 3, JetStreamMaxBytes: int64(c.jsMiB) << 20}}
+		got, err := BusStorageGiB(m)
+		if got != c.want || (err != nil) != c.fails {
+			t.Errorf("%d MiB: %d GiB, %v; want %d GiB, failure %v", c.jsMiB, got, err, c.want, c.fails)
+		}
+		if err != nil && !strings.Contains(err.Error(), "flock:bus.jetStreamMaxMiB") {
+			t.Errorf("%d MiB: the error %q does not name flock:bus.jetStreamMaxMiB", c.jsMiB, err)
+		}
+	}
+}
+
+func TestBusURLs(t *testing.T) {
+	one := flock.Model{Bus: flock.Bus{Replicas: 1}}
+	three := flock.Model{Bus: flock.Bus{Replicas: 3}}
+	for _, c := range []struct {
+		m            flock.Model
+		url, monitor string
+	}{
+		{one, "nats://bus.f.internal:4222", "http://bus.f.internal:8222"},
+		{three, "nats://bus-1.f.internal:4222,nats://bus-2.f.internal:4222,nats://bus-3.f.internal:4222", "http://bus-1.f.internal:8222"},
+	} {
+		if got := BusURL(c.m, "f.internal"); got != c.url {
+			t.Errorf("%d nodes: bus URL %q, want %q", c.m.Bus.Replicas, got, c.url)
+		}
+		if got := MonitorURL(c.m, "f.internal"); got != c.monitor {
+			t.Errorf("%d nodes: monitor URL %q, want %q", c.m.Bus.Replicas, got, c.monitor)
+		}
 	}
 }

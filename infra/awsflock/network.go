@@ -176,8 +176,9 @@ func (d *declarer) newVPC() error {
 }
 
 // securityGroups: agents accept nothing and reach only the bus, EFS and the
-// AWS endpoints; the bus accepts 4222 from agents and the operator; EFS
-// accepts 2049 from agents, the bus and the operator; the endpoints accept
+// AWS endpoints; the bus accepts 4222 from agents and the operator, and the
+// nodes of a clustered bus 6222 (routes) from each other only; EFS accepts
+// 2049 from agents, the operator and a single bus (cluster nodes mount no EFS); the endpoints accept
 // 443 from the flock's tasks. Rules are separate resources: the groups refer
 // to each other. (The provider removes AWS's default allow-all egress rule.)
 func (d *declarer) securityGroups() error {
@@ -235,14 +236,23 @@ func (d *declarer) securityGroups() error {
 	if len(d.args.OperatorCIDRs) > 0 {
 		rules = append(rules, rule{"bus-from-operator-cidrs", d.sg.bus, "ingress", protocol.ClientPort, nil, d.args.OperatorCIDRs, "NATS from the operator network (flock:aws.operatorCidrs)"})
 	}
+	if d.m.Bus.Clustered() {
+		// Routes between the nodes: the bus group admits itself, and no one else.
+		rules = append(rules,
+			rule{"bus-routes-from-bus", d.sg.bus, "ingress", protocol.RoutePort, d.sg.bus, nil, "NATS cluster routes from the other bus nodes"},
+			rule{"bus-routes-to-bus", d.sg.bus, "egress", protocol.RoutePort, d.sg.bus, nil, "NATS cluster routes to the other bus nodes"},
+		)
+	}
 	for _, c := range []struct {
 		role string
 		sg   *ec2.SecurityGroup
 	}{{"agents", d.sg.agents}, {"bus", d.sg.bus}, {"operator", d.sg.operator}} {
-		rules = append(rules,
-			rule{"efs-from-" + c.role, d.sg.efs, "ingress", portNFS, c.sg, nil, "NFS from " + c.role},
-			rule{c.role + "-to-efs", c.sg, "egress", portNFS, d.sg.efs, nil, "NFS to EFS"},
-		)
+		if c.role != "bus" || !d.m.Bus.Clustered() {
+			rules = append(rules,
+				rule{"efs-from-" + c.role, d.sg.efs, "ingress", portNFS, c.sg, nil, "NFS from " + c.role},
+				rule{c.role + "-to-efs", c.sg, "egress", portNFS, d.sg.efs, nil, "NFS to EFS"},
+			)
+		}
 		switch d.args.Network.Egress {
 		case EgressEndpoints:
 			rules = append(rules,

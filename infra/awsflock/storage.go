@@ -18,7 +18,8 @@ import (
 //	/agents/<id>     an agent's private directory: its access point, its UID, 0700
 //	/logs/<id>       an agent's log directory, holding <id>.log: same
 //	/common          read-only for agents (read-write for the operator task)
-//	/bus             the bus's JetStream store
+//	/bus             the bus's JetStream store (a single bus; cluster nodes
+//	                 keep theirs on their own task storage)
 func EFSAgentDir(id string) string { return path.Join("/agents", id) }
 
 // EFSLogDir is the EFS directory of an agent's log (mounted at /shared/logs).
@@ -75,6 +76,9 @@ func (d *declarer) storage() error {
 	}
 	if d.commonWriterAP, err = d.accessPoint("common-writer-ap", "operator", "", EFSCommonDir, op, op, "0755", op); err != nil {
 		return err
+	}
+	if d.m.Bus.Clustered() {
+		return nil // no bus store on EFS
 	}
 	if d.busAP, err = d.accessPoint("bus-ap", "bus", "", EFSBusDir, d.m.Bus.UID, d.m.Bus.UID, "0700", d.m.Bus.UID); err != nil {
 		return err

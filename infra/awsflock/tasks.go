@@ -28,7 +28,7 @@ const (
 	VolumeRun    = "run"
 )
 
-// platform declares the cluster and the Cloud Map namespace the bus registers in.
+// platform declares the cluster and the Cloud Map namespace the bus nodes register in.
 func (d *declarer) platform() error {
 	var err error
 	d.cluster, err = ecs.NewCluster(d.ctx, d.n("cluster"), &ecs.ClusterArgs{
@@ -45,21 +45,6 @@ func (d *declarer) platform() error {
 	}, d.parent)
 	if err != nil {
 		return fmt.Errorf("namespace: %w", err)
-	}
-	d.busDiscovery, err = servicediscovery.NewService(d.ctx, d.n("bus-discovery"), &servicediscovery.ServiceArgs{
-		Name: pulumi.String("bus"),
-		DnsConfig: servicediscovery.ServiceDnsConfigArgs{
-			NamespaceId:   d.namespace.ID(),
-			DnsRecords:    servicediscovery.ServiceDnsConfigDnsRecordArray{servicediscovery.ServiceDnsConfigDnsRecordArgs{Ttl: pulumi.Int(10), Type: pulumi.String("A")}},
-			RoutingPolicy: pulumi.String("MULTIVALUE"),
-		},
-		// ECS reports the task's health: an unhealthy bus leaves DNS.
-		HealthCheckCustomConfig: servicediscovery.ServiceHealthCheckCustomConfigArgs{FailureThreshold: pulumi.Int(1)},
-		ForceDestroy:            pulumi.Bool(true),
-		Tags:                    d.tags("discovery", ""),
-	}, d.parent)
-	if err != nil {
-		return fmt.Errorf("bus discovery: %w", err)
 	}
 	return nil
 }
@@ -92,8 +77,12 @@ type task struct {
 	rw, ro   []*efs.AccessPoint // what its task role may mount read-write and read-only
 	ports    []PortMapping
 	health   []string
-	command  []string
-	logGroup *cloudwatch.LogGroup
+	// healthStart is the health check's start period in seconds (0: 10 s).
+	healthStart int
+	// ephemeralGiB is the task storage asked of Fargate (0: its free 20 GiB).
+	ephemeralGiB int
+	command      []string
+	logGroup     *cloudwatch.LogGroup
 	// deps are resources its tasks need before they start (policies, secret values).
 	deps []pulumi.Resource
 }
@@ -149,7 +138,7 @@ func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
 	volumes, mounts := d.volumes(t)
 	defs := d.containerDefinitions(t, size, mounts)
 
-	td, err := ecs.NewTaskDefinition(d.ctx, d.n(t.key, "task"), &ecs.TaskDefinitionArgs{
+	args := &ecs.TaskDefinitionArgs{
 		Family:                  pulumi.String(d.scope() + "-" + t.key),
 		RequiresCompatibilities: pulumi.StringArray{pulumi.String("FARGATE")},
 		NetworkMode:             pulumi.String("awsvpc"),
@@ -163,7 +152,11 @@ func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
 		ContainerDefinitions: defs,
 		Volumes:              volumes,
 		Tags:                 d.tags(t.role, t.agent),
-	}, d.parent)
+	}
+	if t.ephemeralGiB > 0 {
+		args.EphemeralStorage = ecs.TaskDefinitionEphemeralStorageArgs{SizeInGib: pulumi.Int(t.ephemeralGiB)}
+	}
+	td, err := ecs.NewTaskDefinition(d.ctx, d.n(t.key, "task"), args, d.parent)
 	if err != nil {
 		return nil, fmt.Errorf("task definition: %w", err)
 	}
@@ -203,13 +196,23 @@ func (d *declarer) roles(t *task) (exec, role *iam.Role, err error) {
 		return nil, nil, fmt.Errorf("execution policy: %w", err)
 	}
 	// Task role: what the task's own code may do, which is mount its access points.
+	what := "mount its own EFS access points"
+	if len(t.rw)+len(t.ro) == 0 {
+		what = "no AWS access (it mounts no EFS)"
+	}
 	role, err = iam.NewRole(d.ctx, d.n(t.key, "task-role"), &iam.RoleArgs{
-		Description:      pulumi.String("AI Flock " + d.name + " " + t.key + ": mount its own EFS access points"),
+		Description:      pulumi.String("AI Flock " + d.name + " " + t.key + ": " + what),
 		AssumeRolePolicy: pulumi.String(TaskTrustPolicy(d.partition, d.region, d.account)),
 		Tags:             d.tags(t.role, t.agent),
 	}, d.parent)
 	if err != nil {
 		return nil, nil, fmt.Errorf("task role: %w", err)
+	}
+	t.deps = append(t.deps, execPolicy)
+	if len(t.rw)+len(t.ro) == 0 {
+		// Nothing to mount (a clustered bus node keeps its store on task
+		// storage): the task role is granted nothing at all.
+		return exec, role, nil
 	}
 	aps := []any{d.fs.Arn}
 	for _, ap := range append(append([]*efs.AccessPoint{}, t.rw...), t.ro...) {
@@ -233,7 +236,7 @@ func (d *declarer) roles(t *task) (exec, role *iam.Role, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("task policy: %w", err)
 	}
-	t.deps = append(t.deps, execPolicy, taskPolicy)
+	t.deps = append(t.deps, taskPolicy)
 	return exec, role, nil
 }
 
@@ -313,7 +316,11 @@ func (d *declarer) containerDefinitions(t *task, size TaskSize, mounts []MountPo
 			Command:     t.command,
 		}
 		if t.health != nil {
-			c.HealthCheck = &HealthCheck{Command: t.health, Interval: 10, Timeout: 3, Retries: 3, StartPeriod: 10}
+			start := t.healthStart
+			if start == 0 {
+				start = 10
+			}
+			c.HealthCheck = &HealthCheck{Command: t.health, Interval: 10, Timeout: 3, Retries: 3, StartPeriod: start}
 		}
 		return ContainerDefinitions(c)
 	}).(pulumi.StringOutput)
@@ -324,7 +331,11 @@ func (d *declarer) containerDefinitions(t *task, size TaskSize, mounts []MountPo
 // copies (a new task starts after the old one stopped: the bus's store and an
 // agent's directory have one writer), no public IP, rolled back by the
 // deployment circuit breaker when a new revision cannot start.
-func (d *declarer) serve(t *task, td *ecs.TaskDefinition, sg pulumi.StringInput, triggers pulumi.StringMap, registry *servicediscovery.Service) (*ecs.Service, error) {
+//
+// after are services this one starts after; steady makes the deployment
+// wait until the service is stable (the nodes of a clustered bus, so each
+// joins a cluster that has formed).
+func (d *declarer) serve(t *task, td *ecs.TaskDefinition, sg pulumi.StringInput, triggers pulumi.StringMap, registry *servicediscovery.Service, after []pulumi.Resource, steady bool) (*ecs.Service, error) {
 	args := &ecs.ServiceArgs{
 		Name:            pulumi.String(d.n(t.key)),
 		Cluster:         d.cluster.Arn,
@@ -350,7 +361,10 @@ func (d *declarer) serve(t *task, td *ecs.TaskDefinition, sg pulumi.StringInput,
 	if registry != nil {
 		args.ServiceRegistries = ecs.ServiceServiceRegistriesArgs{RegistryArn: registry.Arn}
 	}
-	deps := append(append([]pulumi.Resource{}, d.ready...), t.deps...)
+	if steady {
+		args.WaitForSteadyState = pulumi.Bool(true)
+	}
+	deps := append(append(append([]pulumi.Resource{}, d.ready...), t.deps...), after...)
 	svc, err := ecs.NewService(d.ctx, d.n(t.key), args, d.parent, pulumi.DependsOn(deps),
 		// The name is fixed, and one copy at a time is the point.
 		pulumi.DeleteBeforeReplace(true))
@@ -370,64 +384,6 @@ func digest(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-func (d *declarer) busURL() string {
-	return fmt.Sprintf("nats://%s:%d", BusHost(d.args.Namespace), protocol.ClientPort)
-}
-
-// declareBus: the bus as a one-task service, its config delivered from
-// Secrets Manager (busenv), its JetStream store on its own access point,
-// registered in Cloud Map as bus.<namespace>.
-func (d *declarer) declareBus() error {
-	lg, err := d.logGroup("bus", "bus", "", "/ai-flock/"+d.ctx.Stack()+"/"+d.name+"/bus")
-	if err != nil {
-		return err
-	}
-	t := &task{
-		key: "bus", role: "bus", uid: d.m.Bus.UID, gid: d.m.Bus.UID, limits: d.m.Bus.Limits,
-		image: d.busImg.RepoDigest, logGroup: lg,
-		env:     map[string]string{},
-		volumes: []volume{{name: VolumeStore, ap: d.busAP, path: protocol.BusStoreDir}},
-		rw:      []*efs.AccessPoint{d.busAP},
-		ports: []PortMapping{
-			{ContainerPort: protocol.ClientPort, HostPort: protocol.ClientPort, Protocol: "tcp", Name: "nats"},
-			{ContainerPort: protocol.MonitorPort, HostPort: protocol.MonitorPort, Protocol: "tcp", Name: "monitor"},
-		},
-		health: []string{"CMD", "/flock-bus", "health"},
-	}
-	for _, f := range []struct {
-		prefix, name, what string
-		data               []byte
-	}{
-		{protocol.EnvBusConfig, "bus-config", "NATS server config", d.args.BusConfig},
-		{protocol.EnvBusTopology, "bus-topology", "JetStream topology", d.args.BusTopology},
-	} {
-		parts, err := protocol.EncodeEnv(f.data)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.name, err)
-		}
-		t.env[protocol.EnvPartsVar(f.prefix)] = strconv.Itoa(len(parts))
-		for i, p := range parts {
-			// Public keys and permissions only: stored in Secrets Manager to
-			// reach the task without a host, not because they are secret.
-			s, v, err := d.secret(fmt.Sprintf("%s-%d", f.name, i+1), "bus", "",
-				fmt.Sprintf("AI Flock %s bus: %s, part %d of %d (gzip+base64)", d.name, f.what, i+1, len(parts)), pulumi.String(p))
-			if err != nil {
-				return err
-			}
-			t.secrets = append(t.secrets, secretRef{env: protocol.EnvPartVar(f.prefix, i+1), arn: s.Arn})
-			t.deps = append(t.deps, v)
-		}
-	}
-	td, err := d.define(t)
-	if err != nil {
-		return err
-	}
-	_, err = d.serve(t, td, d.sg.bus.ID(), pulumi.StringMap{
-		"config": pulumi.String(digest(string(d.args.BusConfig), string(d.args.BusTopology))),
-	}, d.busDiscovery)
-	return err
-}
-
 // declareOperator: a task definition (no service) the operator runs on demand
 // (aws ecs run-task) to reach the bus from inside the VPC with the operator
 // credentials, and to fill common.
@@ -445,7 +401,7 @@ func (d *declarer) declareOperator() error {
 		key: "operator", role: "operator", uid: OperatorUID(d.m), gid: OperatorUID(d.m), limits: flock.DefaultLimits,
 		image: d.agentImg.RepoDigest, logGroup: lg,
 		env: map[string]string{
-			protocol.EnvCLINATSURL: d.busURL(), protocol.EnvSharedDir: protocol.ContainerSharedDir,
+			protocol.EnvCLINATSURL: BusURL(d.m, d.args.Namespace), protocol.EnvSharedDir: protocol.ContainerSharedDir,
 		},
 		secrets: []secretRef{{env: protocol.EnvCLINkeySeed, arn: s.Arn}},
 		// Run as is, it lists the agents; `aws ecs run-task --overrides`
@@ -486,7 +442,7 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		image: d.agentImg.RepoDigest, logGroup: lg,
 		env: map[string]string{
 			protocol.EnvAgentID:     a.ID,
-			protocol.EnvNATSURL:     d.busURL(),
+			protocol.EnvNATSURL:     BusURL(d.m, d.args.Namespace),
 			protocol.EnvSharedDir:   protocol.ContainerSharedDir,
 			protocol.EnvHeartbeat:   d.m.Bus.Heartbeat.String(),
 			protocol.EnvTaskTimeout: a.Limits.TaskTimeout.String(),
@@ -510,6 +466,6 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	if err != nil {
 		return err
 	}
-	_, err = d.serve(t, td, d.sg.agents.ID(), pulumi.StringMap{"credentials": pulumi.String(digest("ai-flock/credentials", seed))}, nil)
+	_, err = d.serve(t, td, d.sg.agents.ID(), pulumi.StringMap{"credentials": pulumi.String(digest("ai-flock/credentials", seed))}, nil, nil, false)
 	return err
 }

@@ -108,6 +108,11 @@ const (
 	// MinDiskMiB is the smallest agent filesystem worth making (ext4 keeps
 	// a few MiB for its journal and tables).
 	MinDiskMiB = 32
+	// DefaultAWSReplicas is flock:bus.replicas on the aws target when it is
+	// unset: a three-node cluster (Fargate replaces a lost task, but a lone
+	// bus would be down, and its queue unreachable, while it does). On the
+	// docker target the default stays one node (DefaultBus).
+	DefaultAWSReplicas = 3
 )
 
 var (
@@ -116,6 +121,9 @@ var (
 	countID     = regexp.MustCompile(`^agent-([1-9][0-9]{0,3})$`)
 	// IDs that would collide with bus subjects or users (tasks.pool, tasks.all, ...).
 	reservedIDs = map[string]bool{"pool": true, "all": true, "operator": true, "admin": true, "bus": true, "dead": true}
+	// The nodes of a clustered bus are named bus-<n> (their resources, DNS
+	// names and services): no agent may take such a name.
+	busNodeID = regexp.MustCompile(`^bus-[0-9]+$`)
 	// Host paths that must never be the shared or state root.
 	forbiddenRoots = []string{"/", "/etc", "/proc", "/sys", "/dev", "/boot", "/run", "/var/run", "/var/lib/docker", "/usr", "/bin", "/sbin", "/lib", "/root", "/home"}
 )
@@ -175,6 +183,9 @@ func (c Config) Validate() (Model, error) {
 	m.Shared = c.Shared.validate(&es)
 	defaults := c.Limits.validate(&es, "flock:limits", DefaultLimits)
 	m.Bus = c.Bus.validate(&es)
+	if c.Bus.Replicas == nil && m.Target == TargetAWS {
+		m.Bus.Replicas = DefaultAWSReplicas
+	}
 	m.Bus.UID = uidBase // slot 0 is the bus's
 
 	m.Agents = c.agents(&es, defaults, uidBase, m.Network)
@@ -237,6 +248,9 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Ag
 			ok = false
 		case reservedIDs[e.id]:
 			es.add(e.key+".id", "%q is reserved for the bus (tasks.%s and friends); choose another ID", e.id, e.id)
+			ok = false
+		case busNodeID.MatchString(e.id):
+			es.add(e.key+".id", "%q is reserved: bus-<n> names the nodes of a clustered bus; choose another ID", e.id)
 			ok = false
 		case seenID[e.id] != "":
 			es.add(e.key+".id", "duplicates %s: agent IDs must be unique (got %q)", seenID[e.id], e.id)

@@ -38,6 +38,8 @@ func TestValidateRules(t *testing.T) {
 		{"id pattern", Config{Target: "docker", Agents: []AgentConfig{{ID: "Agent_1", Slot: ip(1)}}}, "flock:agents[0].id", "must match ^[a-z][a-z0-9-]{0,30}$"},
 		{"id too long", Config{Target: "docker", Agents: []AgentConfig{{ID: "a" + strings.Repeat("b", 31), Slot: ip(1)}}}, "flock:agents[0].id", "must match"},
 		{"id reserved", Config{Target: "docker", Agents: []AgentConfig{{ID: "pool", Slot: ip(1)}}}, "flock:agents[0].id", "reserved"},
+		{"id of a bus node", Config{Target: "aws", Agents: []AgentConfig{{ID: "bus-2", Slot: ip(1)}}}, "flock:agents[0].id", `"bus-2" is reserved: bus-<n> names the nodes of a clustered bus`},
+		{"replicas two on aws", Config{Target: "aws", AgentCount: ip(3), Bus: BusConfig{Replicas: ip(2)}}, "flock:bus.replicas", "(got 2)"},
 		{"id duplicate", Config{Target: "docker", Agents: []AgentConfig{{ID: "agent-1"}, {ID: "agent-1", Slot: ip(2)}}}, "flock:agents[1].id", "duplicates flock:agents[0]"},
 		{"slot required", Config{Target: "docker", Agents: []AgentConfig{{ID: "researcher"}}}, "flock:agents[0].slot", "is required for agent \"researcher\""},
 		{"slot range", Config{Target: "docker", Agents: []AgentConfig{{ID: "researcher", Slot: ip(0)}}}, "flock:agents[0].slot", "between 1 and 8191 (the per-agent subnets"},
@@ -142,6 +144,35 @@ func TestDefaults(t *testing.T) {
 	}
 	if m.Bus.UID != 20000 {
 		t.Errorf("bus UID %d: slot 0 of the UID range belongs to the bus", m.Bus.UID)
+	}
+}
+
+// flock:bus.replicas defaults to a three-node cluster on aws and one node on
+// docker; an explicit value wins on either target.
+func TestReplicasDefaultByTarget(t *testing.T) {
+	for _, c := range []struct {
+		target string
+		set    *int
+		want   int
+	}{
+		{"docker", nil, 1},
+		{"aws", nil, DefaultAWSReplicas},
+		{"aws", ip(1), 1},
+		{"aws", ip(3), 3},
+		{"docker", ip(3), 3},
+		{"docker", ip(1), 1},
+	} {
+		cfg := Config{Target: c.target, AgentCount: ip(2), Bus: BusConfig{Replicas: c.set}}
+		m, err := cfg.Validate()
+		if err != nil {
+			t.Fatalf("%s %v: %v", c.target, c.set, err)
+		}
+		if m.Bus.Replicas != c.want || m.Bus.Clustered() != (c.want > 1) || len(m.Bus.BusNodes()) != c.want {
+			t.Errorf("%s with replicas %v: %d nodes (clustered %v), want %d", c.target, c.set, m.Bus.Replicas, m.Bus.Clustered(), c.want)
+		}
+	}
+	if DefaultAWSReplicas != 3 || DefaultBus.Replicas != 1 {
+		t.Errorf("defaults: aws %d, docker %d; want 3 and 1", DefaultAWSReplicas, DefaultBus.Replicas)
 	}
 }
 

@@ -20,9 +20,15 @@ import (
 // links are checked too.
 func awsCapture(t testing.TB, n int) []capture.Resource {
 	t.Helper()
-	s, err := capture.RunAWS(capture.Config{"flock:agentCount": fmt.Sprint(n)})
+	return awsCaptureWith(t, capture.Config{"flock:agentCount": fmt.Sprint(n)})
+}
+
+// awsCaptureWith captures the aws stack with the given config overrides.
+func awsCaptureWith(t testing.TB, cfg capture.Config) []capture.Resource {
+	t.Helper()
+	s, err := capture.RunAWS(cfg)
 	if err != nil {
-		t.Fatalf("aws stack with %d agents: %v", n, err)
+		t.Fatalf("aws stack %v: %v", cfg, err)
 	}
 	rs := clone(s.Resources)
 	for i, r := range rs {
@@ -44,8 +50,8 @@ func TestAWSStackPasses(t *testing.T) {
 	for _, n := range []int{3, 50} {
 		t.Run(fmt.Sprintf("%d agents", n), func(t *testing.T) {
 			seen := assertClean(t, "aws", awsCapture(t, n))
-			if got := seen["ecs-task-non-root-user"]; got < n+1 {
-				t.Errorf("task definition policies inspected %d task definitions, want at least %d (the agents and the bus)", got, n+1)
+			if got := seen["ecs-task-non-root-user"]; got < n+3 {
+				t.Errorf("task definition policies inspected %d task definitions, want at least %d (the agents and the three bus nodes)", got, n+3)
 			}
 		})
 	}

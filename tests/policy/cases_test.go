@@ -275,6 +275,30 @@ func breakCases() []breakCase {
 				}
 				return rs
 			}},
+		{policy: "stack-bus-routes-self-only", resource: "flock-bus-sg", stack: "aws", want: `admits the NATS route port 6222 of the bus's group flock-bus-sg from the security group "flock-agents-sg"`,
+			build: awsWith(rules.TypeSecurityGroup, "flock-bus-sg", func(in map[string]any) {
+				in["ingress"] = append(list(in["ingress"]), map[string]any{"protocol": "tcp", "fromPort": 6222, "toPort": 6222, "securityGroups": []any{"sg-bus", "sg-agents"}})
+			})},
+		{policy: "stack-bus-routes-self-only", resource: "flock-bus-routes-vpn", stack: "aws", want: "from 10.8.0.0/16: only the bus nodes may join the cluster",
+			build: func(t testing.TB) []capture.Resource {
+				rs := awsStack(3)
+				r := rs[find(t, rs, rules.TypeSecurityGroupRule, "flock-efs-from-bus")]
+				r.Name = "flock-bus-routes-vpn"
+				r.Inputs = resource.NewPropertyMapFromMap(map[string]any{
+					"type": "ingress", "securityGroupId": "sg-bus", "cidrBlocks": []any{"10.8.0.0/16"}, "protocol": "tcp", "fromPort": 6000, "toPort": 6999,
+				})
+				return append(rs, r)
+			}},
+		{policy: "stack-bus-routes-self-only", resource: "flock-bus-from-agents-all", stack: "aws", want: `from the security group "flock-agents-sg"`,
+			build: func(t testing.TB) []capture.Resource {
+				rs := awsStack(3)
+				r := rs[find(t, rs, rules.TypeSGIngressRule, "flock-efs-from-agents")]
+				r.Name = "flock-bus-from-agents-all"
+				r.Inputs = resource.NewPropertyMapFromMap(map[string]any{
+					"securityGroupId": "sg-bus", "referencedSecurityGroupId": "sg-agents", "ipProtocol": "-1",
+				})
+				return append(rs, r)
+			}},
 		{policy: "stack-agent-own-directory", resource: "flock-agent-2-task", stack: "aws", want: "agent agent-2 has no access point of its own (root /agents/agent-2)",
 			build: func(t testing.TB) []capture.Resource {
 				return remove(t, awsStack(3), rules.TypeAccessPoint, "flock-agent-2-ap")

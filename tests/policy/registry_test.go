@@ -234,6 +234,9 @@ func TestSharedConstants(t *testing.T) {
 	if protocol.ClientPort != 4222 || protocol.MonitorPort != 8222 {
 		t.Errorf("bus ports changed (%d, %d): update container-published-ports' description and fix text", protocol.ClientPort, protocol.MonitorPort)
 	}
+	if protocol.RoutePort != 6222 {
+		t.Errorf("the route port changed (%d): update stack-bus-routes-self-only's description", protocol.RoutePort)
+	}
 }
 
 // TestReadmeListsEveryPolicy: the README's table (infra/policy/README.md)

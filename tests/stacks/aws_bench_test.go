@@ -7,13 +7,14 @@ import (
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
-// BenchmarkAWSStack500 runs the whole program for a 500-agent aws flock under
-// the mock engine (about 5,500 resources). Target: under 15 s on 2 cores.
+// BenchmarkAWSStack500 runs the whole program for a 500-agent aws flock (and
+// its default three-node bus) under the mock engine (about 5,500 resources).
+// Target: under 15 s on 2 cores.
 func BenchmarkAWSStack500(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		s := awsStack(b, capture.Config{"flock:agentCount": "500"})
-		if n := len(s.ByType(capture.TypeService)); n != 501 {
-			b.Fatalf("declared %d services, want 500 agents and the bus", n)
+		if n := len(s.ByType(capture.TypeService)); n != 503 {
+			b.Fatalf("declared %d services, want 500 agents and 3 bus nodes", n)
 		}
 	}
 	var ms runtime.MemStats

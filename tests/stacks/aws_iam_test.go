@@ -19,8 +19,9 @@ import (
 
 // 5. Execution roles: pull, their own log group, their own secrets. Task
 // roles: mount their own access points (a condition on the access point ARN)
-// and common read-only.
-func checkAWSIAM(t *testing.T, s *capture.Stack, ids []string) {
+// and common read-only. A cluster's bus nodes mount nothing: their task
+// roles have no policy at all.
+func checkAWSIAM(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 	repo := awsGet(t, s, capture.TypeRepository, "flock-images").MockARN()
 	fsARN := awsGet(t, s, capture.TypeFileSystem, "flock-efs").MockARN()
 	common := awsGet(t, s, capture.TypeAccessPoint, "flock-common-ap").MockARN()
@@ -41,15 +42,22 @@ func checkAWSIAM(t *testing.T, s *capture.Stack, ids []string) {
 		rw, ro  []string
 	}
 	wants := map[string]want{
-		"bus":      {nil, []string{awsGet(t, s, capture.TypeAccessPoint, "flock-bus-ap").MockARN()}, nil},
 		"operator": {[]string{awsGet(t, s, capture.TypeSecret, "flock-operator-nkey").MockARN()}, []string{awsGet(t, s, capture.TypeAccessPoint, "flock-common-writer-ap").MockARN()}, nil},
 	}
-	for _, sec := range s.ByType(capture.TypeSecret) {
-		if strings.HasPrefix(sec.Name, "flock-bus-") {
-			w := wants["bus"]
-			w.secrets = append(w.secrets, sec.MockARN())
-			wants["bus"] = w
+	for _, k := range b.keys() {
+		var w want
+		if b.nodes == 1 {
+			w.rw = []string{awsGet(t, s, capture.TypeAccessPoint, "flock-bus-ap").MockARN()}
 		}
+		for _, sec := range s.ByType(capture.TypeSecret) {
+			if strings.HasPrefix(sec.Name, "flock-"+k+"-config-") || strings.HasPrefix(sec.Name, "flock-"+k+"-topology-") {
+				w.secrets = append(w.secrets, sec.MockARN())
+			}
+		}
+		if len(w.secrets) < 2 {
+			t.Errorf("%s has %d config secrets, want its config and topology", k, len(w.secrets))
+		}
+		wants[k] = w
 	}
 	for _, id := range ids {
 		wants[id] = want{
@@ -58,8 +66,15 @@ func checkAWSIAM(t *testing.T, s *capture.Stack, ids []string) {
 			[]string{common},
 		}
 	}
-	if n := len(s.ByType(capture.TypeRolePolicy)); n != 2*len(wants) {
-		t.Errorf("%d role policies, want an execution and a task policy for each of %d tasks", n, len(wants))
+	policies := 0
+	for _, w := range wants {
+		policies++ // execution
+		if len(w.rw)+len(w.ro) > 0 {
+			policies++ // task
+		}
+	}
+	if n := len(s.ByType(capture.TypeRolePolicy)); n != policies {
+		t.Errorf("%d role policies, want an execution policy for each of %d tasks and a task policy for each that mounts EFS (%d)", n, len(wants), policies)
 	}
 	for key, w := range wants {
 		ep := awsGet(t, s, capture.TypeRolePolicy, "flock-"+key+"-exec-policy")
@@ -87,6 +102,12 @@ func checkAWSIAM(t *testing.T, s *capture.Stack, ids []string) {
 			t.Errorf("%s: execution role grants\n got %v\nwant %v", key, granted, wantGrants)
 		}
 
+		if len(w.rw)+len(w.ro) == 0 {
+			if _, ok := s.Get(capture.TypeRolePolicy, "flock-"+key+"-task-policy"); ok {
+				t.Errorf("%s mounts nothing, yet its task role has a policy", key)
+			}
+			continue
+		}
 		tp := awsGet(t, s, capture.TypeRolePolicy, "flock-"+key+"-task-policy")
 		if tp.String("role") != capture.MockID("flock-"+key+"-task-role") {
 			t.Errorf("%s: task policy on %s", key, tp.String("role"))
@@ -137,7 +158,7 @@ func checkAWSImages(t *testing.T, s *capture.Stack) {
 	for _, td := range s.ByType(capture.TypeTaskDefinition) {
 		c := awsContainer(t, td)
 		target := "agent"
-		if td.Name == "flock-bus-task" {
+		if obj(td, "tags")["ai-flock.role"] == "bus" {
 			target = "bus"
 		}
 		if c.Image != url+"@"+capture.MockDigest("flock-"+target+"-image") {

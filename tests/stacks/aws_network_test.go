@@ -117,8 +117,10 @@ func awsSGRules(t *testing.T, s *capture.Stack) []awsSGRule {
 }
 
 // 2. Agents: no ingress, egress to the bus, EFS and the endpoints only. The
-// bus: 4222 from agents and the operator. EFS: 2049 from the flock's tasks.
-func checkAWSSecurityGroups(t *testing.T, s *capture.Stack) {
+// bus: 4222 from agents and the operator; a cluster's nodes 6222 (routes)
+// from and to the bus group itself, from no one else, and no EFS. EFS: 2049
+// from the flock's tasks.
+func checkAWSSecurityGroups(t *testing.T, s *capture.Stack, b awsBus) {
 	rules := awsSGRules(t, s)
 	got := map[string][]string{}
 	for _, r := range rules {
@@ -136,6 +138,16 @@ func checkAWSSecurityGroups(t *testing.T, s *capture.Stack) {
 		"bus egress":        {"2049 efs", "443 " + s3, "443 endpoints"},
 		"efs ingress":       {"2049 agents", "2049 bus", "2049 operator"},
 		"endpoints ingress": {"443 agents", "443 bus", "443 operator"},
+	}
+	if b.nodes > 1 {
+		want["bus ingress"] = []string{"4222 agents", "4222 operator", "6222 bus", "8222 operator"}
+		want["bus egress"] = []string{"443 " + s3, "443 endpoints", "6222 bus"}
+		want["efs ingress"] = []string{"2049 agents", "2049 operator"}
+	}
+	for _, r := range rules {
+		if r.port == 6222 && (r.sg != "bus" || r.peer != "bus") {
+			t.Errorf("%s %s: the route port with %s; only the bus group may reach it", r.sg, r.kind, r.peer)
+		}
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("security group rules\n got %v\nwant %v", got, want)

@@ -17,7 +17,7 @@ import (
 
 // The aws stack's invariants (TestAWSStackInvariants, aws_test.go): the cluster, task definitions and services.
 
-func checkAWSCluster(t *testing.T, s *capture.Stack) {
+func checkAWSCluster(t *testing.T, s *capture.Stack, b awsBus) {
 	c := awsGet(t, s, capture.TypeCluster, "flock-cluster")
 	if !reflect.DeepEqual(list(c, "settings"), []any{map[string]any{"name": "containerInsights", "value": "enabled"}}) {
 		t.Errorf("cluster settings %v: want Container Insights", list(c, "settings"))
@@ -26,11 +26,17 @@ func checkAWSCluster(t *testing.T, s *capture.Stack) {
 	if ns.String("name") != "flock.flock.internal" || ns.String("vpc") != capture.MockID("flock-vpc") {
 		t.Errorf("namespace %v: want flock.flock.internal in the flock's VPC", ns.Inputs)
 	}
-	d := awsGet(t, s, capture.TypeDiscovery, "flock-bus-discovery")
-	dns := obj(d, "dnsConfig")
-	if d.String("name") != "bus" || dns["namespaceId"] != capture.MockID("flock-namespace") ||
-		!reflect.DeepEqual(dns["dnsRecords"], []any{map[string]any{"ttl": float64(10), "type": "A"}}) {
-		t.Errorf("bus discovery %v: want an A record bus.<namespace>", d.Inputs)
+	// One Cloud Map name per node: bus.<ns>, or bus-1 … bus-3.<ns>.
+	if n := len(s.ByType(capture.TypeDiscovery)); n != b.nodes {
+		t.Errorf("%d Cloud Map services, want one per bus node (%d)", n, b.nodes)
+	}
+	for _, k := range b.keys() {
+		d := awsGet(t, s, capture.TypeDiscovery, "flock-"+k+"-discovery")
+		dns := obj(d, "dnsConfig")
+		if d.String("name") != k || dns["namespaceId"] != capture.MockID("flock-namespace") ||
+			!reflect.DeepEqual(dns["dnsRecords"], []any{map[string]any{"ttl": float64(10), "type": "A"}}) {
+			t.Errorf("%s discovery %v: want an A record %s.<namespace>", k, d.Inputs, k)
+		}
 	}
 }
 
@@ -116,7 +122,7 @@ func checkAWSHardenedTask(t *testing.T, td capture.Resource, uid int, limits flo
 
 // 4. One hardened Fargate task per agent: its own user, directories,
 // credentials (through secrets), logs; nothing of another agent.
-func checkAWSAgentTasks(t *testing.T, s *capture.Stack, ids []string) {
+func checkAWSAgentTasks(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 	tds := 0
 	for _, td := range s.ByType(capture.TypeTaskDefinition) {
 		if strings.HasPrefix(td.Name, "flock-agent-") {
@@ -170,7 +176,7 @@ func checkAWSAgentTasks(t *testing.T, s *capture.Stack, ids []string) {
 			env[e.Name] = e.Value
 		}
 		for k, v := range map[string]string{
-			"AGENT_ID": id, "NATS_URL": "nats://bus.flock.flock.internal:4222", "SHARED_DIR": "/shared",
+			"AGENT_ID": id, "NATS_URL": b.url(), "SHARED_DIR": "/shared",
 			"HEARTBEAT_INTERVAL": "30s", "TASK_TIMEOUT": "5m0s", "CONCURRENCY": "2",
 		} {
 			if env[k] != v {
@@ -199,7 +205,7 @@ func checkAWSAgentTasks(t *testing.T, s *capture.Stack, ids []string) {
 
 // 4. One service per agent: one task, no public IP, the agents' group, the
 // circuit breaker with rollback, ready only after its network, EFS and policies.
-func checkAWSServices(t *testing.T, s *capture.Stack, ids []string) {
+func checkAWSServices(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 	check := func(name, td, sg string) capture.Resource {
 		svc := awsGet(t, s, capture.TypeService, name)
 		nc := obj(svc, "networkConfiguration")
@@ -234,86 +240,177 @@ func checkAWSServices(t *testing.T, s *capture.Stack, ids []string) {
 			}
 		}
 	}
-	bus := check("flock-bus", "flock-bus-task", "flock-bus-sg")
-	if obj(bus, "serviceRegistries")["registryArn"] != awsGet(t, s, capture.TypeDiscovery, "flock-bus-discovery").MockARN() {
-		t.Errorf("the bus is not registered as bus.<namespace>: %v", obj(bus, "serviceRegistries"))
+	// Every bus node: its own service and Cloud Map name; the nodes of a
+	// cluster start in order (each after the one before is steady).
+	for i, k := range b.keys() {
+		bus := check("flock-"+k, "flock-"+k+"-task", "flock-bus-sg")
+		if obj(bus, "serviceRegistries")["registryArn"] != awsGet(t, s, capture.TypeDiscovery, "flock-"+k+"-discovery").MockARN() {
+			t.Errorf("%s is not registered as %s.<namespace>: %v", k, k, obj(bus, "serviceRegistries"))
+		}
+		for _, other := range b.keys() {
+			if other != k && dependsOn(bus, capture.Resource{Name: "flock-" + other}) != (i > 0 && other == b.keys()[i-1]) {
+				t.Errorf("%s: waits for %s %v; want each node after the one before it only", k, other, dependsOn(bus, capture.Resource{Name: "flock-" + other}))
+			}
+		}
+		if steady := boolean(bus, "waitForSteadyState"); steady != (b.nodes > 1) {
+			t.Errorf("%s: waitForSteadyState %v, want it on the nodes of a cluster (and only there)", k, steady)
+		}
 	}
-	if n := len(s.ByType(capture.TypeService)); n != len(ids)+1 {
-		t.Errorf("%d services, want one per agent and the bus", n)
+	if n := len(s.ByType(capture.TypeService)); n != len(ids)+b.nodes {
+		t.Errorf("%d services, want one per agent and per bus node", n)
 	}
 }
 
-// The bus: hardened like the agents, its store on its own access point, its
-// config from Secrets Manager, reassembling into the rendered config.
-func checkAWSBus(t *testing.T, s *capture.Stack, ids []string) {
-	td := awsGet(t, s, capture.TypeTaskDefinition, "flock-bus-task")
-	c := checkAWSHardenedTask(t, td, flock.DefaultUIDBase, flock.DefaultBus.Limits)
-	env := map[string]string{}
-	for _, e := range c.Environment {
-		env[e.Name] = e.Value
-		if len(e.Value) > 100 {
-			t.Errorf("bus env %s carries data (%d bytes): config must come from Secrets Manager", e.Name, len(e.Value))
-		}
-	}
-	values := map[string]string{}
-	for k, v := range env {
-		values[k] = v
-	}
-	for _, sec := range c.Secrets {
-		var found bool
-		for _, r := range s.ByType(capture.TypeSecret) {
-			if r.MockARN() == sec.ValueFrom {
-				values[sec.Name] = awsGet(t, s, capture.TypeSecretVersion, r.Name).String("secretString")
-				found = true
+// The bus: each node hardened like the agents, its config from Secrets
+// Manager, reassembling into its own rendered config. A single bus keeps
+// its store on its own access point; a cluster node on its own task storage
+// (no EFS at all) and routes to the other nodes by their Cloud Map names.
+// Every node's config parts are its own, and Pulumi secrets.
+func checkAWSBus(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
+	secretsSeen := map[string]string{}
+	for i, k := range b.keys() {
+		n := i + 1
+		td := awsGet(t, s, capture.TypeTaskDefinition, "flock-"+k+"-task")
+		c := checkAWSHardenedTask(t, td, flock.DefaultUIDBase, flock.DefaultBus.Limits)
+		env := map[string]string{}
+		for _, e := range c.Environment {
+			env[e.Name] = e.Value
+			if len(e.Value) > 100 {
+				t.Errorf("%s env %s carries data (%d bytes): config must come from Secrets Manager", k, e.Name, len(e.Value))
 			}
 		}
-		if !found {
-			t.Errorf("bus secret %s from unknown %s", sec.Name, sec.ValueFrom)
+		values := map[string]string{}
+		for name, v := range env {
+			values[name] = v
 		}
-	}
-	conf, ok, err := protocol.DecodeEnv(protocol.EnvBusConfig, func(k string) string { return values[k] })
-	if !ok || err != nil {
-		t.Fatalf("bus config does not reassemble: %v %v", ok, err)
-	}
-	if _, ok, err := protocol.DecodeEnv(protocol.EnvBusTopology, func(k string) string { return values[k] }); !ok || err != nil {
-		t.Fatalf("bus topology does not reassemble: %v %v", ok, err)
-	}
-	var cfg struct {
-		HTTP      string `json:"http"`
-		JetStream struct {
-			StoreDir string `json:"store_dir"`
-		} `json:"jetstream"`
-		Authorization struct {
-			Users []struct{ Nkey string } `json:"users"`
-		} `json:"authorization"`
-	}
-	if err := json.Unmarshal(conf, &cfg); err != nil {
-		t.Fatalf("bus config: %v", err)
-	}
-	if len(cfg.Authorization.Users) != len(ids)+1 || cfg.JetStream.StoreDir != "/data" || awsSeedPattern.Match(conf) {
-		t.Errorf("bus config: %d users (want %d), store %q, and it must hold no seed", len(cfg.Authorization.Users), len(ids)+1, cfg.JetStream.StoreDir)
-	}
-	var store string
-	for _, m := range c.MountPoints {
-		if m.ContainerPath == "/data" && !m.ReadOnly {
-			store = m.SourceVolume
+		for _, sec := range c.Secrets {
+			var found bool
+			for _, r := range s.ByType(capture.TypeSecret) {
+				if r.MockARN() != sec.ValueFrom {
+					continue
+				}
+				found = true
+				if !strings.HasPrefix(r.Name, "flock-"+k+"-") {
+					t.Errorf("%s reads %s, not a secret of its own", k, r.Name)
+				}
+				if other, dup := secretsSeen[r.Name]; dup {
+					t.Errorf("%s and %s share the secret %s", k, other, r.Name)
+				}
+				secretsSeen[r.Name] = k
+				v := awsGet(t, s, capture.TypeSecretVersion, r.Name)
+				values[sec.Name] = v.String("secretString")
+				if !v.Inputs["secretString"].IsSecret() {
+					t.Errorf("%s: %s is not a Pulumi secret", k, r.Name)
+				}
+			}
+			if !found {
+				t.Errorf("%s secret %s from unknown %s", k, sec.Name, sec.ValueFrom)
+			}
 		}
-	}
-	for _, v := range list(td, "volumes") {
-		vm := v.(map[string]any)
-		if vm["name"] == store && asMap(asMap(vm["efsVolumeConfiguration"])["authorizationConfig"])["accessPointId"] != capture.MockID("flock-bus-ap") {
-			t.Errorf("the bus store is not on its own access point: %v", vm)
+		conf, ok, err := protocol.DecodeEnv(protocol.EnvBusConfig, func(name string) string { return values[name] })
+		if !ok || err != nil {
+			t.Fatalf("%s config does not reassemble: %v %v", k, ok, err)
 		}
-	}
-	if store == "" {
-		t.Error("the bus has no writable store at /data")
+		topo, ok, err := protocol.DecodeEnv(protocol.EnvBusTopology, func(name string) string { return values[name] })
+		if !ok || err != nil {
+			t.Fatalf("%s topology does not reassemble: %v %v", k, ok, err)
+		}
+		var cfg struct {
+			ServerName string `json:"server_name"`
+			JetStream  struct {
+				StoreDir string `json:"store_dir"`
+			} `json:"jetstream"`
+			Authorization struct {
+				Users []struct{ Nkey string } `json:"users"`
+			} `json:"authorization"`
+			Cluster *struct {
+				Listen string   `json:"listen"`
+				Routes []string `json:"routes"`
+			} `json:"cluster"`
+		}
+		if err := json.Unmarshal(conf, &cfg); err != nil {
+			t.Fatalf("%s config: %v", k, err)
+		}
+		var tp protocol.Topology
+		if err := json.Unmarshal(topo, &tp); err != nil || len(tp.Streams) == 0 {
+			t.Fatalf("%s topology: %v", k, err)
+		}
+		for _, st := range tp.Streams {
+			if st.Replicas != b.nodes {
+				t.Errorf("%s: stream %s has %d replicas, want %d", k, st.Name, st.Replicas, b.nodes)
+			}
+		}
+		if len(cfg.Authorization.Users) != len(ids)+1 || awsSeedPattern.Match(conf) {
+			t.Errorf("%s config: %d users (want %d), and it must hold no seed", k, len(cfg.Authorization.Users), len(ids)+1)
+		}
+		var efsVolumes []string
+		for _, v := range list(td, "volumes") {
+			vm := v.(map[string]any)
+			if ap := asMap(asMap(vm["efsVolumeConfiguration"])["authorizationConfig"])["accessPointId"]; ap != nil {
+				efsVolumes = append(efsVolumes, vm["name"].(string)+" "+ap.(string))
+			}
+		}
+		ports := map[int]bool{}
+		for _, p := range c.PortMappings {
+			ports[p.ContainerPort] = true
+		}
+		if b.nodes == 1 {
+			if cfg.JetStream.StoreDir != "/data" || cfg.Cluster != nil || cfg.ServerName != "flock-bus" {
+				t.Errorf("single bus config: store %q, cluster %+v, name %q", cfg.JetStream.StoreDir, cfg.Cluster, cfg.ServerName)
+			}
+			var store string
+			for _, m := range c.MountPoints {
+				if m.ContainerPath == "/data" && !m.ReadOnly {
+					store = m.SourceVolume
+				}
+			}
+			if store == "" || !reflect.DeepEqual(efsVolumes, []string{store + " " + capture.MockID("flock-bus-ap")}) {
+				t.Errorf("the bus store at /data (volume %q) is not on its own access point: %v", store, efsVolumes)
+			}
+			if ports[protocol.RoutePort] || c.HealthCheck.StartPeriod != 10 {
+				t.Errorf("single bus: route port %v, health start %d", ports[protocol.RoutePort], c.HealthCheck.StartPeriod)
+			}
+			continue
+		}
+		// A cluster node.
+		if cfg.ServerName != fmt.Sprintf("flock-bus-%d", n) || cfg.JetStream.StoreDir != "/run/flock-bus/store" {
+			t.Errorf("%s: server %q store %q", k, cfg.ServerName, cfg.JetStream.StoreDir)
+		}
+		var routes []string
+		for _, o := range b.keys() {
+			if o != k {
+				routes = append(routes, "nats-route://"+o+".flock.flock.internal:6222")
+			}
+		}
+		if cfg.Cluster == nil || cfg.Cluster.Listen != "0.0.0.0:6222" || !reflect.DeepEqual(cfg.Cluster.Routes, routes) {
+			t.Errorf("%s: cluster %+v, want routes %v", k, cfg.Cluster, routes)
+		}
+		if len(efsVolumes) != 0 {
+			t.Errorf("%s mounts EFS %v: a cluster node's store is its own task storage", k, efsVolumes)
+		}
+		// The store is under a writable task volume, not the read-only root.
+		var storeVolume bool
+		for _, m := range c.MountPoints {
+			if strings.HasPrefix(cfg.JetStream.StoreDir+"/", m.ContainerPath+"/") && !m.ReadOnly {
+				storeVolume = true
+			}
+		}
+		if !storeVolume {
+			t.Errorf("%s: the store %s is on no writable volume", k, cfg.JetStream.StoreDir)
+		}
+		if obj(td, "ephemeralStorage") != nil {
+			t.Errorf("%s asks for task storage %v: the default store fits in the free 20 GiB", k, obj(td, "ephemeralStorage"))
+		}
+		if !ports[protocol.RoutePort] || c.HealthCheck == nil || c.HealthCheck.StartPeriod != awsflock.ClusterStartPeriod || c.HealthCheck.StartPeriod < 300 {
+			t.Errorf("%s: route port %v, health check %+v: want 6222 and a start period of 300 s", k, ports[protocol.RoutePort], c.HealthCheck)
+		}
 	}
 }
 
 // The operator task: hardened, its own UID (the owner of common), the
 // operator's credentials through secrets, common read-write through its own
 // access point, no service (it runs on demand), the operator group.
-func checkAWSOperator(t *testing.T, s *capture.Stack) {
+func checkAWSOperator(t *testing.T, s *capture.Stack, b awsBus) {
 	td := awsGet(t, s, capture.TypeTaskDefinition, "flock-operator-task")
 	op := flock.DefaultUIDBase - 1
 	c := checkAWSHardenedTask(t, td, op, flock.DefaultLimits)
@@ -321,7 +418,7 @@ func checkAWSOperator(t *testing.T, s *capture.Stack) {
 	if !reflect.DeepEqual(c.Secrets, []awsflock.Secret{{Name: protocol.EnvCLINkeySeed, ValueFrom: sec.MockARN()}}) {
 		t.Errorf("operator secrets %+v", c.Secrets)
 	}
-	if env := c.Environment; !reflect.DeepEqual(env, []awsflock.KeyValue{{Name: "FLOCK_NATS_URL", Value: "nats://bus.flock.flock.internal:4222"}, {Name: "SHARED_DIR", Value: "/shared"}}) {
+	if env := c.Environment; !reflect.DeepEqual(env, []awsflock.KeyValue{{Name: "FLOCK_NATS_URL", Value: b.url()}, {Name: "SHARED_DIR", Value: "/shared"}}) {
 		t.Errorf("operator env %+v", env)
 	}
 	if _, ok := s.Get(capture.TypeService, "flock-operator"); ok {

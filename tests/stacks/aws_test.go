@@ -79,25 +79,58 @@ func awsPolicy(t testing.TB, r capture.Resource, key string) awsflock.PolicyDocu
 
 func TestAWSStackInvariants(t *testing.T) {
 	for _, n := range []int{3, 50} {
-		t.Run(fmt.Sprintf("%d agents", n), func(t *testing.T) {
-			s := awsStack(t, capture.Config{"flock:agentCount": strconv.Itoa(n)})
-			ids := awsAgentIDs(n)
-			checkAWSComponent(t, s)
-			checkAWSNetwork(t, s)
-			checkAWSSecurityGroups(t, s)
-			checkAWSStorage(t, s, ids)
-			checkAWSCluster(t, s)
-			checkAWSAgentTasks(t, s, ids)
-			checkAWSServices(t, s, ids)
-			checkAWSIAM(t, s, ids)
-			checkAWSImages(t, s)
-			checkAWSSecrets(t, s, ids)
-			checkAWSBus(t, s, ids)
-			checkAWSOperator(t, s)
-			checkAWSAccessPointUse(t, s, ids)
-			checkAWSTags(t, s, ids)
-		})
+		for _, b := range []awsBus{{nodes: 1}, {nodes: 3}} {
+			t.Run(fmt.Sprintf("%d agents, %d bus nodes", n, b.nodes), func(t *testing.T) {
+				s := awsStack(t, b.config(capture.Config{"flock:agentCount": strconv.Itoa(n)}))
+				ids := awsAgentIDs(n)
+				checkAWSComponent(t, s)
+				checkAWSNetwork(t, s)
+				checkAWSSecurityGroups(t, s, b)
+				checkAWSStorage(t, s, ids, b)
+				checkAWSCluster(t, s, b)
+				checkAWSAgentTasks(t, s, ids, b)
+				checkAWSServices(t, s, ids, b)
+				checkAWSIAM(t, s, ids, b)
+				checkAWSImages(t, s)
+				checkAWSSecrets(t, s, ids)
+				checkAWSBus(t, s, ids, b)
+				checkAWSOperator(t, s, b)
+				checkAWSAccessPointUse(t, s, ids)
+				checkAWSTags(t, s, ids)
+			})
+		}
 	}
+}
+
+// awsBus is the shape of the bus a stack under test has: 1 node (bus.<ns>,
+// its store on EFS) or 3 (bus-<n>.<ns>, each store on its own task storage).
+type awsBus struct{ nodes int }
+
+// config sets flock:bus.replicas on top of other keys.
+func (b awsBus) config(c capture.Config) capture.Config {
+	c["flock:bus"] = fmt.Sprintf(`{"replicas": %d}`, b.nodes)
+	return c
+}
+
+// keys name the nodes' resources: flock-<key>, flock-<key>-task, ...
+func (b awsBus) keys() []string {
+	if b.nodes == 1 {
+		return []string{"bus"}
+	}
+	var out []string
+	for n := 1; n <= b.nodes; n++ {
+		out = append(out, "bus-"+strconv.Itoa(n))
+	}
+	return out
+}
+
+// url is what agents and the operator connect to: every node, in order.
+func (b awsBus) url() string {
+	var urls []string
+	for _, k := range b.keys() {
+		urls = append(urls, "nats://"+k+".flock.flock.internal:4222")
+	}
+	return strings.Join(urls, ",")
 }
 
 // Every resource is a child of the flock:aws:Flock component.
@@ -144,24 +177,50 @@ func awsStrings(v any) []string {
 	return nil
 }
 
-// Adding an agent adds only its own resources; the only other change is the
-// bus's config (its secret values and the digest that rolls the bus service).
+// Adding an agent adds only its own resources; the only other change is
+// the bus's config (each node's secret values and the digest that rolls its
+// service): no bus node, secret or store is replaced or removed.
 func TestAWSAddingAnAgentChangesNoOtherAgent(t *testing.T) {
-	three := awsStack(t, capture.Config{"flock:agentCount": "3"})
-	four := awsStack(t, capture.Config{"flock:agentCount": "4"})
+	for _, b := range []awsBus{{nodes: 1}, {nodes: 3}} {
+		t.Run(fmt.Sprintf("%d bus nodes", b.nodes), func(t *testing.T) {
+			checkAWSNoChurn(t, b)
+		})
+	}
+}
+
+func checkAWSNoChurn(t *testing.T, b awsBus) {
+	three := awsStack(t, b.config(capture.Config{"flock:agentCount": "3"}))
+	four := awsStack(t, b.config(capture.Config{"flock:agentCount": "4"}))
 	changed, removed, added := changedBetween(three, four)
 	if len(removed) != 0 {
 		t.Errorf("removed %v", removed)
 	}
 	sort.Strings(changed)
-	allowed := []string{"flock-bus", "flock-bus-config-1", "flock-bus-topology-1"}
+	var allowed []string
+	for _, k := range b.keys() {
+		allowed = append(allowed, "flock-"+k, "flock-"+k+"-config-1", "flock-"+k+"-topology-1")
+	}
 	for _, c := range changed {
 		if !containsStr(allowed, c) {
 			t.Errorf("adding agent-4 changed %s", c)
 		}
 	}
-	if !containsStr(changed, "flock-bus-config-1") {
-		t.Error("the bus config did not gain agent-4")
+	for _, k := range b.keys() {
+		if !containsStr(changed, "flock-"+k+"-config-1") {
+			t.Errorf("the config of %s did not gain agent-4", k)
+		}
+		// The node's service is updated in place (its trigger rolls the
+		// task), never replaced: only its triggers differ.
+		before, _ := three.Get(capture.TypeService, "flock-"+k)
+		after, _ := four.Get(capture.TypeService, "flock-"+k)
+		for key, v := range before.Inputs {
+			if key != "triggers" && !v.DeepEquals(after.Inputs[key]) {
+				t.Errorf("adding agent-4 changed %s's %s", k, key)
+			}
+		}
+		if before.Inputs["triggers"].DeepEquals(after.Inputs["triggers"]) {
+			t.Errorf("%s's triggers did not change: the node would keep the old config", k)
+		}
 	}
 	for _, a := range added {
 		if !strings.HasPrefix(a, "flock-agent-4") {
@@ -174,8 +233,8 @@ func TestAWSAddingAnAgentChangesNoOtherAgent(t *testing.T) {
 		}
 	}
 	// Removing an agent from the middle of a list removes its resources only.
-	all := awsStack(t, capture.Config{"flock:agentCount": "", "flock:agents": `[{"id":"agent-1"},{"id":"agent-2"},{"id":"researcher","slot":9}]`})
-	fewer := awsStack(t, capture.Config{"flock:agentCount": "", "flock:agents": `[{"id":"agent-1"},{"id":"researcher","slot":9}]`})
+	all := awsStack(t, b.config(capture.Config{"flock:agentCount": "", "flock:agents": `[{"id":"agent-1"},{"id":"agent-2"},{"id":"researcher","slot":9}]`}))
+	fewer := awsStack(t, b.config(capture.Config{"flock:agentCount": "", "flock:agents": `[{"id":"agent-1"},{"id":"researcher","slot":9}]`}))
 	changed, removed, added = changedBetween(all, fewer)
 	for _, c := range changed {
 		if !containsStr(allowed, c) {
@@ -191,7 +250,7 @@ func TestAWSAddingAnAgentChangesNoOtherAgent(t *testing.T) {
 		}
 	}
 	// And two runs of one config are identical (no churn, no rotation).
-	again := awsStack(t, capture.Config{"flock:agentCount": "3"})
+	again := awsStack(t, b.config(capture.Config{"flock:agentCount": "3"}))
 	if c, r, a := changedBetween(three, again); len(c)+len(r)+len(a) != 0 {
 		t.Errorf("two runs differ: changed %v removed %v added %v", c, r, a)
 	}

@@ -167,6 +167,8 @@ func All() []Policy {
 			Description: "Every agent has its own network (dev) or an ingress-free security group (aws): no agent can reach another."},
 		{Name: "stack-nothing-private-shared", Level: Mandatory, Stack: stackNothingPrivateShared,
 			Description: "Nothing private is shared: no container or task mounts another agent's directory, log or credentials (or a directory above them), and what is shared is read-only."},
+		{Name: "stack-bus-routes-self-only", Level: Mandatory, Stack: stackBusRoutesSelfOnly,
+			Description: "The bus's security group admits the NATS route port (6222) from itself only: no agent, operator or address range can join the bus cluster as a node."},
 		{Name: "stack-pids-limit-step", Level: Mandatory, Stack: stackPidsLimitStep,
 			Description: "Every agent container has its pids-limit step (docker update --pids-limit), the real cgroup PIDs limit pulumi-docker cannot set."},
 	}

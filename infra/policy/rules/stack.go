@@ -141,8 +141,11 @@ func taskEFSMounts(td Resource) []efsMount {
 func stackUniqueAgentUID(rs []Resource) []Finding {
 	const fix = "give every agent (and the bus) its own UID: the flock model derives it from the agent's slot (flock:uidBase + slot), so never reuse a slot or hard-code a user"
 	var out []Finding
+	// Who runs as a UID: each agent is its own; the nodes of a clustered
+	// bus are one bus and share the bus's UID (slot 0).
+	type owner struct{ who, name string }
 	// docker: every flock container, agents and bus.
-	seen := map[int]string{}
+	seen := map[int]owner{}
 	for _, c := range byTypeSorted(rs, TypeContainer) {
 		l := dockerLabels(c)
 		if l[protocol.LabelRole] != protocol.RoleAgent && l[protocol.LabelRole] != protocol.RoleBus {
@@ -152,20 +155,30 @@ func stackUniqueAgentUID(rs []Resource) []Finding {
 		if !ok {
 			continue
 		}
-		if other, dup := seen[uid]; dup {
-			out = append(out, c.finding(fix, "runs as UID %d like %q: the two would share their nproc limit and the ownership of each other's files", uid, other))
+		who := c.Name
+		if l[protocol.LabelRole] == protocol.RoleBus && l[protocol.LabelAgent] == "" {
+			who = protocol.RoleBus
+		}
+		if o, dup := seen[uid]; dup {
+			if o.who != who {
+				out = append(out, c.finding(fix, "runs as UID %d like %q: the two would share their nproc limit and the ownership of each other's files", uid, o.name))
+			}
 			continue
 		}
-		seen[uid] = c.Name
+		seen[uid] = owner{who, c.Name}
 	}
 	// aws: task definitions, and the access points of agents' private
 	// directories (one agent may have several: its directory, its logs).
-	type owner struct{ who, name string }
 	seenTD := map[int]owner{}
 	for _, td := range byTypeSorted(rs, TypeTaskDefinition) {
 		who := taskAgent(td)
 		if who == "" {
-			who = td.Name
+			who = "task " + td.Name
+			if awsTags(td)[protocol.LabelRole] == protocol.RoleBus {
+				who = protocol.RoleBus // every node of the bus
+			}
+		} else {
+			who = "agent " + who
 		}
 		for _, uid := range taskUIDs(td) {
 			if o, dup := seenTD[uid]; dup && o.who != who {
@@ -553,4 +566,118 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// coversPort reports whether an ingress rule's protocol and port range
+// admit the TCP port. Unknown values are judged once they are known.
+func coversPort(proto, from, to any, port int) bool {
+	if isUnknown(proto) || isUnknown(from) || isUnknown(to) {
+		return false
+	}
+	switch strings.ToLower(str(proto)) {
+	case "-1", "all":
+		return true
+	case "tcp", "6":
+		f, okF := number(from)
+		t, okT := number(to)
+		return okF && okT && f <= float64(port) && float64(port) <= t
+	}
+	return false
+}
+
+// stackBusRoutesSelfOnly: on aws the nodes of a clustered bus talk on the
+// route port (protocol.RoutePort): whoever reaches it can join the cluster
+// as a node and read or rewrite every stream. The bus's security group
+// (tagged ai-flock.role=bus, or the group of a bus service) may admit that
+// port from itself only: never from agents, the operator or an address range.
+func stackBusRoutesSelfOnly(rs []Resource) []Finding {
+	fix := fmt.Sprintf("admit the route port %d on the bus's security group from that group itself only (a rule whose source is the bus group, or self: true); agents and the operator reach the bus on %d", protocol.RoutePort, protocol.ClientPort)
+	names := map[string]string{} // security group ID -> resource name
+	busSG := map[string]bool{}
+	for _, sg := range byTypeSorted(rs, TypeSecurityGroup) {
+		id := resourceID(sg)
+		if id == "" {
+			continue
+		}
+		names[id] = sg.Name
+		if awsTags(sg)[protocol.LabelRole] == protocol.RoleBus {
+			busSG[id] = true
+		}
+	}
+	for _, svc := range byTypeSorted(rs, TypeService) {
+		if awsTags(svc)[protocol.LabelRole] != protocol.RoleBus {
+			continue
+		}
+		for _, g := range strs(svc.get("networkConfiguration", "securityGroups")) {
+			busSG[g] = true
+		}
+	}
+	group := func(id string) string {
+		if n, ok := names[id]; ok {
+			return fmt.Sprintf("the security group %q", n)
+		}
+		return "the security group " + id
+	}
+	// others lists what an ingress rule of group own admits besides own itself.
+	others := func(own string, self bool, groups []string, ranges ...any) []string {
+		var out []string
+		for _, g := range groups {
+			if g != own {
+				out = append(out, group(g))
+			}
+		}
+		for _, r := range ranges {
+			for _, c := range append(strs(r), str(r)) {
+				if c != "" {
+					out = append(out, c)
+				}
+			}
+		}
+		if !self && len(groups) == 0 && len(out) == 0 {
+			out = append(out, "an unnamed peer")
+		}
+		return out
+	}
+	var out []Finding
+	report := func(r Resource, own string, peers []string) {
+		if len(peers) > 0 {
+			out = append(out, r.finding(fix, "admits the NATS route port %d of the bus's group %s from %s: only the bus nodes may join the cluster",
+				protocol.RoutePort, names[own], strings.Join(peers, ", ")))
+		}
+	}
+	for _, sg := range byTypeSorted(rs, TypeSecurityGroup) {
+		own := resourceID(sg)
+		if !busSG[own] {
+			continue
+		}
+		for _, in := range list(sg.get("ingress")) {
+			m := obj(in)
+			if coversPort(m["protocol"], m["fromPort"], m["toPort"], protocol.RoutePort) {
+				report(sg, own, others(own, truthy(m["self"]), strs(m["securityGroups"]), m["cidrBlocks"], m["ipv6CidrBlocks"], m["prefixListIds"]))
+			}
+		}
+	}
+	for _, r := range byTypeSorted(rs, TypeSecurityGroupRule) {
+		own := str(r.get("securityGroupId"))
+		if str(r.get("type")) != "ingress" || !busSG[own] || !coversPort(r.get("protocol"), r.get("fromPort"), r.get("toPort"), protocol.RoutePort) {
+			continue
+		}
+		var groups []string
+		if src := r.get("sourceSecurityGroupId"); !isUnknown(src) && str(src) != "" {
+			groups = []string{str(src)}
+		}
+		report(r, own, others(own, truthy(r.get("self")), groups, r.get("cidrBlocks"), r.get("ipv6CidrBlocks"), r.get("prefixListIds")))
+	}
+	for _, r := range byTypeSorted(rs, TypeSGIngressRule) {
+		own := str(r.get("securityGroupId"))
+		if !busSG[own] || !coversPort(r.get("ipProtocol"), r.get("fromPort"), r.get("toPort"), protocol.RoutePort) {
+			continue
+		}
+		var groups []string
+		if ref := r.get("referencedSecurityGroupId"); !isUnknown(ref) && str(ref) != "" {
+			groups = []string{str(ref)}
+		}
+		report(r, own, others(own, false, groups, r.get("cidrIpv4"), r.get("cidrIpv6"), r.get("prefixListId")))
+	}
+	return out
 }
