@@ -11,12 +11,13 @@ import (
 
 // A clustered bus is three nodes with the same users and topology; every
 // stream is kept on all three (R3), so any two of them hold every task and
-// result. Each node reconciles the JetStream layout it was given, the
-// JetStream meta leader applies the changes one at a time, and creating or
-// updating a stream or consumer to the same config is a no-op: nodes that
-// agree never fight, and they agree because the stacks give them the same
-// topology in the same step. A node without a quorum cannot change the
-// layout; it keeps trying until the cluster answers.
+// result. Only the node that is the JetStream meta leader changes the
+// layout: three nodes creating the same streams at once made each stream
+// take ten seconds (their requests collide at the leader), and a node with
+// an older topology must not delete what a newer one made. The others wait
+// until the layout they were given is there. A node that becomes leader
+// with a topology it has not applied yet applies it. Without a quorum there
+// is no leader, and every node keeps waiting.
 
 // startReconciler starts the background reconciler with topo as its first goal.
 func (s *Server) startReconciler(topo protocol.Topology) {
@@ -25,46 +26,96 @@ func (s *Server) startReconciler(topo protocol.Topology) {
 	go s.reconcileLoop()
 }
 
-// reconcileLoop reconciles the newest wanted topology until it succeeds,
-// backing off up to 5 s between tries.
+// reconcileLoop applies the newest wanted topology: as the meta leader it
+// reconciles it, otherwise it waits until the leader's layout has it.
 func (s *Server) reconcileLoop() {
 	defer s.done.Done()
 	var (
 		goal    protocol.Topology
 		pending bool
-		backoff = 250 * time.Millisecond
-		retry   <-chan time.Time
+		tick    = time.NewTicker(250 * time.Millisecond)
+		lastErr string
 	)
+	defer tick.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case goal = <-s.want:
-			pending, backoff = true, 250*time.Millisecond
-		case <-retry:
+			pending = true
+		case <-tick.C:
 		}
 		if !pending {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := s.reconcile(ctx, goal)
-		cancel()
-		if err == nil {
-			pending, retry = false, nil
-			s.mu.Lock()
-			if s.generation == 0 {
-				close(s.reconciled)
+		var err error
+		leader := s.ns.JetStreamIsLeader()
+		if leader {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err = s.reconcile(ctx, goal)
+			cancel()
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = s.layoutHas(ctx, goal)
+			cancel()
+		}
+		if err != nil {
+			if msg := err.Error(); msg != lastErr { // once per distinct reason, not every tick
+				s.log.Info("topology not applied yet: waiting for the cluster", "leader", leader, "reason", msg)
+				lastErr = msg
 			}
-			s.generation++
-			s.applied.Broadcast()
-			s.mu.Unlock()
-			s.log.Info("topology reconciled", "streams", len(goal.Streams), "consumers", len(goal.Consumers))
 			continue
 		}
-		s.log.Warn("topology not reconciled yet (no JetStream quorum?): retrying", "err", err, "retry_in", backoff.String())
-		retry = time.After(backoff)
-		backoff = min(2*backoff, 5*time.Second)
+		pending, lastErr = false, ""
+		s.mu.Lock()
+		if s.generation == 0 {
+			close(s.reconciled)
+		}
+		s.generation++
+		s.topology = goal
+		s.applied.Broadcast()
+		s.mu.Unlock()
+		s.log.Info("topology applied", "by_this_node", leader, "streams", len(goal.Streams), "consumers", len(goal.Consumers))
 	}
+}
+
+// layoutHas reports whether every stream and consumer of topo exists (two
+// list requests, whatever the size of the flock).
+func (s *Server) layoutHas(ctx context.Context, topo protocol.Topology) error {
+	streams := map[string]bool{}
+	names := s.js.StreamNames(ctx)
+	for n := range names.Name() {
+		streams[n] = true
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("list streams: %w", err)
+	}
+	for _, sc := range topo.Streams {
+		if !streams[sc.Name] {
+			return fmt.Errorf("stream %s not made yet", sc.Name)
+		}
+	}
+	consumers := map[string]map[string]bool{}
+	for _, c := range topo.Consumers {
+		if consumers[c.Stream] == nil {
+			consumers[c.Stream] = map[string]bool{}
+			st, err := s.js.Stream(ctx, c.Stream)
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", c.Stream, err)
+			}
+			list := st.ConsumerNames(ctx)
+			for n := range list.Name() {
+				consumers[c.Stream][n] = true
+			}
+			if err := list.Err(); err != nil {
+				return fmt.Errorf("list consumers of %s: %w", c.Stream, err)
+			}
+		}
+		if !consumers[c.Stream][c.Config.Durable] {
+			return fmt.Errorf("consumer %s/%s not made yet", c.Stream, c.Config.Durable)
+		}
+	}
+	return nil
 }
 
 // reconcileInBackground hands topo to the reconciler and waits until it is

@@ -200,10 +200,14 @@ func (c *Client) RunChecked(ctx context.Context, target Target, task protocol.Ta
 	want := map[string]bool{} // agents a result is awaited from ("" = any)
 	switch {
 	case target.Agent != "":
-		if _, err := c.js.Consumer(ctx, protocol.StreamTasks, protocol.AgentConsumer(target.Agent)); err != nil {
-			if errors.Is(err, jetstream.ErrConsumerNotFound) {
-				return nil, fmt.Errorf("%w %q: the bus has no consumer for it", ErrUnknownAgent, target.Agent)
-			}
+		err := c.untilAnswered(ctx, func(ctx context.Context) error {
+			_, err := c.js.Consumer(ctx, protocol.StreamTasks, protocol.AgentConsumer(target.Agent))
+			return err
+		})
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("%w %q: the bus has no consumer for it", ErrUnknownAgent, target.Agent)
+		}
+		if err != nil {
 			return nil, &NotStoredError{TaskID: task.ID, Err: err}
 		}
 		want[target.Agent] = true
@@ -295,24 +299,37 @@ const publishTries = 15 * time.Second
 // publish stores a task, trying again with the same message ID (the bus
 // keeps one copy) while the bus does not acknowledge it.
 func (c *Client) publish(ctx context.Context, subject, id string, body []byte) (*jetstream.PubAck, error) {
-	ctx, cancel := context.WithTimeout(ctx, publishTries)
-	defer cancel()
-	for {
+	var ack *jetstream.PubAck
+	err := c.untilAnswered(ctx, func(ctx context.Context) error {
 		m := nats.NewMsg(subject)
 		m.Data = body
 		m.Header.Set(nats.MsgIdHdr, id)
+		var err error
+		ack, err = c.js.PublishMsg(ctx, m)
+		return err
+	})
+	if err != nil {
+		return nil, &NotStoredError{TaskID: id, Err: fmt.Errorf("on %s: %w", subject, err)}
+	}
+	return ack, nil
+}
+
+// untilAnswered runs call, each try bounded to 3 s, again while its error is
+// transient, for at most publishTries (or until ctx ends): a bus without a
+// quorum answers nothing at all, and a caller must hear so in seconds.
+func (c *Client) untilAnswered(ctx context.Context, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, publishTries)
+	defer cancel()
+	for {
 		tctx, tcancel := context.WithTimeout(ctx, 3*time.Second)
-		ack, err := c.js.PublishMsg(tctx, m)
+		err := call(tctx)
 		tcancel()
-		if err == nil {
-			return ack, nil
-		}
-		if !transient(err) {
-			return nil, &NotStoredError{TaskID: id, Err: err} // refused (a full stream): no retry helps
+		if err == nil || !transient(err) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, &NotStoredError{TaskID: id, Err: fmt.Errorf("no acknowledgement from the bus on %s: %w", subject, err)}
+			return fmt.Errorf("no answer from the bus for %s: %w", publishTries, err)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -322,6 +339,9 @@ func (c *Client) publish(ctx context.Context, subject, id string, body []byte) (
 // no quorum (503), or an earlier copy still being stored by a cluster that
 // lost its leader (10158, duplicate message ID in process).
 func transient(err error) bool {
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false
+	}
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) {
 		return true // a timeout, no responders, a lost connection

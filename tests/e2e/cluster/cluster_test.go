@@ -26,6 +26,16 @@ func TestEveryNodeIsHealthy(t *testing.T) {
 	for n := 1; n <= 3; n++ {
 		waitHealthy(t, n, 2*time.Minute)
 	}
+	// What a node costs in memory, with the flock idle.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for n := 1; n <= 3; n++ {
+		mem, err := engine.MemoryUsage(ctx, node(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %.1f MiB in use", node(n), float64(mem)/(1<<20))
+	}
 }
 
 // The route port carries the cluster's replication: no agent can reach it,

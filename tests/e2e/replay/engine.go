@@ -293,6 +293,29 @@ func (e *Engine) Inspect(ctx context.Context, id string) (map[string]any, error)
 	return out, err
 }
 
+// MemoryUsage is a running container's memory use as its cgroup counts it,
+// less the page cache it can give back (what `docker stats` shows).
+func (e *Engine) MemoryUsage(ctx context.Context, id string) (uint64, error) {
+	var out struct {
+		MemoryStats struct {
+			Usage uint64            `json:"usage"`
+			Stats map[string]uint64 `json:"stats"`
+		} `json:"memory_stats"`
+	}
+	if err := e.do(ctx, "GET", "/containers/"+url.PathEscape(id)+"/stats?stream=false", nil, &out); err != nil {
+		return 0, err
+	}
+	m := out.MemoryStats
+	if m.Usage == 0 {
+		return 0, fmt.Errorf("container %s reports no memory use (not running?)", id)
+	}
+	cache := m.Stats["inactive_file"]                // cgroup v2
+	if c, ok := m.Stats["total_inactive_file"]; ok { // cgroup v1
+		cache = c
+	}
+	return m.Usage - min(cache, m.Usage), nil
+}
+
 // InspectNetwork returns a network's inspect document.
 func (e *Engine) InspectNetwork(ctx context.Context, id string) (map[string]any, error) {
 	var out map[string]any
