@@ -350,7 +350,7 @@ func TestWithoutQuorumTheOperatorIsToldThenItRecovers(t *testing.T) {
 	startNode(t, 3)
 	restarted = true
 	for n := 1; n <= 3; n++ {
-		waitHealthy(t, n, 2*time.Minute)
+		t.Logf("node %d healthy %s after the quorum came back", n, waitHealthy(t, n, 3*time.Minute).Round(time.Millisecond))
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
