@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,84 +21,17 @@ import (
 // given every node's address.
 func newClusterEnv(t *testing.T, cfg flock.Config) *env {
 	t.Helper()
-	f := bustest.StartCluster(t, cfg)
-	op := f.Connect(t, protocol.OperatorUser, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	cl, err := operator.New(op)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, f: f, shared: t.TempDir(), op: op, cl: cl, events: make(chan *nats.Msg, 4096)}
-	if e.js, err = jetstream.New(op); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.ChanSubscribe(protocol.SubjectEvents, e.events); err != nil {
-		t.Fatal(err)
-	}
-	if err := op.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return envOn(t, bustest.StartCluster(t, cfg), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 }
 
 // leaderOf is the number of the node that leads stream name.
 func (e *env) leaderOf(name string) int {
 	e.t.Helper()
-	for range 50 {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		s, err := e.js.Stream(ctx, name)
-		cancel()
-		if err == nil && s.CachedInfo().Cluster != nil && s.CachedInfo().Cluster.Leader != "" {
-			l := s.CachedInfo().Cluster.Leader
-			n, err := strconv.Atoi(l[strings.LastIndex(l, "-")+1:])
-			if err == nil {
-				return n
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
+	n, err := bustest.StreamLeader(e.js, name, 10*time.Second)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	e.t.Fatalf("stream %s has no leader", name)
-	return 0
-}
-
-// publisher sends tasks the way a careful operator does on a cluster: each
-// with a message ID, retried until the bus acknowledges it (the ID makes a
-// retry of a task that was stored after all a no-op).
-type publisher struct {
-	e        *env
-	mu       sync.Mutex
-	acked    map[string]string // task ID -> subject
-	retries  int
-	longest  time.Duration // the longest a task waited for its ack
-	refusals []error       // what the bus answered while it could not store
-}
-
-func (p *publisher) send(ctx context.Context, subject string, task protocol.Task) error {
-	b, _ := json.Marshal(task)
-	start := time.Now()
-	for {
-		m := nats.NewMsg(subject)
-		m.Data = b
-		m.Header.Set(nats.MsgIdHdr, task.ID)
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := p.e.js.PublishMsg(pctx, m)
-		cancel()
-		if err == nil {
-			p.mu.Lock()
-			p.acked[task.ID] = subject
-			p.longest = max(p.longest, time.Since(start))
-			p.mu.Unlock()
-			return nil
-		}
-		p.mu.Lock()
-		p.retries++
-		p.refusals = append(p.refusals, err)
-		p.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("task %s never stored: %w", task.ID, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return n
 }
 
 // storedByTask reads every stored result, retrying while the cluster settles,
@@ -136,7 +66,7 @@ func TestClusterLosesANodeWithoutLosingTasks(t *testing.T) {
 	for _, id := range []string{"agent-1", "agent-2", "agent-3"} {
 		e.start(id)
 	}
-	p := &publisher{e: e, acked: map[string]string{}}
+	p := &bustest.Sender{JS: e.js}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -150,7 +80,7 @@ func TestClusterLosesANodeWithoutLosingTasks(t *testing.T) {
 			}
 			task := tool(fmt.Sprintf("c%03d", i), "sleep", "20ms")
 			task.Nonce = "n" + task.ID
-			if err := p.send(ctx, subject, task); err != nil {
+			if err := p.Send(ctx, subject, task); err != nil {
 				sent <- err
 				return
 			}
@@ -191,7 +121,7 @@ func TestClusterLosesANodeWithoutLosingTasks(t *testing.T) {
 	for {
 		byTask = e.storedByTask(30 * time.Second)
 		missing = missing[:0]
-		for id := range p.acked {
+		for _, id := range p.Acked() {
 			if len(byTask[id]) == 0 {
 				missing = append(missing, id)
 			}
@@ -201,8 +131,8 @@ func TestClusterLosesANodeWithoutLosingTasks(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	if len(p.acked) != n {
-		t.Fatalf("%d of %d tasks acknowledged", len(p.acked), n)
+	if len(p.Acked()) != n {
+		t.Fatalf("%d of %d tasks acknowledged", len(p.Acked()), n)
 	}
 	if len(missing) > 0 {
 		t.Fatalf("%d acknowledged tasks have no stored result: %v", len(missing), missing)
@@ -219,8 +149,9 @@ func TestClusterLosesANodeWithoutLosingTasks(t *testing.T) {
 			}
 		}
 	}
+	retries, longest := p.Cost()
 	t.Logf("%d tasks, all stored; %d ran more than once; %d publish retries; longest wait for an ack %s",
-		n, twice, p.retries, p.longest.Round(time.Millisecond))
+		n, twice, retries, longest.Round(time.Millisecond))
 }
 
 // With two of three nodes down the cluster has no quorum: a task is refused
@@ -263,12 +194,12 @@ func TestClusterWithoutQuorumRefusesThenRecovers(t *testing.T) {
 	e.f.Restart(t, 2)
 	e.f.WaitReady(t, time.Minute)
 	ch := e.subscribeResults()
-	p := &publisher{e: e, acked: map[string]string{}}
+	p := &bustest.Sender{JS: e.js}
 	pctx, pcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer pcancel()
 	task := echo("back", "quorum again")
 	task.Nonce = "n-back"
-	if err := p.send(pctx, protocol.TaskSubject("agent-1"), task); err != nil {
+	if err := p.Send(pctx, protocol.TaskSubject("agent-1"), task); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.After(30 * time.Second)

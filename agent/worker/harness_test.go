@@ -70,8 +70,14 @@ type env struct {
 
 func newEnv(t *testing.T, cfg flock.Config) *env {
 	t.Helper()
-	f := bustest.Start(t, cfg)
-	op := f.Connect(t, protocol.OperatorUser)
+	return envOn(t, bustest.Start(t, cfg))
+}
+
+// envOn is an environment on a running bus f; opts are the operator
+// connection's.
+func envOn(t *testing.T, f *bustest.Flock, opts ...nats.Option) *env {
+	t.Helper()
+	op := f.Connect(t, protocol.OperatorUser, opts...)
 	cl, err := operator.New(op)
 	if err != nil {
 		t.Fatal(err)

@@ -121,6 +121,19 @@ func run(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, "e2e setup:", err)
 		return 1
 	}
+	// The control image some probes build is the suite's own: it leaves
+	// the engine as it found it, in replay and against a deployed flock alike.
+	defer func() {
+		if controlImg == "" {
+			return
+		}
+		ictx, icancel := context.WithTimeout(context.Background(), time.Minute)
+		defer icancel()
+		if err := engine.RemoveImage(ictx, controlImg); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: removing the control image:", err)
+			code = 1
+		}
+	}()
 	done := make(chan int, 1)
 	go func() { done <- m.Run() }()
 	select {

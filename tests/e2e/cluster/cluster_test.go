@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
 // Every node's health check passes once the cluster has formed: the check
@@ -78,63 +77,14 @@ func mustProbe(t *testing.T, want int, args ...string) {
 	}
 }
 
-// sender publishes tasks as a careful operator does on a cluster: each with
-// a message ID, sent again until the bus acknowledges it (the ID makes a
-// copy the bus did store a no-op).
-type sender struct {
-	js      jetstream.JetStream
-	mu      sync.Mutex
-	acked   map[string]bool
-	retries int
-	longest time.Duration
-}
-
-func (s *sender) send(ctx context.Context, subject string, task protocol.Task) error {
-	b, _ := json.Marshal(task)
-	start := time.Now()
-	for {
-		m := nats.NewMsg(subject)
-		m.Data = b
-		m.Header.Set(nats.MsgIdHdr, task.ID)
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := s.js.PublishMsg(pctx, m)
-		cancel()
-		s.mu.Lock()
-		if err == nil {
-			s.acked[task.ID] = true
-			s.longest = max(s.longest, time.Since(start))
-		} else {
-			s.retries++
-		}
-		s.mu.Unlock()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("task %s never stored: %w", task.ID, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // leader is the node that leads stream name.
 func leader(t *testing.T, js jetstream.JetStream, name string) int {
 	t.Helper()
-	for range 100 {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		s, err := js.Stream(ctx, name)
-		cancel()
-		if err == nil && s.CachedInfo().Cluster != nil && s.CachedInfo().Cluster.Leader != "" {
-			l := s.CachedInfo().Cluster.Leader
-			if n, err := strconv.Atoi(l[strings.LastIndex(l, "-")+1:]); err == nil {
-				return n
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
+	n, err := bustest.StreamLeader(js, name, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("stream %s has no leader", name)
-	return 0
+	return n
 }
 
 // heartbeatGap measures, for each agent, how long after since its next
@@ -210,7 +160,7 @@ func TestNodeLossAndRollingRestartLoseNoTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	beats := watchHeartbeats(t, nc)
-	s := &sender{js: js, acked: map[string]bool{}}
+	s := &bustest.Sender{JS: js}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
@@ -231,7 +181,7 @@ func TestNodeLossAndRollingRestartLoseNoTask(t *testing.T) {
 				subject = protocol.TaskSubject(fmt.Sprintf("agent-%d", 1+i/2%agents))
 			}
 			task := protocol.Task{V: protocol.Version, ID: fmt.Sprintf("f%04d", i), Kind: protocol.KindEcho, Stdin: "flow", Nonce: fmt.Sprintf("n%04d", i)}
-			if err := s.send(ctx, subject, task); err != nil {
+			if err := s.Send(ctx, subject, task); err != nil {
 				flowed <- err
 				return
 			}
@@ -283,7 +233,7 @@ func TestNodeLossAndRollingRestartLoseNoTask(t *testing.T) {
 				}
 			}
 			missing = missing[:0]
-			for id := range s.acked {
+			for _, id := range s.Acked() {
 				if byTask[id] == 0 {
 					missing = append(missing, id)
 				}
@@ -293,12 +243,12 @@ func TestNodeLossAndRollingRestartLoseNoTask(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d acknowledged tasks have no stored result (last read error %v): %v", len(missing), len(s.acked), err, missing)
+			t.Fatalf("%d of %d acknowledged tasks have no stored result (last read error %v): %v", len(missing), len(s.Acked()), err, missing)
 		}
 		time.Sleep(time.Second)
 	}
-	if len(s.acked) != sentN {
-		t.Fatalf("%d tasks sent, %d acknowledged", sentN, len(s.acked))
+	if len(s.Acked()) != sentN {
+		t.Fatalf("%d tasks sent, %d acknowledged", sentN, len(s.Acked()))
 	}
 	twice := 0
 	for _, n := range byTask {
@@ -306,8 +256,9 @@ func TestNodeLossAndRollingRestartLoseNoTask(t *testing.T) {
 			twice++
 		}
 	}
+	retries, longest := s.Cost()
 	t.Logf("%d tasks through a node loss and a rolling restart: all stored, %d ran more than once; %d publish retries; longest wait for an ack %s",
-		sentN, twice, s.retries, s.longest.Round(time.Millisecond))
+		sentN, twice, retries, longest.Round(time.Millisecond))
 }
 
 // Two nodes of three down: no quorum. The operator's Run says the task was

@@ -316,6 +316,15 @@ func (e *Engine) MemoryUsage(ctx context.Context, id string) (uint64, error) {
 	return m.Usage - min(cache, m.Usage), nil
 }
 
+// RemoveImage removes an image by name or ID (an image that is gone is no error).
+func (e *Engine) RemoveImage(ctx context.Context, name string) error {
+	err := e.do(ctx, "DELETE", "/images/"+url.PathEscape(name)+"?force=1", nil, nil)
+	if IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
 // InspectNetwork returns a network's inspect document.
 func (e *Engine) InspectNetwork(ctx context.Context, id string) (map[string]any, error) {
 	var out map[string]any
