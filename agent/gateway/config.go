@@ -1,0 +1,159 @@
+// Package gateway is the model gateway's core: an http.Handler that forwards an
+// agent's model calls to an upstream API with a key the agent never holds,
+// meters the tokens each response reports, refuses calls past an agent's
+// budget, and opens CONNECT tunnels only to the hosts an agent is allowed.
+// The gateway knows a caller by its source address alone (Config.CallerOf),
+// never by anything the request says.
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// namePattern is the rule for upstream names and agent IDs (AGENT_ID's rule).
+var namePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
+
+// headerNamePattern: a header name the transport will send as is.
+var headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+
+// Upstream is one model API the gateway forwards to.
+type Upstream struct {
+	URL       string // absolute http(s) base URL; /<name>/<path> goes to URL/<path>
+	KeyHeader string // the header the key goes in: "x-api-key", "Authorization"
+	KeyPrefix string // put before the key: "Bearer " for Authorization
+	Key       string // the secret; it never appears in logs or errors
+}
+
+// Usage is what one call cost, as the upstream reported it, normalized across
+// formats: InputTokens counts every prompt token the model read, cached or not
+// (for Anthropic input_tokens + cache_creation_input_tokens +
+// cache_read_input_tokens; for OpenAI prompt_tokens / input_tokens, which
+// already include the cached ones), CacheReadTokens and CacheWriteTokens say
+// how many of them came from or went to the cache, and Total = InputTokens +
+// OutputTokens is what the budget is charged.
+type Usage struct {
+	Agent            string
+	Upstream         string
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	Total            int64
+	Status           int // the upstream's HTTP status
+}
+
+// Config is the gateway's whole configuration.
+type Config struct {
+	// Upstreams by name: /<name>/... is forwarded to that upstream.
+	Upstreams map[string]Upstream
+	// CallerOf names the agent a request's source address belongs to; false
+	// refuses the request. Required.
+	CallerOf func(remote netip.Addr) (agentID string, ok bool)
+	// Budgets caps each agent's total tokens; an agent absent is unlimited.
+	Budgets map[string]int64
+	// AllowConnect lists, per agent, the "host:port" it may CONNECT to;
+	// "*.example.com:443" allows any name under example.com (not example.com).
+	AllowConnect map[string][]string
+	// Logger gets the access log; nil is slog.Default().
+	Logger *slog.Logger
+	// OnUsage, if set, is called once for every metered response, after it
+	// has been sent to the agent and charged.
+	OnUsage func(Usage)
+}
+
+// Validate returns every problem of the configuration, each naming the field
+// and the rule. A key's value never appears in an error.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, args...)...))
+	}
+	for _, name := range sortedKeys(c.Upstreams) {
+		up := c.Upstreams[name]
+		field := fmt.Sprintf("upstreams[%q]", name)
+		if !namePattern.MatchString(name) {
+			bad(field, "name must match %s: it is the first path element agents call", namePattern)
+		}
+		u, err := url.Parse(up.URL)
+		switch {
+		case err != nil:
+			bad(field+".url", "not a URL: %v", err.(*url.Error).Err) // the URL itself may hold a secret
+		case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+			bad(field+".url", "must be an absolute http or https URL (got %q)", up.URL)
+		case u.User != nil:
+			bad(field+".url", "must not carry credentials: the key goes in key")
+		case u.RawQuery != "" || u.Fragment != "":
+			bad(field+".url", "must have no query or fragment (got %q)", up.URL)
+		}
+		if !headerNamePattern.MatchString(up.KeyHeader) {
+			bad(field+".keyHeader", "must be a header name such as x-api-key or Authorization (got %q)", up.KeyHeader)
+		}
+		if strings.ContainsAny(up.KeyPrefix, "\r\n") {
+			bad(field+".keyPrefix", "must not contain CR or LF")
+		}
+		if up.Key == "" {
+			bad(field+".key", "must not be empty: the gateway holds the key so agents do not")
+		} else if strings.ContainsAny(up.Key, "\r\n") {
+			bad(field+".key", "must not contain CR or LF")
+		}
+	}
+	if c.CallerOf == nil {
+		bad("callerOf", "required: the gateway knows a caller only by its source address")
+	}
+	for _, agent := range sortedKeys(c.Budgets) {
+		field := fmt.Sprintf("budgets[%q]", agent)
+		if !namePattern.MatchString(agent) {
+			bad(field, "must be an agent ID matching %s", namePattern)
+		}
+		if n := c.Budgets[agent]; n < 0 {
+			bad(field, "must be >= 0 tokens (got %d)", n)
+		}
+	}
+	for _, agent := range sortedKeys(c.AllowConnect) {
+		field := fmt.Sprintf("allowConnect[%q]", agent)
+		if !namePattern.MatchString(agent) {
+			bad(field, "must be an agent ID matching %s", namePattern)
+		}
+		for i, hp := range c.AllowConnect[agent] {
+			if err := validHostPort(hp); err != nil {
+				bad(fmt.Sprintf("%s[%d]", field, i), "%v", err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validHostPort checks an AllowConnect entry: host:port with a numeric port,
+// the host a name, an IP, or "*." and a name.
+func validHostPort(hp string) error {
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil {
+		return fmt.Errorf("must be host:port (got %q)", hp)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port must be 1-65535 (got %q)", hp)
+	}
+	name := strings.TrimPrefix(host, "*.")
+	if name == "" || strings.Contains(name, "*") {
+		return fmt.Errorf("host must be a name, an IP or *.name (got %q)", hp)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
