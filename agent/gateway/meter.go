@@ -1,0 +1,291 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Bounds on what the meter keeps while a response passes through. A body or
+// a stream event beyond them is still sent whole; only its tokens go
+// uncounted (and the access log says why).
+const (
+	maxMeteredJSON  = 8 << 20 // a JSON body is parsed once complete
+	maxMeteredEvent = 8 << 20 // one SSE event (Responses' response.completed repeats the whole output)
+)
+
+// meter reads the upstream's response body on its way to the agent and
+// notes the usage it reports. It never holds bytes back: each Read returns
+// what the upstream sent, parsed on the way (SSE line by line; JSON kept
+// aside and parsed at the end).
+type meter struct {
+	body io.ReadCloser
+	kind bodyKind
+
+	mu      sync.Mutex
+	json    []byte // kindJSON: the body so far
+	line    []byte // kindSSE: the line being read
+	data    []byte // kindSSE: the data lines of the event being read
+	skip    bool   // kindSSE: the current line overflowed and is being skipped
+	tally   tally
+	problem string // why the tokens could not be counted, if they could not
+	done    bool
+}
+
+type bodyKind int
+
+const (
+	kindNone bodyKind = iota
+	kindJSON
+	kindSSE
+)
+
+// newMeter wraps body according to the response's headers. A compressed body
+// is not metered: the gateway asks upstreams for plain or transport-decoded
+// bodies, so one still encoded is an anomaly worth reporting.
+func newMeter(h http.Header, body io.ReadCloser) *meter {
+	m := &meter{body: body}
+	if enc := h.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		m.problem = fmt.Sprintf("content-encoding %q", enc)
+		return m
+	}
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	switch {
+	case mt == "text/event-stream":
+		m.kind = kindSSE
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		m.kind = kindJSON
+	}
+	return m
+}
+
+func (m *meter) Read(p []byte) (int, error) {
+	n, err := m.body.Read(p)
+	if n > 0 {
+		m.mu.Lock()
+		m.feed(p[:n])
+		m.mu.Unlock()
+	}
+	return n, err
+}
+
+func (m *meter) Close() error { return m.body.Close() }
+
+// result is the usage seen (ok false if none) and, if the tokens could not be
+// counted, why. It may be called once the body is read or abandoned.
+func (m *meter) result() (u Usage, ok bool, problem string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.done {
+		m.done = true
+		m.finish()
+	}
+	if !m.tally.found {
+		return Usage{}, false, m.problem
+	}
+	return m.tally.usage(), true, m.problem
+}
+
+func (m *meter) feed(p []byte) {
+	switch m.kind {
+	case kindJSON:
+		if len(m.json)+len(p) > maxMeteredJSON {
+			m.problem = fmt.Sprintf("JSON body over %d bytes", maxMeteredJSON)
+			m.kind, m.json = kindNone, nil
+			return
+		}
+		m.json = append(m.json, p...)
+	case kindSSE:
+		for len(p) > 0 {
+			i := bytes.IndexByte(p, '\n')
+			if i < 0 {
+				m.addToLine(p)
+				return
+			}
+			m.addToLine(p[:i])
+			m.endLine()
+			p = p[i+1:]
+		}
+	}
+}
+
+func (m *meter) addToLine(p []byte) {
+	if m.skip {
+		return
+	}
+	if len(m.line)+len(p) > maxMeteredEvent {
+		m.problem = fmt.Sprintf("an event over %d bytes", maxMeteredEvent)
+		m.skip, m.line = true, nil
+		return
+	}
+	m.line = append(m.line, p...)
+}
+
+// endLine handles one SSE line: data lines gather, a blank line ends the
+// event; event:, id:, retry: and comments do not matter here (every format
+// metered names its event type in the data as well).
+func (m *meter) endLine() {
+	line := bytes.TrimSuffix(m.line, []byte("\r"))
+	skipped := m.skip
+	m.line, m.skip = m.line[:0], false
+	switch {
+	case skipped:
+		m.data = m.data[:0]
+	case len(line) == 0:
+		m.dispatch()
+	case bytes.HasPrefix(line, []byte("data:")):
+		v := bytes.TrimPrefix(line[len("data:"):], []byte(" "))
+		if len(m.data) > 0 {
+			m.data = append(m.data, '\n')
+		}
+		if len(m.data)+len(v) > maxMeteredEvent {
+			m.problem = fmt.Sprintf("an event over %d bytes", maxMeteredEvent)
+			m.data = m.data[:0]
+			return
+		}
+		m.data = append(m.data, v...)
+	}
+}
+
+func (m *meter) dispatch() {
+	data := m.data
+	m.data = m.data[:0]
+	// Only events that carry usage are decoded: the text deltas, the bulk of
+	// a stream, are skipped by a substring test (inside a JSON string the
+	// quotes would be escaped, so text cannot fake the key).
+	if len(data) == 0 || !bytes.Contains(data, []byte(`"usage"`)) {
+		return
+	}
+	if err := m.tally.addJSON(data); err != nil {
+		m.problem = "malformed event: " + err.Error()
+	}
+}
+
+func (m *meter) finish() {
+	switch m.kind {
+	case kindJSON:
+		if len(bytes.TrimSpace(m.json)) == 0 {
+			return
+		}
+		if err := m.tally.addJSON(m.json); err != nil {
+			m.problem = "malformed JSON body: " + err.Error()
+		}
+		m.json = nil
+	case kindSSE:
+		// A stream cut short may end without its blank line.
+		if len(m.line) > 0 {
+			m.endLine()
+		}
+		m.dispatch()
+	}
+}
+
+// usageFields is the usage object of every format metered; absent fields stay
+// nil, so a later event overwrites only what it reports.
+type usageFields struct {
+	InputTokens      *int64        `json:"input_tokens"`                // Anthropic (uncached part), Responses (all)
+	OutputTokens     *int64        `json:"output_tokens"`               // Anthropic (cumulative in message_delta), Responses
+	CacheRead        *int64        `json:"cache_read_input_tokens"`     // Anthropic
+	CacheCreation    *int64        `json:"cache_creation_input_tokens"` // Anthropic
+	PromptTokens     *int64        `json:"prompt_tokens"`               // OpenAI chat (all)
+	CompletionTokens *int64        `json:"completion_tokens"`           // OpenAI chat
+	PromptDetails    *cachedFields `json:"prompt_tokens_details"`       // OpenAI chat
+	InputDetails     *cachedFields `json:"input_tokens_details"`        // Responses
+}
+
+type cachedFields struct {
+	CachedTokens *int64 `json:"cached_tokens"`
+}
+
+// envelope finds usage where each format puts it: at the top (JSON bodies,
+// OpenAI chat chunks, Anthropic message_delta), in message (Anthropic
+// message_start) or in response (Responses' response.completed).
+type envelope struct {
+	Usage    *usageFields    `json:"usage"`
+	Message  json.RawMessage `json:"message"`
+	Response json.RawMessage `json:"response"`
+}
+
+type tally struct {
+	found                        bool
+	input, output, cacheRead     int64
+	cacheCreation, prompt, compl int64
+	promptCached, inputCached    int64
+	sawPrompt                    bool
+}
+
+func (t *tally) addJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		if json.Valid(b) {
+			return nil // valid JSON that is not an object carries no usage
+		}
+		return fmt.Errorf("not JSON")
+	}
+	var e envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		return err
+	}
+	t.add(e.Usage)
+	for _, inner := range []json.RawMessage{e.Message, e.Response} {
+		if len(inner) == 0 || inner[0] != '{' {
+			continue // absent, null, or (in an error body) a string
+		}
+		var in struct {
+			Usage *usageFields `json:"usage"`
+		}
+		if err := json.Unmarshal(inner, &in); err != nil {
+			return err
+		}
+		t.add(in.Usage)
+	}
+	return nil
+}
+
+func (t *tally) add(u *usageFields) {
+	if u == nil {
+		return
+	}
+	set := func(dst *int64, src *int64) {
+		if src != nil {
+			*dst = *src
+			t.found = true
+		}
+	}
+	set(&t.input, u.InputTokens)
+	set(&t.output, u.OutputTokens)
+	set(&t.cacheRead, u.CacheRead)
+	set(&t.cacheCreation, u.CacheCreation)
+	set(&t.compl, u.CompletionTokens)
+	if u.PromptTokens != nil {
+		set(&t.prompt, u.PromptTokens)
+		t.sawPrompt = true
+	}
+	if u.PromptDetails != nil {
+		set(&t.promptCached, u.PromptDetails.CachedTokens)
+	}
+	if u.InputDetails != nil {
+		set(&t.inputCached, u.InputDetails.CachedTokens)
+	}
+}
+
+func (t *tally) usage() Usage {
+	var u Usage
+	if t.sawPrompt { // OpenAI chat completions
+		u.InputTokens = t.prompt
+		u.OutputTokens = t.compl
+		u.CacheReadTokens = t.promptCached
+	} else { // Anthropic Messages or OpenAI Responses
+		u.InputTokens = t.input + t.cacheCreation + t.cacheRead
+		u.OutputTokens = t.output
+		u.CacheReadTokens = t.cacheRead + t.inputCached
+		u.CacheWriteTokens = t.cacheCreation
+	}
+	u.Total = u.InputTokens + u.OutputTokens
+	return u
+}
