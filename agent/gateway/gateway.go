@@ -1,0 +1,282 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// agentCredentials are the request headers that could carry a credential.
+// Stock SDKs refuse to start without a key, so agents send a dummy one; it
+// and anything else the agent claims must never reach an upstream.
+var agentCredentials = []string{"Authorization", "X-Api-Key", "Api-Key", "Cookie", "Proxy-Authorization"}
+
+// Gateway is the http.Handler agents call: /<upstream>/<path> for a model
+// API, CONNECT host:port for an allow-listed tunnel.
+type Gateway struct {
+	upstreams map[string]*upstream
+	names     string // the upstream names, for the 404 message
+	callerOf  func(netip.Addr) (string, bool)
+	ledger    *ledger
+	allow     map[string][]allowRule
+	log       *slog.Logger
+	onUsage   func(Usage)
+	proxy     *httputil.ReverseProxy
+	dialer    net.Dialer
+}
+
+type upstream struct {
+	name   string
+	url    *url.URL
+	header string // the key header
+	value  string // prefix + key
+}
+
+// call is one forwarded request's state, shared by the proxy's hooks through
+// the request's context.
+type call struct {
+	agent  string
+	up     *upstream
+	rest   string // the path after /<upstream>, escaped
+	status int
+	meter  *meter
+}
+
+type callKey struct{}
+
+// New validates cfg and returns the gateway.
+func New(cfg Config) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		upstreams: make(map[string]*upstream, len(cfg.Upstreams)),
+		names:     strings.Join(sortedKeys(cfg.Upstreams), ", "),
+		callerOf:  cfg.CallerOf,
+		ledger:    newLedger(cfg.Budgets),
+		allow:     make(map[string][]allowRule, len(cfg.AllowConnect)),
+		log:       cfg.Logger,
+		onUsage:   cfg.OnUsage,
+		dialer:    net.Dialer{Timeout: 10 * time.Second},
+	}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	for name, up := range cfg.Upstreams {
+		u, _ := url.Parse(up.URL) // Validate parsed it
+		g.upstreams[name] = &upstream{name: name, url: u, header: up.KeyHeader, value: up.KeyPrefix + up.Key}
+	}
+	for agent, list := range cfg.AllowConnect {
+		for _, hp := range list {
+			g.allow[agent] = append(g.allow[agent], parseAllowRule(hp))
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64 // many agents, one upstream host
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite:        g.rewrite,
+		ModifyResponse: g.modifyResponse,
+		ErrorHandler:   g.upstreamError,
+		Transport:      tr,
+		FlushInterval:  -1, // a token streamed is a token the agent sees at once
+		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	return g, nil
+}
+
+// Spent is the tokens agent has been charged since the gateway started.
+func (g *Gateway) Spent(agent string) int64 { return g.ledger.get(agent) }
+
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	agent, ok := g.caller(r)
+	if !ok {
+		g.log.Warn("refused: unknown caller", "remote", r.RemoteAddr, "method", r.Method)
+		writeError(w, http.StatusForbidden, apiError{Type: "unknown_caller",
+			Message: "this address is not an agent of the flock: the gateway knows callers by their network only"})
+		return
+	}
+	if r.Method == http.MethodConnect {
+		g.connect(w, r, agent, start)
+		return
+	}
+	if r.URL.Host != "" {
+		writeError(w, http.StatusBadRequest, apiError{Type: "proxy_request_refused",
+			Message: "plain-HTTP proxying is not offered: call /<upstream>/<path>, or CONNECT an allowed host:port"})
+		return
+	}
+	name, rest := splitUpstream(r.URL.EscapedPath())
+	up, ok := g.upstreams[name]
+	if !ok {
+		g.accessLog(agent, name, r, http.StatusNotFound, start, nil, "")
+		writeError(w, http.StatusNotFound, apiError{Type: "unknown_upstream",
+			Message: fmt.Sprintf("no upstream %q: call /<upstream>/<path> with one of: %s", name, g.names)})
+		return
+	}
+	if hasDotDot(rest) {
+		g.accessLog(agent, name, r, http.StatusBadRequest, start, nil, "")
+		writeError(w, http.StatusBadRequest, apiError{Type: "bad_path",
+			Message: "the path must not contain \"..\": it could leave the upstream's base path"})
+		return
+	}
+	if limit, spent, over := g.ledger.over(agent); over {
+		g.accessLog(agent, name, r, http.StatusTooManyRequests, start, nil, "")
+		writeError(w, http.StatusTooManyRequests, apiError{Type: "budget_exceeded", Budget: "tokens",
+			Limit: &limit, Spent: &spent, Agent: agent,
+			Message: fmt.Sprintf("agent %s has spent %d of its %d tokens", agent, spent, limit)})
+		return
+	}
+	c := &call{agent: agent, up: up, rest: rest}
+	defer func() {
+		// The proxy aborts a response cut short with a panic; what was seen
+		// of it is still charged and logged before the panic goes on.
+		p := recover()
+		g.finish(c, r, start, p != nil)
+		if p != nil {
+			panic(p)
+		}
+	}()
+	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
+}
+
+// caller maps the connection's source address to an agent.
+func (g *Gateway) caller(r *http.Request) (string, bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return "", false
+	}
+	return g.callerOf(ap.Addr().Unmap())
+}
+
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	c := pr.In.Context().Value(callKey{}).(*call)
+	path, err := url.PathUnescape(c.rest)
+	if err != nil {
+		path = c.rest
+	}
+	pr.Out.URL.Path, pr.Out.URL.RawPath = path, c.rest
+	pr.SetURL(c.up.url)
+	h := pr.Out.Header
+	for _, k := range agentCredentials {
+		h.Del(k)
+	}
+	// Without Accept-Encoding the transport asks for gzip itself and hands
+	// back the body decoded, which the meter needs to read.
+	h.Del("Accept-Encoding")
+	h.Set(c.up.header, c.up.value)
+}
+
+func (g *Gateway) modifyResponse(resp *http.Response) error {
+	c := resp.Request.Context().Value(callKey{}).(*call)
+	c.status = resp.StatusCode
+	resp.Header.Del("Set-Cookie")
+	c.meter = newMeter(resp.Header, resp.Body)
+	resp.Body = c.meter
+	return nil
+}
+
+func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	c := r.Context().Value(callKey{}).(*call)
+	c.status = http.StatusBadGateway
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // without the URL and its query
+	}
+	g.log.Warn("upstream did not answer", "agent", c.agent, "upstream", c.up.name, "error", err.Error())
+	writeError(w, http.StatusBadGateway, apiError{Type: "upstream_unreachable",
+		Message: fmt.Sprintf("upstream %s did not answer", c.up.name)})
+}
+
+// finish charges what the call cost, reports it and writes the access log.
+func (g *Gateway) finish(c *call, r *http.Request, start time.Time, aborted bool) {
+	var (
+		u       *Usage
+		problem string
+	)
+	if c.meter != nil {
+		got, ok, p := c.meter.result()
+		problem = p
+		if ok {
+			got.Agent, got.Upstream, got.Status = c.agent, c.up.name, c.status
+			u = &got
+			g.ledger.charge(c.agent, got.Total)
+			if g.onUsage != nil {
+				g.onUsage(got)
+			}
+		}
+	}
+	if aborted && problem == "" {
+		problem = "response cut short"
+	}
+	g.accessLog(c.agent, c.up.name, r, c.status, start, u, problem)
+}
+
+// accessLog writes one line per request: who, where, how it went and what it
+// cost. Never a body, a query string or a header's value.
+func (g *Gateway) accessLog(agent, upstream string, r *http.Request, status int, start time.Time, u *Usage, problem string) {
+	attrs := []any{"agent", agent, "upstream", upstream, "method", r.Method, "path", r.URL.Path,
+		"status", status, "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
+	if u != nil {
+		attrs = append(attrs, "input_tokens", u.InputTokens, "output_tokens", u.OutputTokens,
+			"cache_read_tokens", u.CacheReadTokens, "total_tokens", u.Total)
+	}
+	level := slog.LevelInfo
+	if problem != "" {
+		attrs = append(attrs, "unmetered", problem)
+		level = slog.LevelWarn
+	}
+	g.log.Log(context.Background(), level, "model call", attrs...)
+}
+
+// splitUpstream cuts an escaped path /<name>/<rest> into name and /<rest>.
+func splitUpstream(p string) (name, rest string) {
+	p = strings.TrimPrefix(p, "/")
+	name, rest, _ = strings.Cut(p, "/")
+	return name, "/" + rest
+}
+
+func hasDotDot(escaped string) bool {
+	p, err := url.PathUnescape(escaped)
+	if err != nil {
+		return true
+	}
+	for _, seg := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// apiError is the body of every answer the gateway gives itself, in the
+// shape SDKs already read: {"error":{"type":…,"message":…}}.
+type apiError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	Budget  string `json:"budget,omitempty"`
+	Limit   *int64 `json:"limit,omitempty"`
+	Spent   *int64 `json:"spent,omitempty"`
+	Agent   string `json:"agent,omitempty"`
+	Host    string `json:"host,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, status int, e apiError) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	// The Anthropic and OpenAI SDKs retry a 429 unless told not to; a spent
+	// budget does not come back by retrying.
+	h.Set("X-Should-Retry", "false")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Error apiError `json:"error"`
+	}{e})
+}
