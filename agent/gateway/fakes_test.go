@@ -70,7 +70,7 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/messages":
 		if req.Stream {
-			f.stream(w, anthropicEvents)
+			f.stream(w, r, anthropicEvents)
 			return
 		}
 		writeJSON(w, `{"id":"msg_01","type":"message","role":"assistant","model":"claude-x",
@@ -78,7 +78,7 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 			"usage":{"input_tokens":11,"cache_creation_input_tokens":5,"cache_read_input_tokens":7,"output_tokens":23}}`)
 	case "/v1/chat/completions":
 		if req.Stream {
-			f.stream(w, chatEvents)
+			f.stream(w, r, chatEvents)
 			return
 		}
 		writeJSON(w, `{"id":"chatcmpl-1","object":"chat.completion","model":"gpt-x",
@@ -86,7 +86,7 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 			"usage":{"prompt_tokens":40,"completion_tokens":9,"total_tokens":49,"prompt_tokens_details":{"cached_tokens":30}}}`)
 	case "/v1/responses":
 		if req.Stream {
-			f.stream(w, responsesEvents)
+			f.stream(w, r, responsesEvents)
 			return
 		}
 		writeJSON(w, `{"id":"resp_1","object":"response","status":"completed","output":[],
@@ -103,7 +103,7 @@ func writeJSON(w http.ResponseWriter, body string) {
 	io.WriteString(w, body)
 }
 
-func (f *fakeUpstream) stream(w http.ResponseWriter, events []string) {
+func (f *fakeUpstream) stream(w http.ResponseWriter, r *http.Request, events []string) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	fl := w.(http.Flusher)
@@ -114,6 +114,8 @@ func (f *fakeUpstream) stream(w http.ResponseWriter, events []string) {
 			close(f.firstSent)
 			select {
 			case <-f.hold:
+			case <-r.Context().Done():
+				return
 			case <-time.After(10 * time.Second):
 				return // the test failed; do not hang its cleanup
 			}

@@ -24,7 +24,8 @@ var agentCredentials = []string{"Authorization", "X-Api-Key", "Api-Key", "Cookie
 // API, CONNECT host:port for an allow-listed tunnel.
 type Gateway struct {
 	upstreams map[string]*upstream
-	names     string // the upstream names, for the 404 message
+	strip     []string // agentCredentials and every upstream's key header
+	names     string   // the upstream names, for the 404 message
 	callerOf  func(netip.Addr) (string, bool)
 	ledger    *ledger
 	allow     map[string][]allowRule
@@ -71,9 +72,12 @@ func New(cfg Config) (*Gateway, error) {
 	if g.log == nil {
 		g.log = slog.Default()
 	}
+	g.strip = append(g.strip, agentCredentials...)
 	for name, up := range cfg.Upstreams {
 		u, _ := url.Parse(up.URL) // Validate parsed it
 		g.upstreams[name] = &upstream{name: name, url: u, header: up.KeyHeader, value: up.KeyPrefix + up.Key}
+		// One upstream's key header may not carry an agent's value to another.
+		g.strip = append(g.strip, up.KeyHeader)
 	}
 	for agent, list := range cfg.AllowConnect {
 		for _, hp := range list {
@@ -166,7 +170,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Path, pr.Out.URL.RawPath = path, c.rest
 	pr.SetURL(c.up.url)
 	h := pr.Out.Header
-	for _, k := range agentCredentials {
+	for _, k := range g.strip {
 		h.Del(k)
 	}
 	// Without Accept-Encoding the transport asks for gzip itself and hands

@@ -12,16 +12,20 @@ import (
 )
 
 func TestKeyInjectedAndAgentCredentialsNeverForwarded(t *testing.T) {
-	tg := newTestGateway(t, nil)
+	tg := newTestGateway(t, func(c *Config) {
+		// A key header the gateway does not strip by name is replaced, not added to.
+		c.Upstreams["google"] = Upstream{URL: c.Upstreams["anthropic"].URL, KeyHeader: "x-goog-api-key", Key: "g-REAL-KEY"}
+	})
 	for _, tc := range []struct {
 		path, wantPath, header, want string
 	}{
+		{"/google/v1/messages?beta=true", "/v1/messages", "X-Goog-Api-Key", "g-REAL-KEY"},
 		{"/anthropic/v1/messages?beta=true", "/v1/messages", "X-Api-Key", anthropicKey},
 		{"/openai/chat/completions?beta=true", "/v1/chat/completions", "Authorization", "Bearer " + openaiKey},
 	} {
 		req, _ := http.NewRequest("POST", tg.url+tc.path, strings.NewReader(`{"model":"m"}`))
 		req.Header.Set("Content-Type", "application/json")
-		for _, h := range []string{"X-Api-Key", "Api-Key", "Proxy-Authorization"} {
+		for _, h := range []string{"X-Api-Key", "Api-Key", "Proxy-Authorization", "X-Goog-Api-Key"} {
 			req.Header.Set(h, dummyKey)
 		}
 		req.Header.Set("Authorization", "Bearer "+dummyKey)
@@ -60,7 +64,7 @@ func TestKeyInjectedAndAgentCredentialsNeverForwarded(t *testing.T) {
 		}
 	}
 	// Each upstream gets its own key only.
-	if v := tg.up.requests()[1].Header.Get("X-Api-Key"); v != "" {
+	if v := tg.up.requests()[2].Header.Get("X-Api-Key"); v != "" {
 		t.Errorf("the openai call carried an X-Api-Key")
 	}
 }
@@ -119,6 +123,31 @@ func TestStreamReachesAgentBeforeItEnds(t *testing.T) {
 	}
 	resp.Body.Close()
 	waitFor(t, func() bool { return tg.gw.Spent("agent-1") == 11+5+7+23 }, "the stream charged")
+}
+
+// An agent that hangs up mid-stream is charged what the upstream reported
+// until then (message_start: the whole input and one output token).
+func TestCutStreamIsChargedWhatWasSeen(t *testing.T) {
+	tg := newTestGateway(t, nil)
+	tg.up.hold, tg.up.firstSent = make(chan struct{}), make(chan struct{})
+	defer close(tg.up.hold)
+	req, _ := http.NewRequest("POST", tg.url+"/anthropic/v1/messages", strings.NewReader(`{"stream":true}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-tg.up.firstSent
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // hang up
+	waitFor(t, func() bool { return strings.Contains(tg.logs.String(), `"msg":"model call"`) }, "the access log")
+	if s := tg.gw.Spent("agent-1"); s != 24 {
+		t.Errorf("spent %d, want 24 (23 input, 1 output)", s)
+	}
+	if !strings.Contains(tg.logs.String(), `"unmetered":"response cut short"`) {
+		t.Errorf("the log does not say the response was cut short:\n%s", tg.logs.String())
+	}
 }
 
 func TestBudgetRefusesWithoutCallingUpstream(t *testing.T) {
