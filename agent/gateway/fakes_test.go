@@ -44,7 +44,7 @@ type fakeUpstream struct {
 	seen []seenRequest
 }
 
-func newFakeUpstream(t *testing.T) *fakeUpstream {
+func newFakeUpstream(t testing.TB) *fakeUpstream {
 	f := &fakeUpstream{}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
@@ -163,7 +163,7 @@ type testGateway struct {
 	usage []Usage
 }
 
-func newTestGateway(t *testing.T, edit func(*Config)) *testGateway {
+func newTestGateway(t testing.TB, edit func(*Config)) *testGateway {
 	t.Helper()
 	tg := &testGateway{up: newFakeUpstream(t), logs: &syncBuffer{}}
 	cfg := Config{

@@ -1,0 +1,49 @@
+package gateway
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkSmallJSONCall is one small non-streamed Anthropic call, straight to
+// the fake upstream and through the gateway (metered, logged as JSON), in the
+// same run: the difference is what the gateway costs a call.
+func BenchmarkSmallJSONCall(b *testing.B) {
+	tg := newTestGateway(b, func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+		c.OnUsage = nil
+	})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	for _, bc := range []struct{ name, url string }{
+		{"direct", tg.up.srv.URL + "/v1/messages"},
+		{"gateway", tg.url + "/anthropic/v1/messages"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				start := time.Now()
+				req, _ := http.NewRequest("POST", bc.url, strings.NewReader(`{"model":"claude-x","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Api-Key", dummyKey)
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || n == 0 {
+					b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
