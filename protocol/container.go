@@ -32,6 +32,9 @@ const (
 	EnvTaskTimeout = "TASK_TIMEOUT"
 	EnvConcurrency = "CONCURRENCY"
 	EnvStatusFile  = "STATUS_FILE"
+	// EnvProgram is the agent program, a JSON array of argv: a long-lived
+	// process the agent runs beside its tasks and restarts when it exits.
+	EnvProgram = "AGENT_PROGRAM"
 )
 
 // The flock CLI's environment: the operator's commands, and `flock mcp` in

@@ -143,8 +143,12 @@ const (
 	EventInbox        = "inbox"       // an inbox message was stored (Ref: message ID, Detail: file)
 	EventBroadcast    = "broadcast"   // a broadcast was stored (Ref: message ID, Detail: file)
 	EventTaskRejected = "task.rejected"
-	EventDraining     = "draining"
-	EventStopped      = "stopped"
+	// The agent program (AGENT_PROGRAM): started (Ref: its PID), and exited
+	// (Detail: how, and when it is started again).
+	EventProgramStarted = "program.started"
+	EventProgramExited  = "program.exited"
+	EventDraining       = "draining"
+	EventStopped        = "stopped"
 )
 
 // Event is the body an agent publishes on agent.<id>.events.

@@ -7,6 +7,7 @@
 package worker
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -41,6 +42,7 @@ type Config struct {
 	InboxRate      int           // INBOX_RATE: messages per second stored from one sender (burst 5×)
 	InboxBytesRate int64         // INBOX_BYTES_RATE: bytes per second stored from one sender (burst 8×)
 	KeyCheck       time.Duration // KEY_CHECK_INTERVAL: how often the key file is checked for a new key
+	Program        []string      // AGENT_PROGRAM: the agent program's argv, as a JSON array (none: no program)
 	Version        string        // reported in heartbeats
 }
 
@@ -147,6 +149,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		c.EnvAllow = nil // "-": pass nothing on
 	}
 	c.LogFile = str("LOG_FILE", filepath.Join(c.SharedDir, "logs", c.ID+".log"))
+	if v := getenv(protocol.EnvProgram); v != "" {
+		if err := json.Unmarshal([]byte(v), &c.Program); err != nil || len(c.Program) == 0 {
+			bad(protocol.EnvProgram, `want a JSON array of the program and its arguments, such as ["/shared/common/bin/my-agent", "--verbose"] (got %q)`, v)
+			c.Program = nil
+		}
+	}
 	if err := c.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -169,6 +177,9 @@ func (c *Config) Validate() error {
 		if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*\*?$`).MatchString(n) || strings.HasPrefix(n, "FLOCK_") {
 			errs = append(errs, fmt.Errorf("ENV_ALLOW: %q is not a variable name or NAME_PREFIX* (FLOCK_* are the agent's)", n))
 		}
+	}
+	if len(c.Program) > 0 && !filepath.IsAbs(c.Program[0]) {
+		errs = append(errs, fmt.Errorf("%s: the program must be an absolute path (got %q)", protocol.EnvProgram, c.Program[0]))
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"

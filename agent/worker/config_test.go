@@ -32,3 +32,22 @@ func TestAllowedEnv(t *testing.T) {
 		t.Fatalf("%v", got)
 	}
 }
+
+func TestProgramFromEnv(t *testing.T) {
+	env := map[string]string{"AGENT_ID": "agent-1", "AGENT_PROGRAM": `["/shared/common/bin/my-agent", "--model", "claude"]`}
+	c, err := FromEnv(func(k string) string { return env[k] })
+	if err != nil || strings.Join(c.Program, "|") != "/shared/common/bin/my-agent|--model|claude" {
+		t.Fatalf("program %q, err %v", c.Program, err)
+	}
+	for value, rule := range map[string]string{
+		`/bin/agent --x`:   "want a JSON array",
+		`[]`:               "want a JSON array",
+		`["bin/my-agent"]`: "must be an absolute path",
+	} {
+		env["AGENT_PROGRAM"] = value
+		_, err := FromEnv(func(k string) string { return env[k] })
+		if err == nil || !strings.Contains(err.Error(), "AGENT_PROGRAM: ") || !strings.Contains(err.Error(), rule) {
+			t.Errorf("AGENT_PROGRAM=%s: %v, want %q", value, err, rule)
+		}
+	}
+}

@@ -172,6 +172,15 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 	a.poolKeep = ackWaitOf(pool) / 3
 	go func() { defer dWG.Done(); a.poolLoop(dctx) }()
 
+	// The agent program, if there is one, runs while the agent takes tasks.
+	pctx, stopProgram := context.WithCancel(context.Background())
+	programDone := make(chan struct{})
+	if len(cfg.Program) > 0 {
+		go func() { defer close(programDone); a.superviseProgram(pctx) }()
+	} else {
+		close(programDone)
+	}
+
 	<-ctx.Done()
 
 	// Drain.
@@ -180,6 +189,7 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 	a.heartbeat()
 	a.event(protocol.EventDraining, "", fmt.Sprintf("%d task(s) in flight, grace period %s", a.slots.running(), cfg.Grace))
 	log.Info("draining", "running", a.slots.running(), "grace", cfg.Grace.String())
+	stopProgram() // SIGTERM now; it has the same grace period as the tasks
 	stopDispatch()
 	dWG.Wait()
 	done := make(chan struct{})
@@ -196,6 +206,7 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 			log.Error("tasks did not stop after being killed")
 		}
 	}
+	<-programDone
 	a.stop(subs)
 	return false, nil
 }
