@@ -462,6 +462,9 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		health: []string{"CMD", "/flock-agent", "health"},
 		deps:   []pulumi.Resource{v},
 	}
+	if a.Program != "" {
+		t.env[protocol.EnvProgram] = a.Program
+	}
 	td, err := d.define(t)
 	if err != nil {
 		return err

@@ -292,7 +292,7 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	args.Name = pulumi.String(d.n(a.ID))
 	args.Hostname = pulumi.String(a.ID)
 	args.Image = d.agentImage.RepoDigest
-	args.Envs = pulumi.StringArray{
+	envs := pulumi.StringArray{
 		pulumi.String(protocol.EnvAgentID + "=" + a.ID),
 		// The bus by address, not by name: reconnecting never waits on DNS
 		// (the name vanishes while the bus is down, and lookups then stall).
@@ -303,6 +303,10 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		pulumi.String(protocol.EnvTaskTimeout + "=" + a.Limits.TaskTimeout.String()),
 		pulumi.String(protocol.EnvConcurrency + "=" + strconv.Itoa(a.Limits.Concurrency)),
 	}
+	if a.Program != "" {
+		envs = append(envs, pulumi.String(protocol.EnvProgram+"="+a.Program))
+	}
+	args.Envs = envs
 	args.Mounts = docker.ContainerMountArray{
 		bindMount(d.m.Shared.AgentDir(a.ID), protocol.ContainerAgentDir(a.ID), false),
 		bindMount(d.m.Shared.CommonDir(), protocol.ContainerCommonDir(), true),

@@ -1,6 +1,7 @@
 package flock
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -30,13 +31,17 @@ type Config struct {
 	Bus        BusConfig               `json:"bus"`
 	Network    NetworkConfig           `json:"network"`
 	Runtime    string                  `json:"runtime"`
+	// Program is every agent's program unless its flock:agents entry names
+	// its own (an empty list there: none).
+	Program []string `json:"program"`
 }
 
 // AgentConfig is one entry of flock:agents.
 type AgentConfig struct {
-	ID     string       `json:"id"`
-	Slot   *int         `json:"slot"`
-	Limits LimitsConfig `json:"limits"`
+	ID      string       `json:"id"`
+	Slot    *int         `json:"slot"`
+	Limits  LimitsConfig `json:"limits"`
+	Program []string     `json:"program"`
 }
 
 // LimitsConfig is flock:limits, an agent's limits, or an override.
@@ -200,10 +205,11 @@ func (c Config) Validate() (Model, error) {
 
 func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Agent {
 	type entry struct {
-		key    string
-		id     string
-		slot   *int
-		limits LimitsConfig
+		key     string
+		id      string
+		slot    *int
+		limits  LimitsConfig
+		program []string
 	}
 	var entries []entry
 	switch {
@@ -216,7 +222,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Ag
 			return nil
 		}
 		for i, a := range c.Agents {
-			entries = append(entries, entry{key: fmt.Sprintf("flock:agents[%d]", i), id: a.ID, slot: a.Slot, limits: a.Limits})
+			entries = append(entries, entry{key: fmt.Sprintf("flock:agents[%d]", i), id: a.ID, slot: a.Slot, limits: a.Limits, program: a.Program})
 		}
 	case c.AgentCount != nil:
 		n := *c.AgentCount
@@ -236,6 +242,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Ag
 		return nil
 	}
 
+	stackProgram := programJSON(es, "flock:program", c.Program)
 	capacity := net.Capacity()
 	seenID := map[string]string{}
 	seenSlot := map[int]string{}
@@ -289,7 +296,11 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Ag
 			es.add(e.key+".slot", "%v", err)
 			continue
 		}
-		agents = append(agents, Agent{ID: e.id, Slot: slot, UID: uidBase + slot, GID: uidBase + slot, Subnet: subnet, Limits: limits})
+		program := stackProgram
+		if e.program != nil { // its own, or [] for none
+			program = programJSON(es, e.key+".program", e.program)
+		}
+		agents = append(agents, Agent{ID: e.id, Slot: slot, UID: uidBase + slot, GID: uidBase + slot, Subnet: subnet, Limits: limits, Program: program})
 	}
 	for id := range c.Overrides {
 		if seenID[id] == "" {
@@ -375,6 +386,30 @@ func (s SharedConfig) validate(es *errs) Shared {
 		es.add("flock:shared.stateRoot", "must not overlap flock:shared.root: the state root holds credentials (got %q and %q)", out.StateRoot, out.Root)
 	}
 	return out
+}
+
+// programJSON validates an agent program's argv and returns it as the JSON
+// array the agent reads from AGENT_PROGRAM ("" for none).
+func programJSON(es *errs, key string, argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	if !path.IsAbs(argv[0]) {
+		es.add(key, "the program must be an absolute path in the agent's container, such as /shared/common/bin/my-agent (got %q)", argv[0])
+		return ""
+	}
+	if len(argv) > 64 {
+		es.add(key, "at most 64 arguments (got %d)", len(argv))
+		return ""
+	}
+	for i, a := range argv {
+		if a == "" || len(a) > 4096 || strings.ContainsRune(a, 0) {
+			es.add(fmt.Sprintf("%s[%d]", key, i), "must be 1 to 4096 bytes with no NUL (got %d bytes)", len(a))
+			return ""
+		}
+	}
+	b, _ := json.Marshal(argv)
+	return string(b)
 }
 
 func within(dir, p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }

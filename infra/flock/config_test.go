@@ -225,3 +225,39 @@ func TestFiveHundredAgentsFitTheDefaultPool(t *testing.T) {
 		seen[a.Subnet] = true
 	}
 }
+
+// The agent program: a stack-wide default, an agent's own, or none ([]).
+func TestAgentProgram(t *testing.T) {
+	c := Config{Target: "docker", Program: []string{"/shared/common/bin/agent", "--fast"}, Agents: []AgentConfig{
+		{ID: "agent-1"},
+		{ID: "agent-2", Program: []string{"/shared/common/bin/other"}},
+		{ID: "agent-3", Program: []string{}},
+	}}
+	m, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"agent-1": `["/shared/common/bin/agent","--fast"]`,
+		"agent-2": `["/shared/common/bin/other"]`,
+		"agent-3": "",
+	}
+	for _, a := range m.Agents {
+		if a.Program != want[a.ID] {
+			t.Errorf("%s: program %q, want %q", a.ID, a.Program, want[a.ID])
+		}
+	}
+	for _, tc := range []struct {
+		cfg       Config
+		key, rule string
+	}{
+		{Config{Target: "docker", AgentCount: ip(1), Program: []string{"bin/agent"}}, "flock:program", "must be an absolute path"},
+		{Config{Target: "docker", Agents: []AgentConfig{{ID: "agent-1", Program: []string{"/bin/a", ""}}}}, "flock:agents[0].program[1]", "must be 1 to 4096 bytes"},
+	} {
+		_, err := tc.cfg.Validate()
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Key != tc.key || !strings.Contains(ce.Rule, tc.rule) {
+			t.Errorf("%+v: got %v, want %s: %s", tc.cfg, err, tc.key, tc.rule)
+		}
+	}
+}

@@ -41,6 +41,10 @@ type Agent struct {
 	GID    int
 	Subnet netip.Prefix // the agent's own network (docker target)
 	Limits Limits
+	// Program is the agent program's argv as a JSON array (the agent's
+	// AGENT_PROGRAM): a long-lived process the agent runs and restarts
+	// beside its tasks. "" for none.
+	Program string
 }
 
 // Limits bound what one agent may use.
