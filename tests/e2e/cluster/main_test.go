@@ -113,6 +113,9 @@ func setUp(ctx context.Context) error {
 		"flock:limits":     `{"cpus": 0.5, "memoryMiB": 128, "pids": 64, "tmpfsMiB": 16, "taskTimeout": "60s", "concurrency": 2, "diskMiB": 64}`,
 		"flock:bus":        `{"replicas": 3, "heartbeatInterval": "1s", "ackWait": "5s", "maxDeliver": 10, "resultsMiBPerAgent": 8}`,
 		"flock:docker":     `{"baseImage": "scratch"}`,
+		// Every agent also runs an agent program: the image's own binary
+		// printing its environment (TestAgentProgramRunsInTheContainer).
+		"flock:program": `["/flock-agent", "tool", "env"]`,
 	})
 	if err != nil {
 		return fmt.Errorf("capture: %w", err)
