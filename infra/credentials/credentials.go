@@ -8,6 +8,7 @@ package credentials
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -44,4 +45,22 @@ func Derive(master []byte, user string) (Key, error) {
 		return Key{}, fmt.Errorf("derive %s: %w", user, err)
 	}
 	return Key{Seed: string(seed), Public: pub}, nil
+}
+
+// GatewayToken returns agent agentID's gateway token under master: the
+// credential the agent presents to the model gateway on aws, where agents
+// share one network and the gateway tells them apart by it (the gateway
+// keeps only its SHA-256). It is the hex HMAC-SHA256 of a label of its own,
+// so it is independent of every nkey derived from the same master, and
+// knowing one agent's token tells nothing about another's.
+func GatewayToken(master []byte, agentID string) (string, error) {
+	if len(master) < MinSecretLen {
+		return "", errors.New("master secret too short")
+	}
+	if agentID == "" {
+		return "", errors.New("gateway token: no agent ID")
+	}
+	mac := hmac.New(sha256.New, master)
+	mac.Write([]byte("ai-flock/gateway-token/v1/" + agentID))
+	return hex.EncodeToString(mac.Sum(nil)), nil
 }

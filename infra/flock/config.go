@@ -31,6 +31,9 @@ type Config struct {
 	Bus        BusConfig               `json:"bus"`
 	Network    NetworkConfig           `json:"network"`
 	Runtime    string                  `json:"runtime"`
+	Gateway    GatewayConfig           `json:"gateway"`
+	// Image is every agent's image unless its flock:agents entry names its own.
+	Image *ImageConfig `json:"image"`
 	// Program is every agent's program unless its flock:agents entry names
 	// its own (an empty list there: none).
 	Program []string `json:"program"`
@@ -38,10 +41,12 @@ type Config struct {
 
 // AgentConfig is one entry of flock:agents.
 type AgentConfig struct {
-	ID      string       `json:"id"`
-	Slot    *int         `json:"slot"`
-	Limits  LimitsConfig `json:"limits"`
-	Program []string     `json:"program"`
+	ID      string              `json:"id"`
+	Slot    *int                `json:"slot"`
+	Limits  LimitsConfig        `json:"limits"`
+	Program []string            `json:"program"`
+	Gateway *AgentGatewayConfig `json:"gateway"`
+	Image   *ImageConfig        `json:"image"`
 }
 
 // LimitsConfig is flock:limits, an agent's limits, or an override.
@@ -125,7 +130,7 @@ var (
 	namePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
 	countID     = regexp.MustCompile(`^agent-([1-9][0-9]{0,3})$`)
 	// IDs that would collide with bus subjects or users (tasks.pool, tasks.all, ...).
-	reservedIDs = map[string]bool{"pool": true, "all": true, "operator": true, "admin": true, "bus": true, "dead": true}
+	reservedIDs = map[string]bool{"pool": true, "all": true, "operator": true, "admin": true, "bus": true, "dead": true, "gateway": true, "egress": true}
 	// The nodes of a clustered bus are named bus-<n> (their resources, DNS
 	// names and services): no agent may take such a name.
 	busNodeID = regexp.MustCompile(`^bus-[0-9]+$`)
@@ -193,7 +198,8 @@ func (c Config) Validate() (Model, error) {
 	}
 	m.Bus.UID = uidBase // slot 0 is the bus's
 
-	m.Agents = c.agents(&es, defaults, uidBase, m.Network)
+	m.Gateway = c.Gateway.validate(&es, m.Network, uidBase)
+	m.Agents = c.agents(&es, defaults, uidBase, m.Network, m.Gateway)
 	if len(m.Agents) > 0 {
 		m.Bus.ResultsBytesPerAgent = c.Bus.resultsShare(&es, m.Bus, len(m.Agents))
 	}
@@ -203,13 +209,20 @@ func (c Config) Validate() (Model, error) {
 	return m, nil
 }
 
-func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Agent {
+func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw Gateway) []Agent {
 	type entry struct {
 		key     string
 		id      string
 		slot    *int
 		limits  LimitsConfig
 		program []string
+		gateway *AgentGatewayConfig
+		image   *ImageConfig
+	}
+	// With a gateway, the pool's last two slots are its networks.
+	capacity := net.Capacity()
+	if gw.Enabled() {
+		capacity -= 2
 	}
 	var entries []entry
 	switch {
@@ -222,7 +235,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Ag
 			return nil
 		}
 		for i, a := range c.Agents {
-			entries = append(entries, entry{key: fmt.Sprintf("flock:agents[%d]", i), id: a.ID, slot: a.Slot, limits: a.Limits, program: a.Program})
+			entries = append(entries, entry{key: fmt.Sprintf("flock:agents[%d]", i), id: a.ID, slot: a.Slot, limits: a.Limits, program: a.Program, gateway: a.Gateway, image: a.Image})
 		}
 	case c.AgentCount != nil:
 		n := *c.AgentCount
@@ -230,8 +243,8 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Ag
 			es.add("flock:agentCount", "must be between 1 and %d (got %d)", MaxAgents, n)
 			return nil
 		}
-		if n >= net.Capacity() {
-			es.add("flock:agentCount", "must be between 1 and %d (the per-agent subnets flock:network.pool %s holds at /%d) (got %d)", net.Capacity()-1, net.Pool, net.PrefixLength, n)
+		if n >= capacity {
+			es.add("flock:agentCount", "must be between 1 and %d (the per-agent subnets flock:network.pool %s holds at /%d%s) (got %d)", capacity-1, net.Pool, net.PrefixLength, gatewayNote(gw), n)
 			return nil
 		}
 		for i := 1; i <= n; i++ {
@@ -243,7 +256,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Ag
 	}
 
 	stackProgram := programJSON(es, "flock:program", c.Program)
-	capacity := net.Capacity()
+	stackImage := c.Image.validate(es, "flock:image")
 	seenID := map[string]string{}
 	seenSlot := map[int]string{}
 	var agents []Agent
@@ -276,7 +289,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Ag
 		if ok {
 			switch {
 			case slot < 1 || slot >= capacity:
-				es.add(e.key+".slot", "must be between 1 and %d (the per-agent subnets in flock:network.pool) (got %d)", capacity-1, slot)
+				es.add(e.key+".slot", "must be between 1 and %d (the per-agent subnets in flock:network.pool%s) (got %d)", capacity-1, gatewayNote(gw), slot)
 				ok = false
 			case seenSlot[slot] != "":
 				es.add(e.key+".slot", "duplicates the slot of %s: each agent needs its own slot, UID and subnet (got %d)", seenSlot[slot], slot)
@@ -300,7 +313,12 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Ag
 		if e.program != nil { // its own, or [] for none
 			program = programJSON(es, e.key+".program", e.program)
 		}
-		agents = append(agents, Agent{ID: e.id, Slot: slot, UID: uidBase + slot, GID: uidBase + slot, Subnet: subnet, Limits: limits, Program: program})
+		access := c.Gateway.access(es, e.key, e.gateway, gw)
+		img := stackImage
+		if e.image != nil {
+			img = e.image.validate(es, e.key+".image")
+		}
+		agents = append(agents, Agent{ID: e.id, Slot: slot, UID: uidBase + slot, GID: uidBase + slot, Subnet: subnet, Limits: limits, Program: program, Gateway: access, Image: img})
 	}
 	for id := range c.Overrides {
 		if seenID[id] == "" {
@@ -309,6 +327,13 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network) []Ag
 	}
 	sort.Slice(agents, func(i, j int) bool { return agents[i].Slot < agents[j].Slot })
 	return agents
+}
+
+func gatewayNote(gw Gateway) string {
+	if !gw.Enabled() {
+		return ""
+	}
+	return ", less the last two, which are the gateway's"
 }
 
 func (l LimitsConfig) validate(es *errs, key string, base Limits) Limits {

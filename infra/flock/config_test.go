@@ -3,6 +3,7 @@ package flock
 import (
 	"errors"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -138,7 +139,7 @@ func TestDefaults(t *testing.T) {
 		{ID: "agent-3", Slot: 3, UID: 20003, GID: 20003, Subnet: netip.MustParsePrefix("10.210.0.24/29"), Limits: DefaultLimits},
 	}
 	for i, a := range m.Agents {
-		if a != want[i] {
+		if !reflect.DeepEqual(a, want[i]) {
 			t.Errorf("agent %d = %+v, want %+v", i, a, want[i])
 		}
 	}
@@ -188,7 +189,7 @@ func TestAgentIdentityIsStable(t *testing.T) {
 	}
 	a3, _ := three.Agent("agent-3")
 	b3, _ := explicit.Agent("agent-3")
-	if a3 != b3 {
+	if !reflect.DeepEqual(a3, b3) {
 		t.Fatalf("agent-3 changed when agents 1 and 2 left and researcher came: %+v vs %+v", a3, b3)
 	}
 	r, _ := explicit.Agent("researcher")

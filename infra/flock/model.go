@@ -28,6 +28,7 @@ type Model struct {
 	Shared  Shared
 	Bus     Bus
 	Network Network
+	Gateway Gateway
 	// Runtime is the OCI runtime of agent containers ("" = engine default, or "runsc").
 	Runtime string
 }
@@ -45,6 +46,10 @@ type Agent struct {
 	// AGENT_PROGRAM): a long-lived process the agent runs and restarts
 	// beside its tasks. "" for none.
 	Program string
+	Gateway GatewayAccess
+	// Image is the agent's image: the stock one, or the user's with
+	// flock-agent added.
+	Image Image
 }
 
 // Limits bound what one agent may use.

@@ -1,0 +1,94 @@
+package flock
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestGatewayConfig(t *testing.T) {
+	budget, big := int64(5000), int64(-1)
+	c := Config{Target: "docker", Agents: []AgentConfig{
+		{ID: "agent-1", Gateway: &AgentGatewayConfig{BudgetTokens: &big, AllowHosts: []string{"pypi.org"}}},
+		{ID: "agent-2", Gateway: &AgentGatewayConfig{AllowHosts: []string{"*.github.com:443"}}},
+		{ID: "agent-3"},
+	}, Gateway: GatewayConfig{
+		Upstreams: map[string]UpstreamConfig{
+			"anthropic": {},
+			"Bad_Name":  {},
+			"local":     {KeyHeader: "x-api-key"},
+			"evil":      {URL: "https://user:pw@example.com", KeyHeader: "x-api-key", KeySecret: "evil key"},
+		},
+		BudgetTokens: &budget,
+	}}
+	_, err := c.Validate()
+	want := []string{
+		`flock:gateway.upstreams.Bad_Name: the upstream's name must match`,
+		`flock:gateway.upstreams.evil.url: must be an absolute http(s) URL with no credentials`,
+		`flock:gateway.upstreams.evil.keySecret: must name a config key`,
+		`flock:gateway.upstreams.local.url: is required for an upstream other than anthropic and openai`,
+		`flock:agents[0].gateway.budgetTokens: must be between 0 (no cap) and`,
+		`flock:agents[0].gateway.allowHosts[0]: must be host:port`,
+	}
+	for _, w := range want {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("want %q in:\n%v", w, err)
+		}
+	}
+	var all interface{ Unwrap() []error }
+	if !errors.As(err, &all) || len(all.Unwrap()) != len(want) {
+		t.Errorf("want exactly %d errors (one per bad key), got:\n%v", len(want), err)
+	}
+
+	c.Gateway.Upstreams = map[string]UpstreamConfig{"anthropic": {}, "local": {URL: "http://10.0.0.1:9090", KeyHeader: "x-api-key", KeySecret: "localKey"}}
+	c.Agents[0].Gateway = &AgentGatewayConfig{AllowHosts: []string{"PyPI.org:443"}}
+	m, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := m.Gateway
+	if len(g.Upstreams) != 2 || g.Upstreams[0] != (Upstream{Name: "anthropic", URL: "https://api.anthropic.com", KeyHeader: "x-api-key", KeySecret: "anthropicApiKey"}) || g.Upstreams[1].KeySecret != "localKey" {
+		t.Errorf("upstreams %+v", g.Upstreams)
+	}
+	if g.Slot != 8191 || g.UID != 28191 || g.Net != netip.MustParsePrefix("10.210.255.248/29") || g.Egress != netip.MustParsePrefix("10.210.255.240/29") {
+		t.Errorf("gateway slot %d uid %d net %s egress %s", g.Slot, g.UID, g.Net, g.Egress)
+	}
+	a1, a3 := m.Agents[0].Gateway, m.Agents[2].Gateway
+	if a1.BudgetTokens != 5000 || strings.Join(a1.AllowHosts, ",") != "pypi.org:443" || a3.BudgetTokens != 5000 || a3.AllowHosts != nil {
+		t.Errorf("agent-1 %+v agent-3 %+v", a1, a3)
+	}
+	if a1.AllowHostsKey != "flock:agents[0].gateway.allowHosts" || a3.AllowHostsKey != "" {
+		t.Errorf("allow-list keys: agent-1 %q agent-3 %q", a1.AllowHostsKey, a3.AllowHostsKey)
+	}
+	c.Gateway.AllowHosts = []string{"example.com:443"}
+	if m, err = c.Validate(); err != nil || m.Agents[2].Gateway.AllowHostsKey != "flock:gateway.allowHosts" || m.Agents[0].Gateway.AllowHostsKey != "flock:agents[0].gateway.allowHosts" {
+		t.Errorf("allow-list keys with a stack allow-list: %+v %+v (%v)", m.Agents[0].Gateway, m.Agents[2].Gateway, err)
+	}
+	if GatewayAddress(m.Agents[0].Subnet).String() != "10.210.0.14" {
+		t.Errorf("gateway address on agent-1's network: %s", GatewayAddress(m.Agents[0].Subnet))
+	}
+}
+
+// With a gateway, the pool's last two slots are its networks: no agent may
+// take them, and no agent may be called gateway.
+func TestGatewayReservesItsSlots(t *testing.T) {
+	slot := 8190
+	c := Config{Target: "docker", Agents: []AgentConfig{{ID: "gateway", Slot: &slot}, {ID: "late", Slot: &slot}},
+		Gateway: GatewayConfig{Upstreams: map[string]UpstreamConfig{"anthropic": {}}}}
+	_, err := c.Validate()
+	for _, w := range []string{`flock:agents[0].id: "gateway" is reserved`, `flock:agents[1].slot: must be between 1 and 8189 (the per-agent subnets in flock:network.pool, less the last two, which are the gateway's) (got 8190)`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("want %q in:\n%v", w, err)
+		}
+	}
+	c.Gateway = GatewayConfig{}
+	c.Agents = c.Agents[1:]
+	if _, err := c.Validate(); err != nil {
+		t.Errorf("without a gateway slot 8190 is an agent's: %v", err)
+	}
+	c.Agents[0].Gateway = &AgentGatewayConfig{}
+	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "flock:agents[0].gateway: the flock has no gateway") {
+		t.Errorf("agent gateway settings without a gateway: %v", err)
+	}
+}

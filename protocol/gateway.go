@@ -1,0 +1,141 @@
+package protocol
+
+import "time"
+
+// The model gateway's contract: what the stacks give the gateway (its config
+// file, its keys), what they give agents (the variables below), and what the
+// gateway publishes on the bus (Usage on agent.<id>.usage).
+
+// GatewayPort serves the model APIs (/<upstream>/<path>) and the CONNECT
+// proxy on every agent network (dev) or the agents' security group (aws).
+const GatewayPort = 8080
+
+// GatewayHealthPort serves /healthz on the gateway's loopback only.
+const GatewayHealthPort = 8081
+
+// Paths inside the gateway container.
+const (
+	GatewayConfigDir  = "/etc/flock/gateway"
+	GatewayConfigFile = GatewayConfigDir + "/gateway.json"
+	// GatewayKeysDir holds one file per upstream, named after it, holding its
+	// key (dev: a host directory only the gateway's UID can read).
+	GatewayKeysDir = GatewayConfigDir + "/keys"
+	// GatewayCredsFile is the gateway's own bus credential (its nkey seed).
+	GatewayCredsFile = GatewayConfigDir + "/nats.nk"
+)
+
+// GatewayUser is the gateway's bus user: it may publish usage, nothing else.
+const GatewayUser = "gateway"
+
+// The gateway's environment.
+const (
+	EnvGatewayConfig = "FLOCK_GATEWAY_CONFIG" // path of its GatewayConfig file
+	// aws: the config itself travels in the environment (EncodeEnv parts
+	// under this prefix), and each key in GatewayUpstream.KeyEnv.
+	EnvGatewayConfigData = "FLOCK_GATEWAY_CONFIG_DATA"
+)
+
+// The environment the stacks give an agent when the flock has a gateway.
+const (
+	EnvGatewayURL       = "FLOCK_GATEWAY_URL"  // http://<gateway>:8080
+	EnvAnthropicBaseURL = "ANTHROPIC_BASE_URL" // $FLOCK_GATEWAY_URL/anthropic, when an upstream is named so
+	EnvOpenAIBaseURL    = "OPENAI_BASE_URL"    // $FLOCK_GATEWAY_URL/openai/v1, when an upstream is named so
+	// EnvGatewayToken is the agent's gateway token on aws, where agents share
+	// one network and the gateway cannot tell them apart by address. Stock
+	// SDKs send it as their API key; the gateway takes the caller from it and
+	// replaces it with the upstream's key.
+	EnvGatewayToken = "FLOCK_GATEWAY_TOKEN"
+	EnvHTTPSProxy   = "HTTPS_PROXY" // the gateway, when the agent has an egress allow-list
+	EnvHTTPProxy    = "HTTP_PROXY"
+	EnvNoProxy      = "NO_PROXY" // the gateway and the bus: never through the proxy
+)
+
+// GatewayAgentVars are the variables above: the agent passes them on to its
+// tasks and its program whatever ENV_ALLOW says, so that the work an agent
+// runs reaches the model through the gateway.
+var GatewayAgentVars = []string{
+	EnvGatewayURL, EnvAnthropicBaseURL, EnvOpenAIBaseURL, EnvGatewayToken,
+	EnvHTTPSProxy, EnvHTTPProxy, EnvNoProxy,
+	"https_proxy", "http_proxy", "no_proxy",
+}
+
+// Roles (LabelRole) of the gateway and of the one network with a route out.
+const (
+	RoleGateway = "gateway"
+	RoleEgress  = "egress"
+)
+
+// GatewayConfig is the gateway's whole configuration, rendered by the stacks
+// from the flock model. It holds no key: keys come from KeyFile or KeyEnv.
+type GatewayConfig struct {
+	V         int               `json:"v"`
+	Flock     string            `json:"flock"`
+	Upstreams []GatewayUpstream `json:"upstreams"`
+	Agents    []GatewayAgent    `json:"agents"`
+	// Callers is how the gateway knows who calls: "network" (dev: each
+	// agent's own network, GatewayAgent.Network) or "token" (aws:
+	// GatewayAgent.TokenSHA256).
+	Callers string `json:"callers"`
+	// NATSURL and NkeyFile (or NkeyEnv) reach the bus as GatewayUser, to
+	// publish usage. Empty NATSURL: no usage on the bus.
+	NATSURL  string `json:"natsUrl,omitempty"`
+	NkeyFile string `json:"nkeyFile,omitempty"`
+	NkeyEnv  string `json:"nkeyEnv,omitempty"`
+}
+
+// Ways the gateway knows its callers (GatewayConfig.Callers).
+const (
+	CallersByNetwork = "network"
+	CallersByToken   = "token"
+)
+
+// GatewayUpstream is one model API: /<Name>/<path> goes to <URL>/<path> with
+// the key in KeyHeader (after KeyPrefix).
+type GatewayUpstream struct {
+	Name      string `json:"name"`
+	URL       string `json:"url"`
+	KeyHeader string `json:"keyHeader"`
+	KeyPrefix string `json:"keyPrefix,omitempty"`
+	KeyFile   string `json:"keyFile,omitempty"`
+	KeyEnv    string `json:"keyEnv,omitempty"`
+}
+
+// GatewayAgent is what the gateway knows of one agent.
+type GatewayAgent struct {
+	ID string `json:"id"`
+	// Network is the agent's own network (CIDR): a request from an address in
+	// it is that agent's (Callers "network").
+	Network string `json:"network,omitempty"`
+	// TokenSHA256 is the hex SHA-256 of the agent's gateway token (Callers
+	// "token"); the token itself is only in the agent's environment.
+	TokenSHA256 string `json:"tokenSha256,omitempty"`
+	// BudgetTokens caps the tokens the agent may spend (input + output, as
+	// the upstreams report them); 0: no cap.
+	BudgetTokens int64 `json:"budgetTokens,omitempty"`
+	// AllowConnect lists the host:port the agent may CONNECT to ("*.name"
+	// allows names under name); empty: none.
+	AllowConnect []string `json:"allowConnect,omitempty"`
+}
+
+// UsageSubject is where the gateway publishes what agent id's calls cost.
+func UsageSubject(id string) string { return "agent." + id + ".usage" }
+
+// SubjectUsage is every agent's usage.
+const SubjectUsage = "agent.*.usage"
+
+// Usage is the body the gateway publishes on agent.<id>.usage after each
+// metered call: the tokens the upstream reported, and the agent's total.
+type Usage struct {
+	V                int       `json:"v"`
+	Agent            string    `json:"agent"`
+	Upstream         string    `json:"upstream"`
+	Time             time.Time `json:"time"`
+	Status           int       `json:"status"` // the upstream's HTTP status
+	InputTokens      int64     `json:"input_tokens"`
+	OutputTokens     int64     `json:"output_tokens"`
+	CacheReadTokens  int64     `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64     `json:"cache_write_tokens,omitempty"`
+	Total            int64     `json:"total"`        // input + output: what the budget is charged
+	SpentTokens      int64     `json:"spent_tokens"` // the agent's total so far, this call included
+	BudgetTokens     int64     `json:"budget_tokens,omitempty"`
+}
