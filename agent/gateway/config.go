@@ -2,8 +2,11 @@
 // agent's model calls to an upstream API with a key the agent never holds,
 // meters the tokens each response reports, refuses calls past an agent's
 // budget, and opens CONNECT tunnels only to the hosts an agent is allowed.
-// The gateway knows a caller by its source address alone (Config.CallerOf),
-// never by anything the request says.
+// The gateway knows a caller by its source address (Config.CallerOf) or,
+// where agents share one network, by the token its request carries in place
+// of an API key (Config.CallerOfRequest); never by anything else the request
+// says. Each agent has a cap on its requests in flight, so one agent's flood
+// cannot take the gateway from the others.
 package gateway
 
 import (
@@ -11,12 +14,22 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
+)
+
+// Defaults of Config's limits.
+const (
+	DefaultMaxInFlight = 32
+	// DefaultResponseHeaderTimeout: a model may think long before its first
+	// byte, but an upstream that never answers must not hold a call forever.
+	DefaultResponseHeaderTimeout = 10 * time.Minute
 )
 
 // namePattern is the rule for upstream names and agent IDs (AGENT_ID's rule).
@@ -48,7 +61,9 @@ type Usage struct {
 	CacheReadTokens  int64
 	CacheWriteTokens int64
 	Total            int64
-	Status           int // the upstream's HTTP status
+	Status           int   // the upstream's HTTP status
+	SpentTokens      int64 // the agent's total after this call was charged
+	BudgetTokens     int64 // the agent's budget; 0: none (Config.Budgets has no entry)
 }
 
 // Config is the gateway's whole configuration.
@@ -56,10 +71,24 @@ type Config struct {
 	// Upstreams by name: /<name>/... is forwarded to that upstream.
 	Upstreams map[string]Upstream
 	// CallerOf names the agent a request's source address belongs to; false
-	// refuses the request. Required.
+	// refuses the request (403).
 	CallerOf func(remote netip.Addr) (agentID string, ok bool)
+	// CallerOfRequest names the agent from a credential the request carries
+	// (the agent's gateway token as its API key); false refuses it (401, 407
+	// for CONNECT). Every credential header is stripped before forwarding all
+	// the same. Exactly one of CallerOf and CallerOfRequest must be set.
+	CallerOfRequest func(r *http.Request) (agentID string, ok bool)
+	// MaxInFlight caps each agent's requests in flight (model calls and
+	// tunnels); over it the gateway answers 429. 0: DefaultMaxInFlight.
+	MaxInFlight int
+	// ResponseHeaderTimeout bounds the wait for an upstream's response
+	// headers. 0: DefaultResponseHeaderTimeout.
+	ResponseHeaderTimeout time.Duration
 	// Budgets caps each agent's total tokens; an agent absent is unlimited.
 	Budgets map[string]int64
+	// Spending carries the agents' totals over from an earlier gateway (a
+	// reload); nil starts from zero.
+	Spending *Spending
 	// AllowConnect lists, per agent, the "host:port" it may CONNECT to;
 	// "*.example.com:443" allows any name under example.com (not example.com).
 	AllowConnect map[string][]string
@@ -83,31 +112,24 @@ func (c *Config) Validate() error {
 		if !namePattern.MatchString(name) {
 			bad(field, "name must match %s: it is the first path element agents call", namePattern)
 		}
-		u, err := url.Parse(up.URL)
-		switch {
-		case err != nil:
-			bad(field+".url", "not a URL: %v", err.(*url.Error).Err) // the URL itself may hold a secret
-		case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
-			bad(field+".url", "must be an absolute http or https URL (got %q)", up.URL)
-		case u.User != nil:
-			bad(field+".url", "must not carry credentials: the key goes in key")
-		case u.RawQuery != "" || u.Fragment != "":
-			bad(field+".url", "must have no query or fragment (got %q)", up.URL)
-		}
-		if !headerNamePattern.MatchString(up.KeyHeader) {
-			bad(field+".keyHeader", "must be a header name such as x-api-key or Authorization (got %q)", up.KeyHeader)
-		}
-		if strings.ContainsAny(up.KeyPrefix, "\r\n") {
-			bad(field+".keyPrefix", "must not contain CR or LF")
-		}
+		errs = append(errs, CheckUpstream(field, up)...)
 		if up.Key == "" {
 			bad(field+".key", "must not be empty: the gateway holds the key so agents do not")
 		} else if strings.ContainsAny(up.Key, "\r\n") {
 			bad(field+".key", "must not contain CR or LF")
 		}
 	}
-	if c.CallerOf == nil {
-		bad("callerOf", "required: the gateway knows a caller only by its source address")
+	switch {
+	case c.CallerOf == nil && c.CallerOfRequest == nil:
+		bad("callerOf", "required: set CallerOf (callers known by source address) or CallerOfRequest (by token)")
+	case c.CallerOf != nil && c.CallerOfRequest != nil:
+		bad("callerOf", "set only one of CallerOf and CallerOfRequest: a caller is known one way")
+	}
+	if c.MaxInFlight < 0 {
+		bad("maxInFlight", "must be >= 0 (0: %d) (got %d)", DefaultMaxInFlight, c.MaxInFlight)
+	}
+	if c.ResponseHeaderTimeout < 0 {
+		bad("responseHeaderTimeout", "must be >= 0 (0: %v) (got %v)", DefaultResponseHeaderTimeout, c.ResponseHeaderTimeout)
 	}
 	for _, agent := range sortedKeys(c.Budgets) {
 		field := fmt.Sprintf("budgets[%q]", agent)
@@ -123,13 +145,57 @@ func (c *Config) Validate() error {
 		if !namePattern.MatchString(agent) {
 			bad(field, "must be an agent ID matching %s", namePattern)
 		}
-		for i, hp := range c.AllowConnect[agent] {
-			if err := validHostPort(hp); err != nil {
-				bad(fmt.Sprintf("%s[%d]", field, i), "%v", err)
-			}
-		}
+		errs = append(errs, CheckAllowConnect(field, c.AllowConnect[agent])...)
 	}
 	return errors.Join(errs...)
+}
+
+// CheckUpstream returns what is wrong with up's URL, key header and key
+// prefix (not its key), each error prefixed with field: how the caller's
+// configuration names that upstream.
+func CheckUpstream(field string, up Upstream) []error {
+	var errs []error
+	bad := func(sub, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: "+format, append([]any{field, sub}, args...)...))
+	}
+	u, err := url.Parse(up.URL)
+	switch {
+	case err != nil:
+		bad("url", "not a URL: %v", err.(*url.Error).Err) // the URL itself may hold a secret
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+		bad("url", "must be an absolute http or https URL (got %q)", up.URL)
+	case u.User != nil:
+		bad("url", "must not carry credentials: the key goes in key")
+	case u.RawQuery != "" || u.Fragment != "":
+		bad("url", "must have no query or fragment (got %q)", up.URL)
+	}
+	if !headerNamePattern.MatchString(up.KeyHeader) {
+		bad("keyHeader", "must be a header name such as x-api-key or Authorization (got %q)", up.KeyHeader)
+	}
+	if strings.ContainsAny(up.KeyPrefix, "\r\n") {
+		bad("keyPrefix", "must not contain CR or LF")
+	}
+	return errs
+}
+
+// CheckName says whether s may name an upstream or an agent: AGENT_ID's rule.
+func CheckName(s string) error {
+	if !namePattern.MatchString(s) {
+		return fmt.Errorf("must match %s (got %q)", namePattern, s)
+	}
+	return nil
+}
+
+// CheckAllowConnect returns what is wrong with an allow-list, each error
+// named field[i].
+func CheckAllowConnect(field string, list []string) []error {
+	var errs []error
+	for i, hp := range list {
+		if err := validHostPort(hp); err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", field, i, err))
+		}
+	}
+	return errs
 }
 
 // validHostPort checks an AllowConnect entry: host:port with a numeric port,

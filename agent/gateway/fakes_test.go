@@ -1,8 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
+	"github.com/ai-flock/ai-flock/tests/syncbuf"
 	"io"
 	"log/slog"
 	"net/http"
@@ -239,24 +239,10 @@ func errorBody(t *testing.T, body string) map[string]any {
 	return e.Error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// syncBuffer is the captured log.
+type syncBuffer struct{ syncbuf.Buffer }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// logLines are the captured log's JSON objects.
+// lines are the captured log's JSON objects.
 func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
 	var out []map[string]any

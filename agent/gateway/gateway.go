@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -27,6 +29,8 @@ type Gateway struct {
 	strip     []string // agentCredentials and every upstream's key header
 	names     string   // the upstream names, for the 404 message
 	callerOf  func(netip.Addr) (string, bool)
+	callerReq func(*http.Request) (string, bool)
+	inFlight  *inFlight
 	ledger    *ledger
 	allow     map[string][]allowRule
 	log       *slog.Logger
@@ -63,7 +67,9 @@ func New(cfg Config) (*Gateway, error) {
 		upstreams: make(map[string]*upstream, len(cfg.Upstreams)),
 		names:     strings.Join(sortedKeys(cfg.Upstreams), ", "),
 		callerOf:  cfg.CallerOf,
-		ledger:    newLedger(cfg.Budgets),
+		callerReq: cfg.CallerOfRequest,
+		inFlight:  newInFlight(cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)),
+		ledger:    newLedger(cfg.Budgets, cfg.Spending),
 		allow:     make(map[string][]allowRule, len(cfg.AllowConnect)),
 		log:       cfg.Logger,
 		onUsage:   cfg.OnUsage,
@@ -86,6 +92,11 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64 // many agents, one upstream host
+	// An upstream is trusted with the agents' prompts, not with the
+	// gateway's memory or its goroutines: its response head is bounded in
+	// size and in time (the body streams, and is never held whole).
+	tr.MaxResponseHeaderBytes = 64 << 10
+	tr.ResponseHeaderTimeout = cmp.Or(cfg.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
 		ModifyResponse: g.modifyResponse,
@@ -100,15 +111,26 @@ func New(cfg Config) (*Gateway, error) {
 // Spent is the tokens agent has been charged since the gateway started.
 func (g *Gateway) Spent(agent string) int64 { return g.ledger.get(agent) }
 
+// Spending is the gateway's record of what each agent spent, for the next
+// gateway of a reload (Config.Spending).
+func (g *Gateway) Spending() *Spending { return g.ledger.Spending }
+
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	agent, ok := g.caller(r)
 	if !ok {
-		g.log.Warn("refused: unknown caller", "remote", r.RemoteAddr, "method", r.Method)
-		writeError(w, http.StatusForbidden, apiError{Type: "unknown_caller",
-			Message: "this address is not an agent of the flock: the gateway knows callers by their network only"})
+		g.refuseCaller(w, r)
 		return
 	}
+	if !g.inFlight.acquire(agent) {
+		g.log.Warn("refused: too many requests in flight", "agent", agent, "method", r.Method,
+			"limit", g.inFlight.max, "status", http.StatusTooManyRequests)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, apiError{Type: "rate_limit_error", retry: true,
+			Message: fmt.Sprintf("agent %s has %d requests in flight (the gateway's limit per agent)", agent, g.inFlight.max)})
+		return
+	}
+	defer g.inFlight.release(agent)
 	if r.Method == http.MethodConnect {
 		g.connect(w, r, agent, start)
 		return
@@ -152,13 +174,36 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
 }
 
-// caller maps the connection's source address to an agent.
+// caller names the request's agent: by its token if the gateway is
+// configured so, else by the connection's source address.
 func (g *Gateway) caller(r *http.Request) (string, bool) {
+	if g.callerReq != nil {
+		return g.callerReq(r)
+	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return "", false
 	}
 	return g.callerOf(ap.Addr().Unmap())
+}
+
+// refuseCaller answers a request the gateway cannot attribute to an agent.
+// By token: 401 (407 to a CONNECT, which proxies answer so), never saying
+// what was sent; by address: 403.
+func (g *Gateway) refuseCaller(w http.ResponseWriter, r *http.Request) {
+	g.log.Warn("refused: unknown caller", "remote", r.RemoteAddr, "method", r.Method)
+	switch {
+	case g.callerReq == nil:
+		writeError(w, http.StatusForbidden, apiError{Type: "unknown_caller",
+			Message: "this address is not an agent of the flock: the gateway knows callers by their network only"})
+	case r.Method == http.MethodConnect:
+		w.Header().Set("Proxy-Authenticate", `Basic realm="flock-gateway"`)
+		writeError(w, http.StatusProxyAuthRequired, apiError{Type: "unknown_caller",
+			Message: "no known gateway token: give the agent's FLOCK_GATEWAY_TOKEN as the proxy password"})
+	default:
+		writeError(w, http.StatusUnauthorized, apiError{Type: "unknown_caller",
+			Message: "no known gateway token: send the agent's FLOCK_GATEWAY_TOKEN as the API key"})
+	}
 }
 
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
@@ -188,16 +233,30 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
+// statusClientGone is logged when the agent hung up before the upstream
+// answered (nginx's 499); nobody is left to read an answer.
+const statusClientGone = 499
+
 func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	c := r.Context().Value(callKey{}).(*call)
-	c.status = http.StatusBadGateway
+	if r.Context().Err() != nil {
+		c.status = statusClientGone
+		return
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err // without the URL and its query
 	}
 	g.log.Warn("upstream did not answer", "agent", c.agent, "upstream", c.up.name, "error", err.Error())
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		c.status = http.StatusGatewayTimeout
+		writeError(w, http.StatusGatewayTimeout, apiError{Type: "upstream_timeout", retry: true,
+			Message: fmt.Sprintf("upstream %s did not answer in time", c.up.name)})
+		return
+	}
+	c.status = http.StatusBadGateway
 	writeError(w, http.StatusBadGateway, apiError{Type: "upstream_unreachable",
-		Message: fmt.Sprintf("upstream %s did not answer", c.up.name)})
+		Message: fmt.Sprintf("upstream %s gave no answer the gateway could read", c.up.name)})
 }
 
 // finish charges what the call cost, reports it and writes the access log.
@@ -205,36 +264,44 @@ func (g *Gateway) finish(c *call, r *http.Request, start time.Time, aborted bool
 	var (
 		u       *Usage
 		problem string
+		extra   []any
 	)
 	if c.meter != nil {
 		got, ok, p := c.meter.result()
 		problem = p
 		if ok {
 			got.Agent, got.Upstream, got.Status = c.agent, c.up.name, c.status
+			got.SpentTokens = g.ledger.charge(c.agent, got.Total)
+			got.BudgetTokens = g.ledger.budget(c.agent)
 			u = &got
-			g.ledger.charge(c.agent, got.Total)
 			if g.onUsage != nil {
 				g.onUsage(got)
 			}
+		}
+		if cl := c.meter.clamped(); cl != "" {
+			// Charged all the same, at the bound: a broken upstream's
+			// numbers neither overflow the ledger nor go uncharged.
+			extra = append(extra, "clamped", cl)
 		}
 	}
 	if aborted && problem == "" {
 		problem = "response cut short"
 	}
-	g.accessLog(c.agent, c.up.name, r, c.status, start, u, problem)
+	g.accessLog(c.agent, c.up.name, r, c.status, start, u, problem, extra...)
 }
 
 // accessLog writes one line per request: who, where, how it went and what it
 // cost. Never a body, a query string or a header's value.
-func (g *Gateway) accessLog(agent, upstream string, r *http.Request, status int, start time.Time, u *Usage, problem string) {
+func (g *Gateway) accessLog(agent, upstream string, r *http.Request, status int, start time.Time, u *Usage, problem string, extra ...any) {
 	attrs := []any{"agent", agent, "upstream", upstream, "method", r.Method, "path", r.URL.Path,
 		"status", status, "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
 	if u != nil {
 		attrs = append(attrs, "input_tokens", u.InputTokens, "output_tokens", u.OutputTokens,
 			"cache_read_tokens", u.CacheReadTokens, "total_tokens", u.Total)
 	}
+	attrs = append(attrs, extra...)
 	level := slog.LevelInfo
-	if problem != "" {
+	if problem != "" || len(extra) > 0 {
 		attrs = append(attrs, "unmetered", problem)
 		level = slog.LevelWarn
 	}
@@ -262,7 +329,7 @@ func hasDotDot(escaped string) bool {
 }
 
 // apiError is the body of every answer the gateway gives itself, in the
-// shape SDKs already read: {"error":{"type":…,"message":…}}.
+// shape SDKs already read: {"type":"error","error":{"type":…,"message":…}}.
 type apiError struct {
 	Type    string `json:"type"`
 	Message string `json:"message"`
@@ -271,16 +338,18 @@ type apiError struct {
 	Spent   *int64 `json:"spent,omitempty"`
 	Agent   string `json:"agent,omitempty"`
 	Host    string `json:"host,omitempty"`
+	retry   bool   // x-should-retry: true (it may pass), else false (it will not)
 }
 
 func writeError(w http.ResponseWriter, status int, e apiError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	// The Anthropic and OpenAI SDKs retry a 429 unless told not to; a spent
-	// budget does not come back by retrying.
-	h.Set("X-Should-Retry", "false")
+	// budget does not come back by retrying, a slot in flight does.
+	h.Set("X-Should-Retry", strconv.FormatBool(e.retry))
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(struct {
+		Type  string   `json:"type"`
 		Error apiError `json:"error"`
-	}{e})
+	}{"error", e})
 }

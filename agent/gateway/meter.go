@@ -3,10 +3,13 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -17,6 +20,9 @@ import (
 const (
 	maxMeteredJSON  = 8 << 20 // a JSON body is parsed once complete
 	maxMeteredEvent = 8 << 20 // one SSE event (Responses' response.completed repeats the whole output)
+	// maxTokens bounds one reported count: no call costs a trillion tokens,
+	// and the few counts a usage sums stay far from overflowing an int64.
+	maxTokens = 1 << 40
 )
 
 // meter reads the upstream's response body on its way to the agent and
@@ -89,6 +95,14 @@ func (m *meter) result() (u Usage, ok bool, problem string) {
 		return Usage{}, false, m.problem
 	}
 	return m.tally.usage(), true, m.problem
+}
+
+// clamped names the counts the upstream reported out of range and what it
+// said ("output_tokens=-5"), "" if none; valid after result.
+func (m *meter) clamped() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return strings.Join(m.tally.clamped, " ")
 }
 
 func (m *meter) feed(p []byte) {
@@ -188,18 +202,52 @@ func (m *meter) finish() {
 // usageFields is the usage object of every format metered; absent fields stay
 // nil, so a later event overwrites only what it reports.
 type usageFields struct {
-	InputTokens      *int64        `json:"input_tokens"`                // Anthropic (uncached part), Responses (all)
-	OutputTokens     *int64        `json:"output_tokens"`               // Anthropic (cumulative in message_delta), Responses
-	CacheRead        *int64        `json:"cache_read_input_tokens"`     // Anthropic
-	CacheCreation    *int64        `json:"cache_creation_input_tokens"` // Anthropic
-	PromptTokens     *int64        `json:"prompt_tokens"`               // OpenAI chat (all)
-	CompletionTokens *int64        `json:"completion_tokens"`           // OpenAI chat
+	InputTokens      *count        `json:"input_tokens"`                // Anthropic (uncached part), Responses (all)
+	OutputTokens     *count        `json:"output_tokens"`               // Anthropic (cumulative in message_delta), Responses
+	CacheRead        *count        `json:"cache_read_input_tokens"`     // Anthropic
+	CacheCreation    *count        `json:"cache_creation_input_tokens"` // Anthropic
+	PromptTokens     *count        `json:"prompt_tokens"`               // OpenAI chat (all)
+	CompletionTokens *count        `json:"completion_tokens"`           // OpenAI chat
 	PromptDetails    *cachedFields `json:"prompt_tokens_details"`       // OpenAI chat
 	InputDetails     *cachedFields `json:"input_tokens_details"`        // Responses
 }
 
 type cachedFields struct {
-	CachedTokens *int64 `json:"cached_tokens"`
+	CachedTokens *count `json:"cached_tokens"`
+}
+
+// count is a token count as an upstream reports it: any JSON number, one out
+// of int64's range saturated (tally then clamps it to [0, maxTokens]), so a
+// broken upstream's numbers are charged, not a reason to skip the charge.
+type count int64
+
+var errNotCount = errors.New("a token count is not a number")
+
+func (c *count) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if s == "null" {
+		return nil
+	}
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		*c = count(i) // ParseInt saturates at MinInt64 and MaxInt64
+		return nil
+	}
+	if s == "" || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) {
+		return errNotCount // a string, a bool, an object: never "Inf" or "0x1p3"
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return errNotCount
+	}
+	switch {
+	case f >= math.MaxInt64:
+		*c = math.MaxInt64
+	case f <= math.MinInt64:
+		*c = math.MinInt64
+	default:
+		*c = count(f)
+	}
+	return nil
 }
 
 // envelope finds usage where each format puts it: at the top (JSON bodies,
@@ -217,6 +265,7 @@ type tally struct {
 	cacheCreation, prompt, compl int64
 	promptCached, inputCached    int64
 	sawPrompt                    bool
+	clamped                      []string // "field=value" of each count out of [0, maxTokens]
 }
 
 func (t *tally) addJSON(b []byte) error {
@@ -251,26 +300,34 @@ func (t *tally) add(u *usageFields) {
 	if u == nil {
 		return
 	}
-	set := func(dst *int64, src *int64) {
-		if src != nil {
-			*dst = *src
-			t.found = true
+	set := func(dst *int64, src *count, name string) {
+		if src == nil {
+			return
 		}
+		n := int64(*src)
+		if n < 0 || n > maxTokens {
+			if len(t.clamped) < 8 { // a stream may repeat them in every event
+				t.clamped = append(t.clamped, name+"="+strconv.FormatInt(n, 10))
+			}
+			n = min(max(n, 0), maxTokens)
+		}
+		*dst = n
+		t.found = true
 	}
-	set(&t.input, u.InputTokens)
-	set(&t.output, u.OutputTokens)
-	set(&t.cacheRead, u.CacheRead)
-	set(&t.cacheCreation, u.CacheCreation)
-	set(&t.compl, u.CompletionTokens)
+	set(&t.input, u.InputTokens, "input_tokens")
+	set(&t.output, u.OutputTokens, "output_tokens")
+	set(&t.cacheRead, u.CacheRead, "cache_read_input_tokens")
+	set(&t.cacheCreation, u.CacheCreation, "cache_creation_input_tokens")
+	set(&t.compl, u.CompletionTokens, "completion_tokens")
 	if u.PromptTokens != nil {
-		set(&t.prompt, u.PromptTokens)
+		set(&t.prompt, u.PromptTokens, "prompt_tokens")
 		t.sawPrompt = true
 	}
 	if u.PromptDetails != nil {
-		set(&t.promptCached, u.PromptDetails.CachedTokens)
+		set(&t.promptCached, u.PromptDetails.CachedTokens, "prompt_tokens_details.cached_tokens")
 	}
 	if u.InputDetails != nil {
-		set(&t.inputCached, u.InputDetails.CachedTokens)
+		set(&t.inputCached, u.InputDetails.CachedTokens, "input_tokens_details.cached_tokens")
 	}
 }
 

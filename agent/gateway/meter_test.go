@@ -34,6 +34,7 @@ func TestMeteredFormats(t *testing.T) {
 			}
 			want := tc.want
 			want.Agent, want.Upstream, want.Status = "agent-1", tc.upstream, 200
+			want.SpentTokens = want.Total // the agent's running total, this call included
 			// The call is charged once the handler is done, a moment after
 			// the agent has read the last byte.
 			waitFor(t, func() bool { return len(tg.reported()) > 0 }, "the usage report")
@@ -49,6 +50,9 @@ func TestMeteredFormats(t *testing.T) {
 			waitFor(t, func() bool { return len(tg.reported()) == 2 }, "the second report")
 			if s := tg.gw.Spent("agent-1"); s != 2*want.Total {
 				t.Errorf("spent %d after two calls, want %d", s, 2*want.Total)
+			}
+			if s := tg.reported()[1].SpentTokens; s != 2*want.Total {
+				t.Errorf("the second report says spent %d, want %d", s, 2*want.Total)
 			}
 		})
 	}

@@ -31,6 +31,13 @@ func TestAllowedEnv(t *testing.T) {
 	if strings.Join(got, " ") != "PATH=/bin LC_ALL=C" {
 		t.Fatalf("%v", got)
 	}
+	// The gateway's variables reach tasks and the program whatever the
+	// allow-list says (FLOCK_GATEWAY_URL despite the FLOCK_ prefix); an
+	// allow-list of nothing still drops the rest.
+	got = allowedEnv(nil, []string{"FLOCK_GATEWAY_URL=http://10.0.0.6:8080", "ANTHROPIC_BASE_URL=http://10.0.0.6:8080/anthropic", "ANTHROPIC_API_KEY=sk-x", "HTTPS_PROXY=http://g", "FLOCK_NKEY_SEED=S", "PATH=/bin"})
+	if strings.Join(got, " ") != "FLOCK_GATEWAY_URL=http://10.0.0.6:8080 ANTHROPIC_BASE_URL=http://10.0.0.6:8080/anthropic HTTPS_PROXY=http://g" {
+		t.Fatalf("gateway variables: %v", got)
+	}
 }
 
 func TestProgramFromEnv(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -387,11 +388,16 @@ func (a *Agent) confirm() {
 	}
 }
 
-// allowedEnv keeps the variables of environ named in allow ("NAME" or "PREFIX*").
+// allowedEnv keeps the variables of environ named in allow ("NAME" or
+// "PREFIX*"), and the gateway's (protocol.GatewayAgentVars) always.
 func allowedEnv(allow []string, environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		name, _, ok := strings.Cut(kv, "=")
+		if ok && slices.Contains(protocol.GatewayAgentVars, name) {
+			out = append(out, kv)
+			continue
+		}
 		if !ok || strings.HasPrefix(name, "FLOCK_") {
 			continue
 		}

@@ -22,6 +22,7 @@ import (
 type PublicKeys struct {
 	Operator string
 	Agents   map[string]string // agent ID -> public key
+	Gateway  string            // the model gateway's (protocol.GatewayUser); empty: no gateway user
 }
 
 // Options tune the rendering per target.
@@ -142,7 +143,7 @@ func AgentPermissions(id string) Permissions {
 
 // OperatorPermissions: send tasks, inbox messages (as "operator") and
 // broadcasts, ask for the roster, use the JetStream API (results, dead
-// letters); watch results, events, heartbeats. It cannot publish as an agent
+// letters); watch results, events, heartbeats and the gateway's usage. It cannot publish as an agent
 // (results, events, heartbeats, inbox messages).
 func OperatorPermissions() Permissions {
 	return Permissions{
@@ -153,8 +154,19 @@ func OperatorPermissions() Permissions {
 		Subscribe: Rule{Allow: []string{
 			protocol.InboxPrefix(protocol.OperatorInboxToken) + ".>",
 			protocol.SubjectResults, protocol.SubjectEvents, protocol.SubjectHeartbeats,
-			protocol.SubjectDead, protocol.SubjectBroadcast,
+			protocol.SubjectDead, protocol.SubjectBroadcast, protocol.SubjectUsage,
 		}},
+	}
+}
+
+// GatewayPermissions: the model gateway publishes what each agent's calls
+// cost (agent.<id>.usage, any agent's: it meters them all) and nothing else;
+// it may only subscribe to its own reply inbox (an empty allow list would
+// allow everything).
+func GatewayPermissions() Permissions {
+	return Permissions{
+		Publish:   Rule{Allow: []string{protocol.SubjectUsage}},
+		Subscribe: Rule{Allow: []string{protocol.InboxPrefix(protocol.GatewayUser) + ".>"}},
 	}
 }
 
@@ -199,6 +211,12 @@ func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
 			return nil, fmt.Errorf("busconfig: no key for agent %q", a.ID)
 		}
 		c.Authorization.Users = append(c.Authorization.Users, user{Nkey: k, Permissions: AgentPermissions(a.ID)})
+	}
+	if m.Gateway.Enabled() && keys.Gateway == "" {
+		return nil, fmt.Errorf("busconfig: no key for the gateway")
+	}
+	if keys.Gateway != "" {
+		c.Authorization.Users = append(c.Authorization.Users, user{Nkey: keys.Gateway, Permissions: GatewayPermissions()})
 	}
 	return marshal(c)
 }

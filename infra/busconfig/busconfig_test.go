@@ -82,6 +82,40 @@ func TestRenderedConfigLoadsInNatsServer(t *testing.T) {
 	t.Fatal("agent-2's user is missing")
 }
 
+// The gateway's user, when given a key, may publish usage and nothing else.
+func TestGatewayUserPublishesUsageOnly(t *testing.T) {
+	m := model(t, 2)
+	k := keys(t, m)
+	gw, _ := credentials.Derive([]byte(strings.Repeat("k", 32)), protocol.GatewayUser)
+	k.Gateway = gw.Public
+	conf, err := Render(m, k, Options{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(p, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(p)
+	if err != nil {
+		t.Fatalf("nats-server rejects the rendered config: %v", err)
+	}
+	if len(opts.Nkeys) != 4 {
+		t.Fatalf("%d nkey users, want 2 agents + operator + gateway", len(opts.Nkeys))
+	}
+	for _, u := range opts.Nkeys {
+		if u.Nkey != gw.Public {
+			continue
+		}
+		if !reflect.DeepEqual(u.Permissions.Publish.Allow, []string{"agent.*.usage"}) ||
+			!reflect.DeepEqual(u.Permissions.Subscribe.Allow, []string{"_INBOX.gateway.>"}) {
+			t.Errorf("the gateway's permissions as loaded:\n%v\n%v", u.Permissions.Publish.Allow, u.Permissions.Subscribe.Allow)
+		}
+		return
+	}
+	t.Fatal("the gateway's user is missing")
+}
+
 func TestRenderRefusesMissingKeys(t *testing.T) {
 	m := model(t, 2)
 	k := keys(t, m)

@@ -157,7 +157,11 @@ func (f *Flock) render(cfg flock.Config) error {
 	if err != nil {
 		return err
 	}
-	keys := busconfig.PublicKeys{Operator: op.Public, Agents: map[string]string{}}
+	gw, err := credentials.Derive(f.master, protocol.GatewayUser)
+	if err != nil {
+		return err
+	}
+	keys := busconfig.PublicKeys{Operator: op.Public, Agents: map[string]string{}, Gateway: gw.Public}
 	for _, id := range m.AgentIDs() {
 		k, err := credentials.Derive(f.agentMaster, protocol.AgentUser(id))
 		if err != nil {
@@ -200,16 +204,17 @@ func (f *Flock) render(cfg flock.Config) error {
 	return nil
 }
 
-// busUser is the name a test user's key is derived under, as the stacks
-// derive it: the operator's own name, an agent's protocol.AgentUser.
+// busUser is the name a test user's key is derived under: the operator's and
+// the gateway's own names, an agent's protocol.AgentUser.
 func busUser(user string) string {
-	if user == protocol.OperatorUser {
+	if user == protocol.OperatorUser || user == protocol.GatewayUser {
 		return user
 	}
 	return protocol.AgentUser(user)
 }
 
-// Key derives user's (an agent ID or protocol.OperatorUser) nkey from Master.
+// Key derives user's (an agent ID, protocol.OperatorUser or
+// protocol.GatewayUser) nkey from Master.
 func Key(tb testing.TB, user string) credentials.Key {
 	tb.Helper()
 	k, err := credentials.Derive(Master, busUser(user))
@@ -222,7 +227,7 @@ func Key(tb testing.TB, user string) credentials.Key {
 // WriteSeed writes user's seed to a 0600 file under Dir and returns its path.
 func (f *Flock) WriteSeed(user string) (string, error) {
 	master := f.agentMaster
-	if user == protocol.OperatorUser {
+	if user == protocol.OperatorUser || user == protocol.GatewayUser {
 		master = f.master
 	}
 	k, err := credentials.Derive(master, busUser(user))

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ai-flock/ai-flock/agent/gateway"
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+const (
+	usageQueue     = 4096        // reports waiting for the bus; past it they are dropped
+	dropReportEach = time.Minute // how often drops are logged (once, with the count)
+)
+
+// connectBus dials the bus as protocol.GatewayUser. It returns at once even
+// if the bus is down, and reconnects forever: the gateway serves model calls
+// with or without it.
+func connectBus(url string, nk nats.Option, log *slog.Logger) (*nats.Conn, error) {
+	return nats.Connect(url, nk,
+		nats.Name("flock-gateway"),
+		nats.CustomInboxPrefix(protocol.InboxPrefix(protocol.GatewayUser)),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500*time.Millisecond),
+		nats.ReconnectJitter(250*time.Millisecond, time.Second),
+		nats.ReconnectBufSize(1<<20), // bounded: past it a publish fails and the report is counted dropped
+		nats.PingInterval(20*time.Second),
+		nats.MaxPingsOutstanding(3),
+		nats.DrainTimeout(3*time.Second),
+		nats.ConnectHandler(func(*nats.Conn) { log.Info("bus connected") }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("bus connection lost", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("bus reconnected") }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("bus error", "err", err) }),
+	)
+}
+
+// publisher puts each metered call on agent.<id>.usage from its own
+// goroutine: the request path only offers a report to a bounded queue and
+// never waits for the bus.
+type publisher struct {
+	nc      *nats.Conn
+	log     *slog.Logger
+	queue   chan protocol.Usage
+	dropped atomic.Int64 // since the last report of drops
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func newPublisher(nc *nats.Conn, log *slog.Logger) *publisher {
+	p := &publisher{nc: nc, log: log, queue: make(chan protocol.Usage, usageQueue),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+// offer is gateway.Config.OnUsage.
+func (p *publisher) offer(u gateway.Usage) {
+	m := protocol.Usage{V: 1, Agent: u.Agent, Upstream: u.Upstream, Time: time.Now().UTC(), Status: u.Status,
+		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
+		Total: u.Total, SpentTokens: u.SpentTokens, BudgetTokens: u.BudgetTokens}
+	select {
+	case p.queue <- m:
+	default:
+		p.dropped.Add(1)
+	}
+}
+
+func (p *publisher) run() {
+	defer close(p.done)
+	tick := time.NewTicker(dropReportEach)
+	defer tick.Stop()
+	for {
+		select {
+		case m := <-p.queue:
+			p.publish(m)
+		case <-tick.C:
+			p.reportDrops()
+		case <-p.stop:
+			for { // what is queued still goes out
+				select {
+				case m := <-p.queue:
+					p.publish(m)
+				default:
+					p.reportDrops()
+					return
+				}
+			}
+		}
+	}
+}
+
+func (p *publisher) publish(m protocol.Usage) {
+	b, err := json.Marshal(m)
+	if err == nil {
+		err = p.nc.Publish(protocol.UsageSubject(m.Agent), b)
+	}
+	if err != nil {
+		p.dropped.Add(1)
+	}
+}
+
+func (p *publisher) reportDrops() {
+	if n := p.dropped.Swap(0); n > 0 {
+		p.log.Warn("usage reports dropped: the bus is unreachable or slower than the calls", "count", n)
+	}
+}
+
+// close sends what is queued, drains the connection (bounded by its
+// DrainTimeout) and closes it. Offers after close are dropped.
+func (p *publisher) close() {
+	close(p.stop)
+	<-p.done
+	closed := make(chan struct{})
+	p.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := p.nc.Drain(); err != nil {
+		p.nc.Close()
+		return
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		p.nc.Close()
+	}
+}
+
+// status is the bus as /healthz reports it.
+func (p *publisher) status() string {
+	if p == nil {
+		return "off"
+	}
+	if p.nc.IsConnected() {
+		return "connected"
+	}
+	return "disconnected"
+}
