@@ -21,9 +21,12 @@ import (
 // Settings is everything a stack needs besides the flock model.
 type Settings struct {
 	Model     flock.Model
-	BusSecret []byte           // flock:busSecret, the master of every bus credential
-	Docker    dockerflock.Args // flock:docker and docker:host, validated (docker target only)
-	AWS       awsflock.Args    // flock:aws, validated (aws target only)
+	BusSecret []byte // flock:busSecret, the master of every bus credential
+	// GatewayKeys are the upstreams' keys (upstream name -> key), from the
+	// secret config keys flock:gateway.upstreams names.
+	GatewayKeys map[string]string
+	Docker      dockerflock.Args // flock:docker and docker:host, validated (docker target only)
+	AWS         awsflock.Args    // flock:aws, validated (aws target only)
 }
 
 // Load reads every flock: key and validates it into Settings: the model's
@@ -65,7 +68,7 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	str("flock:name", &c.Name)
 	str("flock:runtime", &c.Runtime)
 	obj("flock:agentCount", "a whole number", &c.AgentCount)
-	obj("flock:agents", "a list of {id, slot, limits, program}", &c.Agents)
+	obj("flock:agents", "a list of {id, slot, limits, program, gateway, image}", &c.Agents)
 	obj("flock:program", `a list: the agent program and its arguments, such as ["/shared/common/bin/my-agent", "--verbose"]`, &c.Program)
 	obj("flock:overrides", "a map of agent ID to limits", &c.Overrides)
 	obj("flock:limits", "an object {cpus, memoryMiB, pids, tmpfsMiB, taskTimeout, concurrency, diskMiB}", &c.Limits)
@@ -73,6 +76,8 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	obj("flock:shared", "an object {root, stateRoot}", &c.Shared)
 	obj("flock:bus", "an object (see the README's configuration reference)", &c.Bus)
 	obj("flock:network", "an object {pool, prefixLength}", &c.Network)
+	obj("flock:image", "an object {base} or {dockerfile, context}", &c.Image)
+	obj("flock:gateway", "an object {upstreams, budgetTokens, allowHosts, limits}", &c.Gateway)
 	dockerOK := obj(dockerflock.Key, dockerflock.ConfigShape, &dockerConf)
 	awsOK := obj(awsflock.Key, awsflock.ConfigShape, &awsConf)
 	var dockerHost string
@@ -94,10 +99,12 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	keys, keyErrs := gatewayKeys(ctx, m.Gateway)
+	errs = append(errs, keyErrs...)
 	if len(errs) > 0 {
 		return Settings{}, fmt.Errorf("invalid stack configuration:\n%w", errors.Join(errs...))
 	}
-	s.Model, s.BusSecret = m, secret
+	s.Model, s.BusSecret, s.GatewayKeys = m, secret, keys
 	return s, nil
 }
 
@@ -116,6 +123,30 @@ func busSecret(ctx *pulumi.Context) ([]byte, error) {
 		return nil, &flock.Error{Key: busSecretKey, Rule: fmt.Sprintf("must be at least %d characters", credentials.MinSecretLen)}
 	}
 	return []byte(v), nil
+}
+
+// gatewayKeys reads each upstream's key from its secret config key. A key
+// in plain text is refused: it would sit readable in Pulumi.<stack>.yaml.
+func gatewayKeys(ctx *pulumi.Context, g flock.Gateway) (map[string]string, []error) {
+	keys := map[string]string{}
+	var errs []error
+	for _, up := range g.Upstreams {
+		key := "flock:" + up.KeySecret
+		v, err := config.Try(ctx, key)
+		switch {
+		case errors.Is(err, config.ErrMissingVar):
+			errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf("is required: the key of upstream %q; set it with `pulumi config set --secret %s <key>`", up.Name, key)})
+		case err != nil:
+			errs = append(errs, &flock.Error{Key: key, Rule: err.Error()})
+		case !ctx.IsConfigSecret(key):
+			errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf("must be stored as a secret (pulumi config set --secret %s …), never in plain text: it is upstream %q's key", key, up.Name)})
+		case strings.TrimSpace(v) == "" || strings.ContainsAny(v, "\r\n"):
+			errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf("must be upstream %q's key: not empty, one line", up.Name)})
+		default:
+			keys[up.Name] = v
+		}
+	}
+	return keys, errs
 }
 
 func jsonReason(err error) string {

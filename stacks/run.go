@@ -42,6 +42,7 @@ func Run(ctx *pulumi.Context) error {
 type Keys struct {
 	Operator credentials.Key
 	Agents   map[string]credentials.Key
+	Gateway  credentials.Key // when the flock has a gateway
 }
 
 func deriveKeys(s Settings) (Keys, error) {
@@ -55,12 +56,17 @@ func deriveKeys(s Settings) (Keys, error) {
 			return Keys{}, err
 		}
 	}
+	if s.Model.Gateway.Enabled() {
+		if k.Gateway, err = credentials.Derive(s.BusSecret, protocol.GatewayUser); err != nil {
+			return Keys{}, err
+		}
+	}
 	return k, nil
 }
 
 // PublicKeys are what the bus config needs: no seeds.
 func (k Keys) PublicKeys() busconfig.PublicKeys {
-	p := busconfig.PublicKeys{Operator: k.Operator.Public, Agents: map[string]string{}}
+	p := busconfig.PublicKeys{Operator: k.Operator.Public, Agents: map[string]string{}, Gateway: k.Gateway.Public}
 	for id, key := range k.Agents {
 		p.Agents[id] = key.Public
 	}
@@ -95,6 +101,7 @@ func runDocker(ctx *pulumi.Context, s Settings, keys Keys) error {
 		args.Seeds[id] = k.Seed
 	}
 	args.BusTopology = topology
+	args.GatewaySeed, args.GatewayKeys = keys.Gateway.Seed, s.GatewayKeys
 	f, err := dockerflock.New(ctx, s.Model.Name, args)
 	if err != nil {
 		return fmt.Errorf("dev flock: %w", err)
@@ -132,6 +139,11 @@ func runAWS(ctx *pulumi.Context, s Settings, keys Keys) error {
 		args.Seeds[id] = k.Seed
 	}
 	args.OperatorSeed = keys.Operator.Seed
+	if s.Model.Gateway.Enabled() {
+		if err := awsGateway(s, keys, &args); err != nil {
+			return err
+		}
+	}
 	f, err := awsflock.New(ctx, s.Model.Name, args)
 	if err != nil {
 		return fmt.Errorf("aws flock: %w", err)
@@ -144,6 +156,29 @@ func runAWS(ctx *pulumi.Context, s Settings, keys Keys) error {
 	ctx.Export("operatorTaskDefinition", f.OperatorTaskDefinition)
 	ctx.Export("operatorSecurityGroup", f.OperatorSecurityGroupID)
 	ctx.Export("subnets", f.SubnetIDs)
+	return nil
+}
+
+// awsGateway gives the aws gateway what it needs: each agent's gateway
+// token, derived from the bus secret (agents share one network on aws, so
+// the gateway knows a caller by its token), its config (callers by token;
+// each key in the variable its secret fills; usage to the bus at the URL
+// agents use, as the gateway bus user whose seed its secret fills), its
+// seed and the upstreams' keys.
+func awsGateway(s Settings, keys Keys, args *awsflock.Args) error {
+	args.GatewayTokens = map[string]string{}
+	for _, a := range s.Model.Agents {
+		t, err := credentials.GatewayToken(s.BusSecret, a.ID)
+		if err != nil {
+			return fmt.Errorf("agent %s: %w", a.ID, err)
+		}
+		args.GatewayTokens[a.ID] = t
+	}
+	conf, err := awsflock.GatewayConfig(s.Model, args.Namespace, args.GatewayTokens)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	args.GatewayConfig, args.GatewaySeed, args.GatewayKeys = conf, keys.Gateway.Seed, s.GatewayKeys
 	return nil
 }
 

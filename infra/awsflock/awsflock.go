@@ -84,8 +84,12 @@ type Args struct {
 	AgentContext string
 	// BaseImage overrides the Dockerfile's BASE build argument.
 	BaseImage string
-	// ImageTag tags both images (prefixed agent- and bus-); ContextTag derives one.
+	// ImageTag tags the stock images (prefixed agent-, bus-, gateway-); ContextTag derives one.
 	ImageTag string
+	// OwnImages tag the agents' own images (Model.Agents[].Image), one per
+	// distinct image (flock.Image.Key); Config.Validate derives them
+	// (TagOwnImage). Nil when every agent runs the stock image.
+	OwnImages map[string]OwnImageTags
 	// Seeds are the agents' NATS nkey seeds (agent ID -> seed); OperatorSeed the operator's.
 	Seeds        map[string]string
 	OperatorSeed string
@@ -94,6 +98,14 @@ type Args struct {
 	// topology they share. Public keys only.
 	BusConfigs  [][]byte
 	BusTopology []byte
+	// With a model gateway (Model.Gateway.Enabled): its rendered config
+	// (GatewayConfig: token hashes, no key), its bus nkey seed, each
+	// upstream's key (upstream name -> key) and each agent's gateway token
+	// (agent ID -> token).
+	GatewayConfig []byte
+	GatewaySeed   string
+	GatewayKeys   map[string]string
+	GatewayTokens map[string]string
 }
 
 // Flock is the aws flock component.
@@ -152,17 +164,27 @@ func (a Args) check() error {
 	if a.OperatorSeed == "" {
 		return fmt.Errorf("aws flock: no operator credentials")
 	}
+	own := ownImages(a.Model)
+	if len(own) > MaxOwnImages {
+		return fmt.Errorf("aws flock: %d distinct agent images, at most %d", len(own), MaxOwnImages)
+	}
+	for _, img := range own {
+		if t := a.OwnImages[img.Key()]; t.Agent == "" || (img.Dockerfile != "") != (t.Base != "") {
+			return fmt.Errorf("aws flock: %s: no tags for its image (Config.Validate derives them)", img.ConfigKey)
+		}
+	}
 	if len(a.BusConfigs) != len(a.Model.Bus.BusNodes()) {
 		return fmt.Errorf("aws flock: %d bus configs for %d bus nodes", len(a.BusConfigs), len(a.Model.Bus.BusNodes()))
 	}
 	if _, err := BusStorageGiB(a.Model); a.Model.Bus.Clustered() && err != nil {
 		return fmt.Errorf("aws flock: %w", err)
 	}
-	return nil
+	return a.checkGateway()
 }
 
 type securityGroups struct {
 	agents, bus, efs, endpoints, operator *ec2.SecurityGroup
+	gateway                               *ec2.SecurityGroup // with a model gateway
 }
 
 type declarer struct {
@@ -192,6 +214,15 @@ type declarer struct {
 	cluster          *ecs.Cluster
 	namespace        *servicediscovery.PrivateDnsNamespace
 	operatorTask     *ecs.TaskDefinition
+
+	// With a model gateway: its image, the subnets with its route out, and
+	// that route (its service waits for it).
+	gatewayImg     *docker.Image
+	gatewaySubnets pulumi.StringArray
+	gatewayRoute   pulumi.Resource
+
+	// ownImgs are the agents' own images, by flock.Image.Key.
+	ownImgs map[string]*docker.Image
 }
 
 // n names a child from the component's name.
@@ -248,6 +279,18 @@ func (d *declarer) declare() error {
 	if d.busImg, err = d.image("bus"); err != nil {
 		return fmt.Errorf("bus image: %w", err)
 	}
+	if d.m.Gateway.Enabled() {
+		if d.gatewayImg, err = d.image("gateway"); err != nil {
+			return fmt.Errorf("gateway image: %w", err)
+		}
+	}
+	// Agents' own images: one per distinct spec, shared by the agents that name it.
+	d.ownImgs = map[string]*docker.Image{}
+	for _, img := range ownImages(d.m) {
+		if d.ownImgs[img.Key()], err = d.ownImage(img); err != nil {
+			return fmt.Errorf("agent image %s (%s): %w", img.Key(), img.ConfigKey, err)
+		}
+	}
 	if err := d.platform(); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
@@ -256,6 +299,11 @@ func (d *declarer) declare() error {
 	}
 	if err := d.declareOperator(); err != nil {
 		return fmt.Errorf("operator: %w", err)
+	}
+	if d.m.Gateway.Enabled() {
+		if err := d.declareGateway(); err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
 	}
 	for _, a := range d.m.Agents {
 		if err := d.declareAgent(a); err != nil {

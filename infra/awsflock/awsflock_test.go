@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
@@ -68,6 +69,51 @@ func TestContextTag(t *testing.T) {
 	}
 	if _, err := ContextTag(filepath.Join(dir, "missing")); err != nil {
 		t.Errorf("missing context: %v", err)
+	}
+}
+
+// An own image's tags: stable for one content, new when the user's
+// Dockerfile, its context or the agent context changes; the user's build's
+// tag follows only its own content; never a stock image's tag.
+func TestTagOwnImage(t *testing.T) {
+	dir := t.TempDir()
+	df := filepath.Join(dir, "Dockerfile")
+	os.WriteFile(df, []byte("FROM debian\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "agent.py"), []byte("v1"), 0o644)
+	img := flock.Image{Dockerfile: df, Context: dir, ConfigKey: "flock:image"}
+	tag := func(img flock.Image, agentTag string) OwnImageTags {
+		t.Helper()
+		tags, err := TagOwnImage(img, agentTag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(tags.Agent, "own-"+img.Key()+"-") || !tagPattern.MatchString(tags.Agent) || len(tags.Agent) > 128 {
+			t.Errorf("tag %q: want own-%s-<digest>, a docker tag", tags.Agent, img.Key())
+		}
+		return tags
+	}
+	a, b := tag(img, "c1"), tag(img, "c1")
+	os.WriteFile(filepath.Join(dir, "agent.py"), []byte("v2"), 0o644)
+	c := tag(img, "c1")
+	os.WriteFile(df, []byte("FROM debian:12\n"), 0o644)
+	d := tag(img, "c1")
+	e := tag(img, "c2")
+	if a != b || a.Base == "" {
+		t.Errorf("one content, tags %+v %+v", a, b)
+	}
+	if c.Agent == a.Agent || c.Base == a.Base || d.Agent == c.Agent || d.Base == c.Base {
+		t.Errorf("a changed context or Dockerfile keeps its tags: %+v %+v %+v", a, c, d)
+	}
+	if e.Agent == d.Agent || e.Base != d.Base {
+		t.Errorf("a new agent context: %+v then %+v (want a new agent tag, the same user's build)", d, e)
+	}
+	py := flock.Image{Base: "python:3.12-slim", ConfigKey: "flock:image"}
+	f, g := tag(py, "c1"), tag(py, "c2")
+	if f.Base != "" || f.Agent == g.Agent {
+		t.Errorf("base image: %+v %+v", f, g)
+	}
+	if _, err := TagOwnImage(flock.Image{Dockerfile: filepath.Join(dir, "none"), Context: dir}, "c1"); err == nil {
+		t.Error("a missing Dockerfile is tagged")
 	}
 }
 

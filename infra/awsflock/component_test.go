@@ -113,3 +113,17 @@ func TestComponentRefusesMissingCredentials(t *testing.T) {
 		t.Errorf("declared %d resources before refusing", len(s.Resources))
 	}
 }
+
+// An agent's own image without its tags (Config.Validate derives them) is
+// refused before anything is declared.
+func TestComponentRefusesUntaggedOwnImage(t *testing.T) {
+	a := args(t, 2)
+	a.Model.Agents[1].Image = flock.Image{Base: "python:3.12-slim", ConfigKey: "flock:agents[1].image"}
+	s, err := declare(t, a)
+	if err == nil || !strings.Contains(err.Error(), "flock:agents[1].image: no tags for its image") {
+		t.Fatalf("want the untagged image named, got %v", err)
+	}
+	if s != nil && len(s.Resources) > 1 {
+		t.Errorf("declared %d resources before refusing", len(s.Resources))
+	}
+}

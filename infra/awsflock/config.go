@@ -3,6 +3,7 @@ package awsflock
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"regexp"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
@@ -72,6 +73,7 @@ func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 	}
 
 	c.validateNetwork(&a.Network, m, modelValid, add)
+	c.validateGateway(a.Network, m, add)
 
 	if c.LogRetentionDays != nil {
 		ok := false
@@ -121,6 +123,11 @@ func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 	if _, err := BusStorageGiB(m); modelValid && m.Bus.Clustered() && err != nil {
 		errs = append(errs, err)
 	}
+	// An agent's own Dockerfile is built where the program runs: it must be there.
+	errs = append(errs, flock.ImageFileErrors(m.Agents, os.Stat)...)
+	if own := ownImages(m); len(own) > MaxOwnImages {
+		add(own[MaxOwnImages].ConfigKey, "would be the flock's agent image number %d: the aws target builds at most %d distinct agent images (each has a lifecycle rule of its own in the repository, whose policy holds at most 30,720 characters); let agents share images", MaxOwnImages+1, MaxOwnImages)
+	}
 	if len(errs) > 0 {
 		return Args{}, errs
 	}
@@ -129,6 +136,16 @@ func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 		if a.ImageTag, err = ContextTag(a.AgentContext); err != nil {
 			return Args{}, []error{&flock.Error{Key: k("imageTag"), Rule: err.Error()}}
 		}
+	}
+	for _, img := range ownImages(m) {
+		tags, err := TagOwnImage(img, a.ImageTag)
+		if err != nil {
+			return Args{}, []error{&flock.Error{Key: img.ConfigKey, Rule: err.Error()}}
+		}
+		if a.OwnImages == nil {
+			a.OwnImages = map[string]OwnImageTags{}
+		}
+		a.OwnImages[img.Key()] = tags
 	}
 	return a, nil
 }

@@ -16,7 +16,7 @@ func validate(t *testing.T, model, aws string) (Args, []error, error) {
 		t.Fatal(err)
 	}
 	mc.Target = string(flock.TargetAWS)
-	if mc.AgentCount == nil {
+	if mc.AgentCount == nil && len(mc.Agents) == 0 {
 		one := 1
 		mc.AgentCount = &one
 	}
@@ -149,5 +149,43 @@ func TestBusURLs(t *testing.T) {
 		if got := MonitorURL(c.m, "f.internal"); got != c.monitor {
 			t.Errorf("%d nodes: monitor URL %q, want %q", c.m.Bus.Replicas, got, c.monitor)
 		}
+	}
+}
+
+// A flock with a gateway: the stack's own VPC with egress "endpoints" (the
+// gateway gets its own NAT route), no CONNECT allow-list; one error per key.
+func TestConfigGateway(t *testing.T) {
+	gw := `"gateway": {"upstreams": {"anthropic": {}}, "allowHosts": ["pypi.org:443"]}`
+	_, errs, err := validate(t, `{"agents": [{"id":"agent-1"},{"id":"agent-2","gateway":{"allowHosts":["github.com:443"]}},{"id":"agent-3","gateway":{"allowHosts":["x.org:443"]}}], `+gw+`}`,
+		`{"egress":"nat","vpcId":"vpc-0123456789abcdef0","subnetIds":["subnet-0aaaaaaaaaaaaaaaa","subnet-0bbbbbbbbbbbbbbbb"]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`flock:aws.vpcId: must be unset with flock:gateway`,
+		`flock:aws.egress: must be "endpoints" with flock:gateway`,
+		`flock:agents[1].gateway.allowHosts: is not supported on the aws target yet`,
+		`flock:agents[2].gateway.allowHosts: is not supported on the aws target yet`,
+		`flock:gateway.allowHosts: is not supported on the aws target yet`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("errors:\n%s\nwant one per key:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("error %d: %q, want %q", i, got[i], w)
+		}
+	}
+	a, errs, err := validate(t, `{"agentCount": 2, "gateway": {"upstreams": {"anthropic": {}}}}`, `{"imageTag": "v1"}`)
+	if err != nil || len(errs) > 0 || a.Network.Egress != EgressEndpoints || !a.Model.Gateway.Enabled() {
+		t.Errorf("a gateway with the defaults refused: %v %v", err, errs)
+	}
+	_, errs, _ = validate(t, `{"agentCount": 2, "gateway": {"upstreams": {"anthropic": {}}, "limits": {"memoryMiB": 200000}}}`, `{"imageTag": "v1"}`)
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "flock:gateway.limits: ") {
+		t.Errorf("a gateway no Fargate size holds: %v", errs)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ecr"
 	"github.com/pulumi/pulumi-docker/sdk/v4/go/docker"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/ai-flock/ai-flock/infra/flock"
 )
 
 // ContextTag derives an image tag from the content of the build context. The
@@ -83,12 +85,30 @@ func (d *declarer) repository() error {
 		RegistryId: d.repo.RegistryId,
 	}, d.invoke)
 	rules := []map[string]any{}
-	for i, target := range []string{"agent", "bus"} {
+	targets := []string{"agent", "bus"}
+	if d.m.Gateway.Enabled() {
+		targets = append(targets, "gateway")
+	}
+	for i, target := range targets {
 		rules = append(rules, map[string]any{
 			"rulePriority": i + 1,
 			"description":  "keep the last 10 " + target + " images",
 			"selection": map[string]any{
 				"tagStatus": "tagged", "tagPrefixList": []string{target + "-"},
+				"countType": "imageCountMoreThan", "countNumber": 10,
+			},
+			"action": map[string]any{"type": "expire"},
+		})
+	}
+	// Each own image keeps its last 10 under a prefix of its own: no image
+	// of the stock images' rules, or of another own image, ever counts
+	// against it, so however many images the flock has, none in use expires.
+	for _, img := range ownImages(d.m) {
+		rules = append(rules, map[string]any{
+			"rulePriority": len(rules) + 1,
+			"description":  "keep the last 10 images of agent image " + img.Key(),
+			"selection": map[string]any{
+				"tagStatus": "tagged", "tagPrefixList": []string{ownTagPrefix(img.Key())},
 				"countType": "imageCountMoreThan", "countNumber": 10,
 			},
 			"action": map[string]any{"type": "expire"},
@@ -106,12 +126,11 @@ func (d *declarer) repository() error {
 // image builds one target of the agent Dockerfile and pushes it to the
 // repository with a short-lived token from ECR (never stored in config).
 func (d *declarer) image(target string) (*docker.Image, error) {
-	auth := d.registryAuth
 	build := &docker.DockerBuildArgs{
 		Context:    pulumi.String(d.args.AgentContext),
 		Dockerfile: pulumi.String(filepath.Join(d.args.AgentContext, "Dockerfile")),
 		Target:     pulumi.String(target),
-		Platform:   pulumi.String("linux/amd64"),
+		Platform:   pulumi.String(Platform),
 		// BuildKit: the provider's legacy builder never asks the engine to
 		// remove its intermediate containers, so each build left one per
 		// Dockerfile step behind; BuildKit leaves none and builds only the target.
@@ -123,10 +142,124 @@ func (d *declarer) image(target string) (*docker.Image, error) {
 	return docker.NewImage(d.ctx, d.n(target, "image"), &docker.ImageArgs{
 		ImageName: pulumi.Sprintf("%s:%s-%s", d.repo.RepositoryUrl, target, d.args.ImageTag),
 		Build:     build,
-		Registry: docker.RegistryArgs{
-			Server:   d.repo.RepositoryUrl,
-			Username: auth.UserName(),
-			Password: pulumi.ToSecret(auth.Password()).(pulumi.StringOutput),
-		},
+		Registry:  d.registry(),
 	}, d.parent)
+}
+
+// registry is the flock's repository with a short-lived token from ECR.
+func (d *declarer) registry() docker.RegistryArgs {
+	auth := d.registryAuth
+	return docker.RegistryArgs{
+		Server:   d.repo.RepositoryUrl,
+		Username: auth.UserName(),
+		Password: pulumi.ToSecret(auth.Password()).(pulumi.StringOutput),
+	}
+}
+
+// Platform is what every image is built for: Fargate runs the tasks on
+// X86_64 (the task definitions' runtime platform).
+const Platform = "linux/amd64"
+
+// OwnImagePrefix starts the tag of every agent's own image in the
+// repository. No stock image's tag (agent-, bus-, gateway-) starts so, and
+// each own image's tags start with a prefix of their own (own-<key>-), so
+// the lifecycle rules of one never count another's images.
+const OwnImagePrefix = "own-"
+
+// MaxOwnImages bounds the distinct own images of a flock on aws: each has a
+// lifecycle rule of its own, and a repository's lifecycle policy holds at
+// most 30,720 characters.
+const MaxOwnImages = 100
+
+func ownTagPrefix(key string) string { return OwnImagePrefix + key + "-" }
+
+// OwnImageTags tag an agent's own image.
+type OwnImageTags struct {
+	// Agent is its tag in the repository: own-<key>-<digest of the agent
+	// context's tag and of the base image, or of the user's build>.
+	Agent string
+	// Base tags the user's build (a Dockerfile's image; "" with a base
+	// image): local only, never pushed; the agent image is built FROM it.
+	Base string
+}
+
+// TagOwnImage derives the tags of an agent's own image from what it is made
+// of: the agent context (agentTag, the stock images' tag) and the base
+// image's reference, or the content of the user's Dockerfile and context.
+// The repository's tags are immutable, so a tag names one content: a
+// changed Dockerfile, context or agent context gets a new tag, an unchanged
+// one keeps its tag (no build, no push).
+func TagOwnImage(img flock.Image, agentTag string) (OwnImageTags, error) {
+	var t OwnImageTags
+	from := "base\x00" + img.Base
+	if img.Dockerfile != "" {
+		ctx, err := ContextTag(img.Context)
+		if err != nil {
+			return t, err
+		}
+		df, err := os.ReadFile(img.Dockerfile)
+		if err != nil {
+			return t, fmt.Errorf("hash %s: %w", img.Dockerfile, err)
+		}
+		t.Base = "b" + digest("ai-flock/own-image-base/v1", img.Dockerfile, string(df), ctx)
+		from = "build\x00" + t.Base
+	}
+	t.Agent = ownTagPrefix(img.Key()) + digest("ai-flock/own-image/v1", agentTag, from)
+	return t, nil
+}
+
+// ownImages are the flock's own images, one per distinct spec (Key), in
+// the order agents first name them.
+func ownImages(m flock.Model) []flock.Image {
+	var out []flock.Image
+	seen := map[string]bool{}
+	for _, a := range m.Agents {
+		if key := a.Image.Key(); key != "" && !seen[key] {
+			seen[key] = true
+			out = append(out, a.Image)
+		}
+	}
+	return out
+}
+
+// ownImage builds an agent's own image and pushes it like the stock ones:
+// the user's Dockerfile first, when they gave one (built here, for the
+// same platform, and not pushed), then the agent target of the agent
+// Dockerfile on top of it or of their base image (BASE), which adds
+// flock-agent as the entrypoint and its healthcheck. The user's build goes
+// in by its local tag (FROM takes no bare image ID), with its ID as an
+// argument of its own (BASE_ID), so a new base rebuilds the agent image.
+func (d *declarer) ownImage(img flock.Image) (*docker.Image, error) {
+	key, tags := img.Key(), d.args.OwnImages[img.Key()]
+	build := &docker.DockerBuildArgs{
+		Context:        pulumi.String(d.args.AgentContext),
+		Dockerfile:     pulumi.String(filepath.Join(d.args.AgentContext, "Dockerfile")),
+		Target:         pulumi.String("agent"),
+		Platform:       pulumi.String(Platform),
+		BuilderVersion: docker.BuilderVersionBuilderBuildKit,
+		Args:           pulumi.StringMap{"BASE": pulumi.String(img.Base)},
+	}
+	opts := []pulumi.ResourceOption{d.parent}
+	if img.Dockerfile != "" {
+		name := fmt.Sprintf("ai-flock/%s-agent-%s-base:%s", d.name, key, tags.Base)
+		base, err := docker.NewImage(d.ctx, d.n("agent", key, "base-image"), &docker.ImageArgs{
+			ImageName: pulumi.String(name),
+			SkipPush:  pulumi.Bool(true),
+			Build: &docker.DockerBuildArgs{
+				Context: pulumi.String(img.Context), Dockerfile: pulumi.String(img.Dockerfile),
+				Platform:       pulumi.String(Platform),
+				BuilderVersion: docker.BuilderVersionBuilderBuildKit,
+			},
+		}, d.parent)
+		if err != nil {
+			return nil, err
+		}
+		build.Args = pulumi.StringMap{"BASE": pulumi.String(name), "BASE_ID": base.RepoDigest}
+		opts = append(opts, pulumi.DependsOn([]pulumi.Resource{base}))
+	}
+	return docker.NewImage(d.ctx, d.n("agent", key, "image"), &docker.ImageArgs{
+		ImageName: pulumi.Sprintf("%s:%s", d.repo.RepositoryUrl, tags.Agent),
+		Build:     build,
+		Registry:  d.registry(),
+	}, opts...)
 }

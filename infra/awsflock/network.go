@@ -24,7 +24,9 @@ const (
 var InterfaceEndpoints = []string{"ecr.api", "ecr.dkr", "logs", "secretsmanager"}
 
 // Subnet returns the i-th of the 16 equal subnets of the VPC range: 0 … AZCount-1
-// are private (one per zone); the last one is the public subnet of the NAT gateway.
+// are private (one per zone); with a model gateway, EgressSubnetBase …
+// EgressSubnetBase+AZCount-1 are the gateway's (one per zone, routed to the
+// NAT gateway); the last one is the public subnet of the NAT gateway.
 func Subnet(cidr netip.Prefix, i int) (netip.Prefix, error) {
 	bits := cidr.Bits() + 4
 	if !cidr.Addr().Is4() || bits > 28 || i < 0 || i > 15 {
@@ -54,6 +56,11 @@ func (d *declarer) network(reverseDNS string) error {
 	}
 	if err := d.securityGroups(); err != nil {
 		return err
+	}
+	if d.m.Gateway.Enabled() {
+		if err := d.gatewaySecurityGroup(); err != nil {
+			return err
+		}
 	}
 	switch n.Egress {
 	case EgressEndpoints:
@@ -120,50 +127,17 @@ func (d *declarer) newVPC() error {
 		}
 		d.subnets = append(d.subnets, sub.ID())
 	}
+	if d.m.Gateway.Enabled() {
+		// The gateway's route out, in subnets of its own: the private
+		// subnets (agents, the bus, the operator) keep none.
+		return d.gatewayEgress(vpc, azs.Names)
+	}
 	if n.Egress != EgressNAT {
 		return nil
 	}
-	// One NAT gateway in the first zone: half the price of one per zone; if
-	// that zone fails, tasks elsewhere keep running but cannot pull or log.
-	igw, err := ec2.NewInternetGateway(d.ctx, d.n("igw"), &ec2.InternetGatewayArgs{VpcId: vpc.ID(), Tags: d.tags("network", "")}, d.parent)
-	if err != nil {
-		return fmt.Errorf("internet gateway: %w", err)
-	}
-	cidr, err := Subnet(n.CIDR, 15)
+	nat, err := d.natGateway(vpc, azs.Names[0])
 	if err != nil {
 		return err
-	}
-	pub, err := ec2.NewSubnet(d.ctx, d.n("public-1"), &ec2.SubnetArgs{
-		VpcId: vpc.ID(), CidrBlock: pulumi.String(cidr.String()),
-		AvailabilityZone: pulumi.String(azs.Names[0]), MapPublicIpOnLaunch: pulumi.Bool(false),
-		Tags: d.tags("network", ""),
-	}, d.parent)
-	if err != nil {
-		return fmt.Errorf("public subnet: %w", err)
-	}
-	pubRT, err := ec2.NewRouteTable(d.ctx, d.n("public-rt"), &ec2.RouteTableArgs{VpcId: vpc.ID(), Tags: d.tags("network", "")}, d.parent)
-	if err != nil {
-		return fmt.Errorf("public route table: %w", err)
-	}
-	if _, err := ec2.NewRoute(d.ctx, d.n("public-default"), &ec2.RouteArgs{
-		RouteTableId: pubRT.ID(), DestinationCidrBlock: pulumi.String("0.0.0.0/0"), GatewayId: igw.ID(),
-	}, d.parent); err != nil {
-		return fmt.Errorf("public route: %w", err)
-	}
-	if _, err := ec2.NewRouteTableAssociation(d.ctx, d.n("public-1"), &ec2.RouteTableAssociationArgs{
-		SubnetId: pub.ID(), RouteTableId: pubRT.ID(),
-	}, d.parent); err != nil {
-		return fmt.Errorf("public route table association: %w", err)
-	}
-	eip, err := ec2.NewEip(d.ctx, d.n("nat-ip"), &ec2.EipArgs{Domain: pulumi.String("vpc"), Tags: d.tags("network", "")}, d.parent)
-	if err != nil {
-		return fmt.Errorf("nat address: %w", err)
-	}
-	nat, err := ec2.NewNatGateway(d.ctx, d.n("nat"), &ec2.NatGatewayArgs{
-		AllocationId: eip.ID(), SubnetId: pub.ID(), Tags: d.tags("network", ""),
-	}, d.parent, pulumi.DependsOn([]pulumi.Resource{igw}))
-	if err != nil {
-		return fmt.Errorf("nat gateway: %w", err)
 	}
 	route, err := ec2.NewRoute(d.ctx, d.n("private-default"), &ec2.RouteArgs{
 		RouteTableId: rt.ID(), DestinationCidrBlock: pulumi.String("0.0.0.0/0"), NatGatewayId: nat.ID(),
@@ -173,6 +147,57 @@ func (d *declarer) newVPC() error {
 	}
 	d.ready = append(d.ready, route)
 	return nil
+}
+
+// natGateway declares one NAT gateway in zone, in a public subnet (the 16th
+// of the VPC range) whose route table sends everything to an internet
+// gateway. It routes whatever route table points at it: the private one with
+// egress "nat", the gateway's own with a model gateway.
+func (d *declarer) natGateway(vpc *ec2.Vpc, zone string) (*ec2.NatGateway, error) {
+	n := d.args.Network
+	// One NAT gateway in the first zone: half the price of one per zone; if
+	// that zone fails, tasks elsewhere keep running but cannot pull or log.
+	igw, err := ec2.NewInternetGateway(d.ctx, d.n("igw"), &ec2.InternetGatewayArgs{VpcId: vpc.ID(), Tags: d.tags("network", "")}, d.parent)
+	if err != nil {
+		return nil, fmt.Errorf("internet gateway: %w", err)
+	}
+	cidr, err := Subnet(n.CIDR, 15)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := ec2.NewSubnet(d.ctx, d.n("public-1"), &ec2.SubnetArgs{
+		VpcId: vpc.ID(), CidrBlock: pulumi.String(cidr.String()),
+		AvailabilityZone: pulumi.String(zone), MapPublicIpOnLaunch: pulumi.Bool(false),
+		Tags: d.tags("network", ""),
+	}, d.parent)
+	if err != nil {
+		return nil, fmt.Errorf("public subnet: %w", err)
+	}
+	pubRT, err := ec2.NewRouteTable(d.ctx, d.n("public-rt"), &ec2.RouteTableArgs{VpcId: vpc.ID(), Tags: d.tags("network", "")}, d.parent)
+	if err != nil {
+		return nil, fmt.Errorf("public route table: %w", err)
+	}
+	if _, err := ec2.NewRoute(d.ctx, d.n("public-default"), &ec2.RouteArgs{
+		RouteTableId: pubRT.ID(), DestinationCidrBlock: pulumi.String("0.0.0.0/0"), GatewayId: igw.ID(),
+	}, d.parent); err != nil {
+		return nil, fmt.Errorf("public route: %w", err)
+	}
+	if _, err := ec2.NewRouteTableAssociation(d.ctx, d.n("public-1"), &ec2.RouteTableAssociationArgs{
+		SubnetId: pub.ID(), RouteTableId: pubRT.ID(),
+	}, d.parent); err != nil {
+		return nil, fmt.Errorf("public route table association: %w", err)
+	}
+	eip, err := ec2.NewEip(d.ctx, d.n("nat-ip"), &ec2.EipArgs{Domain: pulumi.String("vpc"), Tags: d.tags("network", "")}, d.parent)
+	if err != nil {
+		return nil, fmt.Errorf("nat address: %w", err)
+	}
+	nat, err := ec2.NewNatGateway(d.ctx, d.n("nat"), &ec2.NatGatewayArgs{
+		AllocationId: eip.ID(), SubnetId: pub.ID(), Tags: d.tags("network", ""),
+	}, d.parent, pulumi.DependsOn([]pulumi.Resource{igw}))
+	if err != nil {
+		return nil, fmt.Errorf("nat gateway: %w", err)
+	}
+	return nat, nil
 }
 
 // securityGroups: agents accept nothing and reach only the bus, EFS and the
@@ -216,15 +241,6 @@ func (d *declarer) securityGroups() error {
 		}
 	}
 
-	type rule struct {
-		name  string
-		sg    *ec2.SecurityGroup
-		kind  string // ingress | egress
-		port  int
-		peer  *ec2.SecurityGroup
-		cidrs []string
-		desc  string
-	}
 	rules := []rule{
 		{"bus-from-agents", d.sg.bus, "ingress", protocol.ClientPort, d.sg.agents, nil, "NATS from agents"},
 		{"bus-from-operator", d.sg.bus, "ingress", protocol.ClientPort, d.sg.operator, nil, "NATS from the operator task"},
@@ -263,6 +279,24 @@ func (d *declarer) securityGroups() error {
 			rules = append(rules, rule{c.role + "-to-aws", c.sg, "egress", portHTTPS, nil, []string{"0.0.0.0/0"}, "HTTPS to AWS APIs through the NAT gateway"})
 		}
 	}
+	return d.declareRules(rules)
+}
+
+// rule is one security group rule: a TCP port in or out of sg, from or to
+// a peer group or address ranges.
+type rule struct {
+	name  string
+	sg    *ec2.SecurityGroup
+	kind  string // ingress | egress
+	port  int
+	peer  *ec2.SecurityGroup
+	cidrs []string
+	desc  string
+}
+
+// declareRules declares security group rules, one TCP port each, from a
+// peer group or address ranges.
+func (d *declarer) declareRules(rules []rule) error {
 	for _, r := range rules {
 		args := &ec2.SecurityGroupRuleArgs{
 			Type: pulumi.String(r.kind), SecurityGroupId: r.sg.ID(),

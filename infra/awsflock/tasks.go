@@ -82,7 +82,10 @@ type task struct {
 	// ephemeralGiB is the task storage asked of Fargate (0: its free 20 GiB).
 	ephemeralGiB int
 	command      []string
-	logGroup     *cloudwatch.LogGroup
+	// subnets are where its service runs (nil: the private subnets, which
+	// have no route out).
+	subnets  pulumi.StringArray
+	logGroup *cloudwatch.LogGroup
 	// deps are resources its tasks need before they start (policies, secret values).
 	deps []pulumi.Resource
 }
@@ -336,6 +339,10 @@ func (d *declarer) containerDefinitions(t *task, size TaskSize, mounts []MountPo
 // wait until the service is stable (the nodes of a clustered bus, so each
 // joins a cluster that has formed).
 func (d *declarer) serve(t *task, td *ecs.TaskDefinition, sg pulumi.StringInput, triggers pulumi.StringMap, registry *servicediscovery.Service, after []pulumi.Resource, steady bool) (*ecs.Service, error) {
+	subnets := d.subnets
+	if t.subnets != nil {
+		subnets = t.subnets
+	}
 	args := &ecs.ServiceArgs{
 		Name:            pulumi.String(d.n(t.key)),
 		Cluster:         d.cluster.Arn,
@@ -344,7 +351,7 @@ func (d *declarer) serve(t *task, td *ecs.TaskDefinition, sg pulumi.StringInput,
 		LaunchType:      pulumi.String("FARGATE"),
 		PlatformVersion: pulumi.String("LATEST"),
 		NetworkConfiguration: ecs.ServiceNetworkConfigurationArgs{
-			Subnets: d.subnets, SecurityGroups: pulumi.StringArray{sg}, AssignPublicIp: pulumi.Bool(false),
+			Subnets: subnets, SecurityGroups: pulumi.StringArray{sg}, AssignPublicIp: pulumi.Bool(false),
 		},
 		DeploymentCircuitBreaker:        ecs.ServiceDeploymentCircuitBreakerArgs{Enable: pulumi.Bool(true), Rollback: pulumi.Bool(true)},
 		DeploymentMinimumHealthyPercent: pulumi.Int(0),
@@ -465,10 +472,22 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	if a.Program != "" {
 		t.env[protocol.EnvProgram] = a.Program
 	}
+	if own := d.ownImgs[a.Image.Key()]; own != nil {
+		t.image = own.RepoDigest
+		// The user's image may hold programs that want a home (caches,
+		// config): the agent's own directory, the one place it may write.
+		t.env["HOME"] = protocol.ContainerAgentDir(a.ID)
+	}
+	triggers := pulumi.StringMap{"credentials": pulumi.String(digest("ai-flock/credentials", seed))}
+	if d.m.Gateway.Enabled() {
+		if err := d.agentGateway(a, t, triggers); err != nil {
+			return err
+		}
+	}
 	td, err := d.define(t)
 	if err != nil {
 		return err
 	}
-	_, err = d.serve(t, td, d.sg.agents.ID(), pulumi.StringMap{"credentials": pulumi.String(digest("ai-flock/credentials", seed))}, nil, nil, false)
+	_, err = d.serve(t, td, d.sg.agents.ID(), triggers, nil, nil, false)
 	return err
 }

@@ -3,6 +3,7 @@ package dockerflock
 import (
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
@@ -38,6 +39,8 @@ func (c Config) Validate(m flock.Model, dockerHost string) (Args, []error) {
 	if a.AgentContext == "" {
 		a.AgentContext = "agent"
 	}
+	// An agent's own Dockerfile is built where the program runs: it must be there.
+	errs = append(errs, flock.ImageFileErrors(m.Agents, os.Stat)...)
 	return a, errs
 }
 

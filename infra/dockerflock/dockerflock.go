@@ -33,6 +33,10 @@ type Args struct {
 	// order, and BusTopology the topology all nodes share (public keys only).
 	BusConfigs  [][]byte
 	BusTopology []byte
+	// GatewaySeed is the gateway's bus key and GatewayKeys the upstreams'
+	// keys (name -> key), kept secret; when the flock has a gateway.
+	GatewaySeed string
+	GatewayKeys map[string]string
 }
 
 // Flock is the dev flock component.
@@ -122,9 +126,12 @@ type declarer struct {
 	parent pulumi.ResourceOption
 
 	agentImage, busImage *docker.Image
-	images               pulumi.Resource // removes both images on destroy, after every container
+	gatewayImage         *docker.Image            // when the flock has a gateway
+	ownImages            map[string]*docker.Image // agents' own images, by flock.Image.Key
+	images               pulumi.Resource          // removes the images on destroy, after every container
 	layout, busConfig    *local.Command
 	busNodes             []*docker.Container // node 1 … Replicas
+	gateway              *docker.Container
 }
 
 // n names a child from the component's name.
@@ -144,12 +151,38 @@ func (d *declarer) declare() error {
 	if d.busImage, err = d.image("bus"); err != nil {
 		return fmt.Errorf("bus image: %w", err)
 	}
+	images := []pulumi.Resource{d.agentImage, d.busImage}
+	names := d.imageName("agent") + " " + d.imageName("bus")
+	if d.m.Gateway.Enabled() {
+		if d.gatewayImage, err = d.image("gateway"); err != nil {
+			return fmt.Errorf("gateway image: %w", err)
+		}
+		images = append(images, d.gatewayImage)
+		names += " " + d.imageName("gateway")
+	}
+	// Agents' own images: one per distinct spec, shared by the agents that name it.
+	d.ownImages = map[string]*docker.Image{}
+	for _, a := range d.m.Agents {
+		key := a.Image.Key()
+		if key == "" || d.ownImages[key] != nil {
+			continue
+		}
+		built, err := d.ownImage(a.Image)
+		if err != nil {
+			return fmt.Errorf("agent %s's image: %w", a.ID, err)
+		}
+		d.ownImages[key] = built[len(built)-1]
+		for _, b := range built {
+			images = append(images, b)
+		}
+		names += " " + d.ownImageNames(a.Image)
+	}
 	// docker.Image leaves the local image behind on destroy. Every container
 	// depends on this step, so its delete runs after theirs.
 	if d.images, err = local.NewCommand(d.ctx, d.n("images-cleanup"), &local.CommandArgs{
-		Delete:      pulumi.Sprintf("docker image rm -f %s %s >/dev/null 2>&1 || true", d.imageName("agent"), d.imageName("bus")),
+		Delete:      pulumi.Sprintf("docker image rm -f %s >/dev/null 2>&1 || true", names),
 		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
-	}, d.parent, pulumi.DependsOn([]pulumi.Resource{d.agentImage, d.busImage})); err != nil {
+	}, d.parent, pulumi.DependsOn(images)); err != nil {
 		return fmt.Errorf("images cleanup: %w", err)
 	}
 	if d.layout, err = local.NewCommand(d.ctx, d.n("host-layout"), &local.CommandArgs{
@@ -160,6 +193,11 @@ func (d *declarer) declare() error {
 	}
 	if err := d.declareBus(); err != nil {
 		return err
+	}
+	if d.m.Gateway.Enabled() {
+		if err := d.declareGateway(); err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
 	}
 	for _, a := range d.m.Agents {
 		if err := d.declareAgent(a); err != nil {
@@ -188,6 +226,70 @@ func (d *declarer) image(target string) (*docker.Image, error) {
 		SkipPush:  pulumi.Bool(true),
 		Build:     build,
 	}, d.parent)
+}
+
+// ownImage builds an agent image from the user's: their Dockerfile first
+// (when they gave one), then the agent target of agent/Dockerfile on top of
+// it (BASE), which adds flock-agent as the entrypoint and its healthcheck.
+// It returns the images built, the agent image last.
+func (d *declarer) ownImage(img flock.Image) ([]*docker.Image, error) {
+	key := img.Key()
+	base := pulumi.String(img.Base).ToStringOutput()
+	var built []*docker.Image
+	var opts []pulumi.ResourceOption
+	if img.Dockerfile != "" {
+		b, err := docker.NewImage(d.ctx, d.n("agent", key, "base-image"), &docker.ImageArgs{
+			ImageName: pulumi.String(d.ownBaseName(key)),
+			SkipPush:  pulumi.Bool(true),
+			Build: &docker.DockerBuildArgs{
+				Context: pulumi.String(img.Context), Dockerfile: pulumi.String(img.Dockerfile),
+				BuilderVersion: docker.BuilderVersionBuilderBuildKit,
+			},
+		}, d.parent)
+		if err != nil {
+			return nil, err
+		}
+		built = append(built, b)
+		opts = append(opts, pulumi.DependsOn([]pulumi.Resource{b}))
+		// By tag (FROM takes no bare image ID), and the ID as an argument of
+		// its own, so a new base rebuilds the agent image.
+		base = pulumi.String(d.ownBaseName(key)).ToStringOutput()
+	}
+	args := pulumi.StringMap{"BASE": base}
+	if len(built) > 0 {
+		args["BASE_ID"] = built[0].RepoDigest
+	}
+	agent, err := docker.NewImage(d.ctx, d.n("agent", key, "image"), &docker.ImageArgs{
+		ImageName: pulumi.String(d.ownAgentName(key)),
+		SkipPush:  pulumi.Bool(true),
+		Build: &docker.DockerBuildArgs{
+			Context:        pulumi.String(d.args.AgentContext),
+			Dockerfile:     pulumi.String(d.args.AgentContext + "/Dockerfile"),
+			Target:         pulumi.String("agent"),
+			Args:           args,
+			BuilderVersion: docker.BuilderVersionBuilderBuildKit,
+		},
+	}, append([]pulumi.ResourceOption{d.parent}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	return append(built, agent), nil
+}
+
+func (d *declarer) ownBaseName(key string) string {
+	return fmt.Sprintf("ai-flock/%s-agent-%s-base:latest", d.name, key)
+}
+
+func (d *declarer) ownAgentName(key string) string {
+	return fmt.Sprintf("ai-flock/%s-agent-%s:latest", d.name, key)
+}
+
+// ownImageNames are the local images an agent image spec leaves behind.
+func (d *declarer) ownImageNames(img flock.Image) string {
+	if img.Dockerfile != "" {
+		return d.ownBaseName(img.Key()) + " " + d.ownAgentName(img.Key())
+	}
+	return d.ownAgentName(img.Key())
 }
 
 func (d *declarer) imageName(target string) string {
@@ -263,27 +365,17 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		return fmt.Errorf("network: %w", err)
 	}
 
-	// Each bus node joins each agent network by a per-agent step, so adding
-	// an agent neither replaces a bus node nor touches the other agents.
-	var links []pulumi.Resource
-	for i, node := range d.busNodes {
-		num := i + 1
-		name, linkName := d.busName(num), d.n(a.ID, "bus-link")
-		ip, alias := AgentBusAddress(a), "bus"
-		if d.m.Bus.Clustered() {
-			linkName = d.n(a.ID, "bus", strconv.Itoa(num), "link")
-			ip, alias = AgentBusNodeAddress(a, num), "bus-"+strconv.Itoa(num)
-		}
-		link, err := local.NewCommand(d.ctx, linkName, &local.CommandArgs{
-			Create:      pulumi.Sprintf("docker network connect --ip %s --alias %s %s %s 2>&1 | grep -v 'already exists' || true; docker network inspect -f '{{range .Containers}}{{.Name}} {{end}}' %s | grep -qw %s", ip.String(), alias, netName, name, netName, name),
-			Delete:      pulumi.Sprintf("docker network disconnect -f %s %s >/dev/null 2>&1 || true", netName, name),
-			Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
-			Triggers:    pulumi.Array{node.ID(), network.ID()},
-			// Its delete disconnects the node by name: on a replacement it must
-			// run before the new link is made, or it would cut the new one.
-		}, d.parent, pulumi.DeleteBeforeReplace(true))
+	// Each bus node (and the gateway) joins each agent network by a
+	// per-agent step, so adding an agent neither replaces a bus node nor
+	// touches the other agents.
+	links, err := d.busLinks(a.ID, netName, a.Subnet, network)
+	if err != nil {
+		return err
+	}
+	if d.gateway != nil {
+		link, err := d.gatewayLink(a, netName, network)
 		if err != nil {
-			return fmt.Errorf("bus link: %w", err)
+			return fmt.Errorf("gateway link: %w", err)
 		}
 		links = append(links, link)
 	}
@@ -292,6 +384,9 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	args.Name = pulumi.String(d.n(a.ID))
 	args.Hostname = pulumi.String(a.ID)
 	args.Image = d.agentImage.RepoDigest
+	if own := d.ownImages[a.Image.Key()]; own != nil {
+		args.Image = own.RepoDigest
+	}
 	envs := pulumi.StringArray{
 		pulumi.String(protocol.EnvAgentID + "=" + a.ID),
 		// The bus by address, not by name: reconnecting never waits on DNS
@@ -305,6 +400,14 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	}
 	if a.Program != "" {
 		envs = append(envs, pulumi.String(protocol.EnvProgram+"="+a.Program))
+	}
+	if !a.Image.Stock() {
+		// The user's image may hold programs that want a home (caches,
+		// config): the agent's own directory, the one place it may write.
+		envs = append(envs, pulumi.String("HOME="+protocol.ContainerAgentDir(a.ID)))
+	}
+	for _, e := range AgentGatewayEnv(d.m, a) {
+		envs = append(envs, pulumi.String(e))
 	}
 	args.Envs = envs
 	args.Mounts = docker.ContainerMountArray{

@@ -1,6 +1,7 @@
 package dockerflock
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/url"
 	"path"
@@ -209,4 +210,41 @@ func BusConfigScript(m flock.Model, confs [][]byte, topology []byte, busContaine
 		fmt.Fprintf(&b, "if command -v docker >/dev/null 2>&1; then docker kill -s HUP %s >/dev/null 2>&1 || true; fi\n", c)
 	}
 	return b.String()
+}
+
+// GatewayDir is the host directory mounted read-only at
+// protocol.GatewayConfigDir in the gateway: its config, its bus key and the
+// upstreams' keys, which only the gateway's UID can read.
+func GatewayDir(m flock.Model) string { return path.Join(m.Shared.StateRoot, "gateway") }
+
+// GatewayScript installs the gateway's config (no secret), its bus key and
+// the upstreams' keys (0400, the gateway's UID; base64 on stdin, never argv),
+// removes the keys of upstreams no longer listed, and asks a running gateway
+// to reload them. Files are replaced by rename: the gateway never reads half
+// a file.
+func GatewayScript(m flock.Model, conf []byte, seed string, keys map[string]string, container string) string {
+	dir, uid := GatewayDir(m), m.Gateway.UID
+	var b strings.Builder
+	b.WriteString("set -eu\numask 077\n")
+	fmt.Fprintf(&b, "install -d -o 0 -g 0 -m 0755 %s\ninstall -d -o %d -g %d -m 0500 %s/keys\n", dir, uid, uid, dir)
+	put := func(name, mode string, owner int, data []byte) {
+		fmt.Fprintf(&b, "base64 -d > %s/%s.new <<'FLOCK_EOF'\n%s\nFLOCK_EOF\n", dir, name, base64.StdEncoding.EncodeToString(data))
+		fmt.Fprintf(&b, "chown %d:%d %s/%s.new\nchmod %s %s/%s.new\nmv -f %s/%s.new %s/%s\n", owner, owner, dir, name, mode, dir, name, dir, name, dir, name)
+	}
+	put("gateway.json", "0444", 0, conf)
+	put("nats.nk", "0400", uid, []byte(seed))
+	var names []string
+	for _, up := range m.Gateway.Upstreams {
+		put("keys/"+up.Name, "0400", uid, []byte(keys[up.Name]))
+		names = append(names, up.Name)
+	}
+	fmt.Fprintf(&b, "for f in %s/keys/*; do case \"${f##*/}\" in %s) ;; *) rm -f \"$f\" ;; esac; done\n", dir, strings.Join(names, "|"))
+	fmt.Fprintf(&b, "if command -v docker >/dev/null 2>&1; then docker kill -s HUP %s >/dev/null 2>&1 || true; fi\n", container)
+	return b.String()
+}
+
+// GatewayCleanupScript takes the gateway's keys off the host when the gateway
+// is removed or the flock destroyed.
+func GatewayCleanupScript(m flock.Model) string {
+	return "rm -rf " + GatewayDir(m)
 }

@@ -1,0 +1,277 @@
+package awsflock
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/infra/gatewayconfig"
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// The model gateway on the aws target (README: "The model gateway"): one
+// Fargate service, <flock>-gateway, found as gateway.<namespace>, in subnets
+// of its own whose route table sends everything to a NAT gateway: the flock's
+// one route out. Agents keep the private subnets, which have none, and reach
+// it on 8080 through its security group. They share one security group and
+// one network, so the gateway knows a caller by its gateway token (an HMAC
+// of the bus secret per agent, in Secrets Manager, injected as
+// FLOCK_GATEWAY_TOKEN); it holds the upstreams' keys, each in a secret only
+// its own execution role may read.
+
+// GatewayNkeyEnv is the variable the gateway's bus nkey seed is injected in
+// (its config's nkeyEnv).
+const GatewayNkeyEnv = "FLOCK_GATEWAY_NKEY_SEED"
+
+// EgressSubnetBase is the first of the gateway's subnets among the 16 of the
+// VPC range (Subnet): one per zone, after the private ones (at most 6).
+const EgressSubnetBase = 8
+
+// GatewayHost is the gateway's DNS name in the namespace.
+func GatewayHost(namespace string) string { return "gateway." + namespace }
+
+// GatewayURL is the gateway as agents call it.
+func GatewayURL(namespace string) string {
+	return fmt.Sprintf("http://%s:%d", GatewayHost(namespace), protocol.GatewayPort)
+}
+
+// GatewayConfig renders the aws gateway's config: callers by token (only
+// the tokens' hashes go in), each key in the variable its secret fills, its
+// bus nkey in GatewayNkeyEnv, usage to the bus at the URL agents use.
+func GatewayConfig(m flock.Model, namespace string, tokens map[string]string) ([]byte, error) {
+	return gatewayconfig.Render(m, gatewayconfig.Options{
+		Callers: protocol.CallersByToken, Tokens: tokens, KeyEnv: gatewayconfig.KeyEnvVar,
+		NATSURL: BusURL(m, namespace), NkeyEnv: GatewayNkeyEnv,
+	})
+}
+
+// validateGateway: a flock with a gateway needs the VPC the stack creates
+// (the gateway's route out is made in it) with egress "endpoints" (with
+// "nat" every task would have a route around the gateway), and no CONNECT
+// allow-list (not supported on aws yet).
+func (c Config) validateGateway(n Network, m flock.Model, add func(key, format string, v ...any)) {
+	if !m.Gateway.Enabled() {
+		return
+	}
+	if c.VpcID != "" {
+		add(Key+".vpcId", "must be unset with flock:gateway: the gateway's route out (a NAT gateway, its public subnet, and subnets and a route table of the gateway's own) is made in the VPC the stack creates; an existing VPC is not supported with a gateway yet")
+	}
+	if n.Egress == EgressNAT {
+		add(Key+".egress", "must be %q with flock:gateway: with %q every task's subnets route to the NAT gateway and agents could reach the model APIs around the gateway; the gateway gets a NAT route of its own", EgressEndpoints, EgressNAT)
+	}
+	const why = "the gateway's CONNECT proxy can tell agents apart on aws (one network, one security group) only by credentials in Proxy-Authorization, which stock tools send only when HTTPS_PROXY carries them, and such a URL would put the agent's gateway token in the task definition's plain environment; leave it unset (model calls through FLOCK_GATEWAY_URL work)"
+	var keys []string
+	for _, a := range m.Agents {
+		if len(a.Gateway.AllowHosts) > 0 && !slices.Contains(keys, a.Gateway.AllowHostsKey) {
+			keys = append(keys, a.Gateway.AllowHostsKey)
+		}
+	}
+	if len(m.Gateway.Defaults.AllowHosts) > 0 && !slices.Contains(keys, m.Gateway.Defaults.AllowHostsKey) {
+		keys = append(keys, m.Gateway.Defaults.AllowHostsKey)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		add(k, "is not supported on the aws target yet: %s", why)
+	}
+	if _, err := SizeFor(m.Gateway.Limits); err != nil {
+		add("flock:gateway.limits", "%v", err)
+	}
+}
+
+// checkGateway: with a gateway, everything it and the agents need is there.
+func (a Args) checkGateway() error {
+	if !a.Model.Gateway.Enabled() {
+		return nil
+	}
+	if len(a.GatewayConfig) == 0 || a.GatewaySeed == "" {
+		return fmt.Errorf("aws flock: the gateway's config and bus credentials are required")
+	}
+	for _, up := range a.Model.Gateway.Upstreams {
+		if a.GatewayKeys[up.Name] == "" {
+			return fmt.Errorf("aws flock: no key for upstream %s", up.Name)
+		}
+	}
+	for _, ag := range a.Model.Agents {
+		if a.GatewayTokens[ag.ID] == "" {
+			return fmt.Errorf("aws flock: agent %s: no gateway token", ag.ID)
+		}
+	}
+	return nil
+}
+
+// gatewayEgress declares the gateway's route out: a NAT gateway (in its
+// public subnet, in the first zone), a route table of the gateway's own
+// whose default route is that NAT gateway, and one subnet per zone on it.
+// Nothing but the gateway runs there.
+func (d *declarer) gatewayEgress(vpc *ec2.Vpc, zones []string) error {
+	n := d.args.Network
+	nat, err := d.natGateway(vpc, zones[0])
+	if err != nil {
+		return err
+	}
+	rt, err := ec2.NewRouteTable(d.ctx, d.n("egress-rt"), &ec2.RouteTableArgs{VpcId: vpc.ID(), Tags: d.tags(protocol.RoleEgress, "")}, d.parent)
+	if err != nil {
+		return fmt.Errorf("egress route table: %w", err)
+	}
+	route, err := ec2.NewRoute(d.ctx, d.n("egress-default"), &ec2.RouteArgs{
+		RouteTableId: rt.ID(), DestinationCidrBlock: pulumi.String("0.0.0.0/0"), NatGatewayId: nat.ID(),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("egress default route: %w", err)
+	}
+	d.gatewayRoute = route
+	for i := 0; i < n.AZCount; i++ {
+		cidr, err := Subnet(n.CIDR, EgressSubnetBase+i)
+		if err != nil {
+			return err
+		}
+		name := d.n("egress", strconv.Itoa(i+1))
+		sub, err := ec2.NewSubnet(d.ctx, name, &ec2.SubnetArgs{
+			VpcId: vpc.ID(), CidrBlock: pulumi.String(cidr.String()),
+			AvailabilityZone:    pulumi.String(zones[i]),
+			MapPublicIpOnLaunch: pulumi.Bool(false),
+			Tags:                d.tags(protocol.RoleEgress, ""),
+		}, d.parent)
+		if err != nil {
+			return fmt.Errorf("subnet %s: %w", name, err)
+		}
+		if _, err := ec2.NewRouteTableAssociation(d.ctx, name, &ec2.RouteTableAssociationArgs{
+			SubnetId: sub.ID(), RouteTableId: rt.ID(),
+		}, d.parent); err != nil {
+			return fmt.Errorf("route table association %s: %w", name, err)
+		}
+		d.gatewaySubnets = append(d.gatewaySubnets, sub.ID())
+	}
+	// The S3 gateway endpoint serves the gateway's subnets too: it pulls its
+	// image layers without the NAT, and reaches no other bucket.
+	d.routeTables = append(d.routeTables, rt.ID())
+	return nil
+}
+
+// gatewaySecurityGroup: the gateway admits 8080 from the agents' group
+// only; it reaches the internet on 443 (its NAT route: the model APIs, and
+// the AWS endpoints), and the bus on 4222. Agents reach it on 8080; the bus
+// and the endpoints admit it.
+func (d *declarer) gatewaySecurityGroup() error {
+	sg, err := ec2.NewSecurityGroup(d.ctx, d.n("gateway", "sg"), &ec2.SecurityGroupArgs{
+		VpcId:               d.vpcID,
+		Description:         pulumi.String("AI Flock model gateway: 8080 from agents only; egress 443 to the model APIs through its NAT route, 4222 to the bus"),
+		RevokeRulesOnDelete: pulumi.Bool(true),
+		Tags:                d.tags(protocol.RoleGateway, ""),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("security group gateway: %w", err)
+	}
+	d.sg.gateway = sg
+	rules := []rule{
+		{"gateway-from-agents", sg, "ingress", protocol.GatewayPort, d.sg.agents, nil, "Model APIs from agents"},
+		{"agents-to-gateway", d.sg.agents, "egress", protocol.GatewayPort, sg, nil, "Model APIs through the gateway"},
+		{"gateway-to-internet", sg, "egress", portHTTPS, nil, []string{"0.0.0.0/0"}, "HTTPS to the model APIs through the NAT gateway: the one route out of the flock"},
+		{"gateway-to-bus", sg, "egress", protocol.ClientPort, d.sg.bus, nil, "NATS to the bus (usage)"},
+		{"bus-from-gateway", d.sg.bus, "ingress", protocol.ClientPort, sg, nil, "NATS from the gateway"},
+	}
+	if d.sg.endpoints != nil {
+		rules = append(rules, rule{"endpoints-from-gateway", d.sg.endpoints, "ingress", portHTTPS, sg, nil, "HTTPS from gateway"})
+	}
+	return d.declareRules(rules)
+}
+
+// declareGateway: the gateway as a one-task service, hardened like the bus
+// (read-only root, its own UID, no capabilities, init, a healthcheck, its
+// own log group, /tmp and /run on task volumes), in its own subnets and
+// group, registered in Cloud Map as gateway.<namespace>. Its secrets (each
+// upstream's key, its bus seed, its config in parts) are its own: its
+// execution role reads them and nothing else; its task role is granted
+// nothing. A changed config or key rolls it (a Fargate task reads its
+// secrets when it starts).
+func (d *declarer) declareGateway() error {
+	g := d.m.Gateway
+	role := protocol.RoleGateway
+	lg, err := d.logGroup("gateway", role, "", "/ai-flock/"+d.ctx.Stack()+"/"+d.name+"/gateway")
+	if err != nil {
+		return err
+	}
+	t := &task{
+		key: "gateway", role: role, uid: g.UID, gid: g.UID, limits: g.Limits,
+		image: d.gatewayImg.RepoDigest, logGroup: lg,
+		env:     map[string]string{},
+		ports:   []PortMapping{{ContainerPort: protocol.GatewayPort, HostPort: protocol.GatewayPort, Protocol: "tcp", Name: "gateway"}},
+		health:  []string{"CMD", "/flock-gateway", "health"},
+		subnets: d.gatewaySubnets,
+	}
+	material := []string{"ai-flock/gateway", string(d.args.GatewayConfig), d.args.GatewaySeed}
+	add := func(name, env, desc string, value pulumi.StringInput) error {
+		s, v, err := d.secret(name, role, "", desc, value)
+		if err != nil {
+			return err
+		}
+		t.secrets = append(t.secrets, secretRef{env: env, arn: s.Arn})
+		t.deps = append(t.deps, v)
+		return nil
+	}
+	for _, up := range g.Upstreams {
+		key := d.args.GatewayKeys[up.Name]
+		material = append(material, up.Name, key)
+		if err := add("gateway-key-"+up.Name, gatewayconfig.KeyEnvVar(up.Name),
+			fmt.Sprintf("AI Flock %s gateway: the key of upstream %s (%s)", d.name, up.Name, up.URL),
+			pulumi.ToSecret(pulumi.String(key)).(pulumi.StringOutput)); err != nil {
+			return err
+		}
+	}
+	if err := add("gateway-nkey", GatewayNkeyEnv, "AI Flock "+d.name+": the gateway's NATS nkey seed",
+		pulumi.ToSecret(pulumi.String(d.args.GatewaySeed)).(pulumi.StringOutput)); err != nil {
+		return err
+	}
+	parts, err := protocol.EncodeEnv(d.args.GatewayConfig)
+	if err != nil {
+		return fmt.Errorf("gateway config: %w", err)
+	}
+	// The config holds no key (token hashes, budgets, upstream URLs), but
+	// grows with the flock: in Secrets Manager, like the bus's, it never
+	// bloats the task definition (64 KiB at most).
+	t.env[protocol.EnvPartsVar(protocol.EnvGatewayConfigData)] = strconv.Itoa(len(parts))
+	for i, p := range parts {
+		if err := add(fmt.Sprintf("gateway-config-%d", i+1), protocol.EnvPartVar(protocol.EnvGatewayConfigData, i+1),
+			fmt.Sprintf("AI Flock %s gateway: its config, part %d of %d (gzip+base64)", d.name, i+1, len(parts)),
+			pulumi.String(p)); err != nil {
+			return err
+		}
+	}
+	registry, err := d.busDiscovery("gateway") // gateway.<namespace>, as a bus node's
+	if err != nil {
+		return err
+	}
+	td, err := d.define(t)
+	if err != nil {
+		return err
+	}
+	t.deps = append(t.deps, d.gatewayRoute)
+	_, err = d.serve(t, td, d.sg.gateway.ID(), pulumi.StringMap{"config": pulumi.String(digest(material...))}, registry, nil, false)
+	return err
+}
+
+// agentGateway gives agent a's task what it needs to call the gateway: its
+// token, from a secret of its own (never in the task definition), the
+// variables pointing the SDKs at gateway.<namespace>, and a trigger that
+// rolls it when its token changes.
+func (d *declarer) agentGateway(a flock.Agent, t *task, triggers pulumi.StringMap) error {
+	token := d.args.GatewayTokens[a.ID]
+	s, v, err := d.secret(a.ID+"-gateway-token", "agent", a.ID, "AI Flock "+d.name+": the model gateway token of agent "+a.ID,
+		pulumi.ToSecret(pulumi.String(token)).(pulumi.StringOutput))
+	if err != nil {
+		return err
+	}
+	t.secrets = append(t.secrets, secretRef{env: protocol.EnvGatewayToken, arn: s.Arn})
+	t.deps = append(t.deps, v)
+	for _, kv := range gatewayconfig.AgentEnv(d.m, a, GatewayURL(d.args.Namespace), nil) {
+		k, val, _ := strings.Cut(kv, "=")
+		t.env[k] = val
+	}
+	triggers["gatewayToken"] = pulumi.String(digest("ai-flock/gateway-token", token))
+	return nil
+}
