@@ -75,7 +75,7 @@ func efsVolumeOf(in map[string]any, volume string) map[string]any {
 }
 
 func breakCases() []breakCase {
-	return []breakCase{
+	return append([]breakCase{
 		// Docker containers.
 		{policy: "container-non-root-user", resource: agent2, stack: "dev", want: `runs as root (user "0:0")`,
 			build: container(agent2, func(in map[string]any) { in["user"] = "0:0" })},
@@ -252,6 +252,17 @@ func breakCases() []breakCase {
 			build: container(agent2, func(in map[string]any) { obj(list(in["networksAdvanced"])[0])["name"] = "flock-agent-1-net" })},
 		{policy: "stack-nothing-private-shared", resource: bus, stack: "dev", want: "mounts the host path /srv/flock/shared at /mnt/shared, which holds agent agent-1's private directory",
 			build: container(bus, func(in map[string]any) { addMount(in, "/srv/flock/shared", "/mnt/shared", true) })},
+		// The model gateway.
+		{policy: "container-no-key-in-agent-env", resource: agent2, stack: "dev", want: "gives the agent the variable ANTHROPIC_API_KEY, named like a credential",
+			build: container(agent2, func(in map[string]any) { in["envs"] = append(list(in["envs"]), "ANTHROPIC_API_KEY=hunter2") })},
+		{policy: "container-no-key-in-agent-env", resource: agent3, stack: "dev", want: "gives the agent MODEL_CREDENTIAL with a value shaped like a provider's key",
+			build: container(agent3, func(in map[string]any) { in["envs"] = append(list(in["envs"]), "MODEL_CREDENTIAL=sk-ant-api03-xyz") })},
+		{policy: "stack-no-agent-on-egress", resource: "flock-agent-2-gateway-link", stack: "dev", want: `connects agent agent-2 to the egress network "flock-egress"`,
+			build: func(t testing.TB) []capture.Resource {
+				return edit(t, devGateway(t), rules.TypeCommand, "flock-agent-2-gateway-link", func(in map[string]any) {
+					in["create"] = "docker network connect flock-egress flock-agent-2"
+				})
+			}},
 		{policy: "stack-pids-limit-step", resource: agent2, stack: "dev", want: `no step sets the cgroup PIDs limit of agent agent-2's container "flock-agent-2"`,
 			build: func(t testing.TB) []capture.Resource {
 				return remove(t, dev(t, 3), rules.TypeCommand, "flock-agent-2-pids-limit")
@@ -333,7 +344,7 @@ func breakCases() []breakCase {
 					}
 				}
 			})},
-	}
+	}, gatewayBreakCases()...)
 }
 
 // testSeed is a made-up nkey seed (the shape of one, not a real credential).

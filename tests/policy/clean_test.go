@@ -44,6 +44,22 @@ func TestDevStackPasses(t *testing.T) {
 	}
 }
 
+// TestDevGatewayStackPasses: with a gateway the dev stack breaks no policy,
+// and the gateway's rules saw every agent and the egress network.
+func TestDevGatewayStackPasses(t *testing.T) {
+	rs := devGateway(t)
+	seen := assertClean(t, "dev", rs)
+	if got := seen["container-no-key-in-agent-env"]; got != 5 { // 3 agents, the bus, the gateway
+		t.Errorf("the key rule inspected %d containers, want 5", got)
+	}
+	rs = edit(t, rs, rules.TypeContainer, "flock-agent-1", func(in map[string]any) {
+		in["networksAdvanced"] = []any{map[string]any{"name": "flock-egress"}}
+	})
+	if msg := messages(check("dev", rs)); !strings.Contains(msg, `puts agent agent-1 on the egress network "flock-egress"`) {
+		t.Errorf("agent-1 on the egress network: want it refused, got:%s", msg)
+	}
+}
+
 // TestGVisorDevStackPasses: under gVisor the stack declares no pids-limit
 // steps (runsc takes no docker update; its own kernel enforces the nproc
 // ulimit per sandbox) and still breaks no policy; the same stack with one

@@ -155,3 +155,29 @@ func policyNames(vs []rules.Violation) []string {
 // obj and list walk plain inputs.
 func obj(v any) map[string]any { m, _ := v.(map[string]any); return m }
 func list(v any) []any         { l, _ := v.([]any); return l }
+
+var (
+	gwMu      sync.Mutex
+	gwCapture *capture.Stack
+)
+
+// devGateway is the dev stack as declared with a gateway (the anthropic
+// upstream, its key as a secret), captured once.
+func devGateway(t testing.TB) []capture.Resource {
+	t.Helper()
+	gwMu.Lock()
+	defer gwMu.Unlock()
+	if gwCapture == nil {
+		cfg, err := capture.StackConfig("dev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg["flock:gateway"] = `{"upstreams": {"anthropic": {}}, "budgetTokens": 100000}`
+		cfg["flock:anthropicApiKey"] = "sk-ant-policy-test-key"
+		cfg, secrets := capture.WithSecret(cfg)
+		if gwCapture, err = capture.Run("dev", cfg, append(secrets, "flock:anthropicApiKey")...); err != nil {
+			t.Fatalf("dev stack with a gateway: %v", err)
+		}
+	}
+	return clone(gwCapture.Resources)
+}

@@ -171,5 +171,15 @@ func All() []Policy {
 			Description: "The bus's security group admits the NATS route port (6222) from itself only: no agent, operator or address range can join the bus cluster as a node."},
 		{Name: "stack-pids-limit-step", Level: Mandatory, Stack: stackPidsLimitStep,
 			Description: "Every agent container has its pids-limit step (docker update --pids-limit), the real cgroup PIDs limit pulumi-docker cannot set."},
+		// The model gateway.
+		{Name: "container-no-key-in-agent-env", Level: Mandatory, Types: containers, Resource: containerNoKeyInAgentEnv,
+			Description: "No agent container's environment holds a credential (a variable named like a key, or a value shaped like a provider's key): the gateway holds the keys."},
+		{Name: "stack-no-agent-on-egress", Level: Mandatory, Stack: stackNoAgentOnEgress,
+			Description: "No agent joins the egress network, the flock's only network with a route out, at creation or by a network-connect step: only the gateway does."},
+		// The model gateway (aws).
+		{Name: "stack-aws-agents-no-route-out", Level: Mandatory, Stack: stackAWSAgentsNoRouteOut,
+			Description: "With a model gateway on aws, agents have no route out: no agent service runs in a subnet whose route table reaches an internet or NAT gateway, and the agents' security group has no egress to 0.0.0.0/0 or ::/0; the gateway is the flock's one way out."},
+		{Name: "ecs-task-no-gateway-key-in-agent", Level: Mandatory, Stack: ecsTaskNoGatewayKeyInAgent,
+			Description: "No agent task reads a secret of the model gateway (an upstream's key, its bus seed) or holds an API key in its environment (a variable named *_API_KEY, *_SECRET* or *PASSWORD*, or a value like sk-ant-... or sk-...): the keys stay with the gateway."},
 	}
 }
