@@ -153,8 +153,9 @@ func WithSecret(cfg Config) (Config, []string) {
 }
 
 // RunDev captures the dev stack as Pulumi.dev.yaml declares it, with the
-// given keys overriding or adding to its config.
-func RunDev(overrides Config) (*Stack, error) {
+// given keys overriding or adding to its config (secretKeys among them are
+// secrets, as `pulumi config set --secret` makes them).
+func RunDev(overrides Config, secretKeys ...string) (*Stack, error) {
 	cfg, err := StackConfig("dev")
 	if err != nil {
 		return nil, err
@@ -167,7 +168,7 @@ func RunDev(overrides Config) (*Stack, error) {
 		cfg[k] = v
 	}
 	cfg, secrets := WithSecret(cfg)
-	return Run("dev", cfg, secrets...)
+	return Run("dev", cfg, append(secrets, secretKeys...)...)
 }
 
 // StackConfig reads Pulumi.<stack>.yaml from the project root.

@@ -20,7 +20,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,6 +101,10 @@ func run(m *testing.M) (code int) {
 			tctx, tcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer tcancel()
 			if fut != nil && fut.replayed != nil {
+				if err := fut.stopFakeModel(tctx); err != nil {
+					fmt.Fprintln(os.Stderr, "e2e teardown: the fake model:", err)
+					code = 1
+				}
 				if err := fut.replayed.Teardown(tctx); err != nil {
 					fmt.Fprintln(os.Stderr, "e2e teardown:", err)
 					code = 1
@@ -164,7 +167,7 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 	if err := os.Chmod(work, 0o755); err != nil {
 		return nil, err
 	}
-	for _, b := range []string{"flock-agent", "flock-bus"} {
+	for _, b := range []string{"flock-agent", "flock-bus", "flock-gateway"} {
 		if err := goBuild(filepath.Join(root, "agent", "bin", b), "./agent/cmd/"+b); err != nil {
 			return nil, err
 		}
@@ -174,16 +177,28 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 		return nil, err
 	}
 	shared := filepath.Join(work, "shared")
+	// agent-6's own image starts from a Debian root with Python, made offline.
+	if out, err := exec.CommandContext(ctx, "bash", filepath.Join(root, "tests", "images", "debian-python.sh")).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("the Python base image: %v\n%s", err, out)
+	}
+	// The example AI agent is agent-4's program: it is in common before the
+	// flock starts (a program that is missing would be retried with a backoff).
+	if err := goBuild(filepath.Join(shared, "common", "bin", "ai-agent"), "./examples/ai-agent"); err != nil {
+		return nil, err
+	}
 	stack, err := capture.RunDev(capture.Config{
 		"flock:runtime":    os.Getenv("FLOCK_E2E_RUNTIME"),
 		"flock:name":       "e2e",
-		"flock:agentCount": strconv.Itoa(agentCount),
+		"flock:agentCount": "",
+		"flock:agents":     e2eAgents(),
+		"flock:gateway":    e2eGateway,
+		gatewayKeyConfig:   e2eKey,
 		"flock:shared":     fmt.Sprintf(`{"root": %q, "stateRoot": %q}`, shared, filepath.Join(work, "state")),
 		"flock:network":    `{"pool": "10.211.0.0/16", "prefixLength": 29}`,
 		"flock:limits":     `{"cpus": 0.5, "memoryMiB": 128, "pids": 64, "tmpfsMiB": 16, "taskTimeout": "60s", "concurrency": 2, "diskMiB": 64}`,
 		"flock:bus":        `{"heartbeatInterval": "2s", "ackWait": "5s", "maxDeliver": 4, "resultsMiBPerAgent": 8}`,
 		"flock:docker":     `{"baseImage": "scratch"}`,
-	})
+	}, gatewayKeyConfig)
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
 	}
@@ -204,6 +219,10 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 	if err != nil {
 		return f, err
 	}
+	// The fake model the gateway calls, on the egress network.
+	if err := f.startFakeModel(ctx, work); err != nil {
+		return f, fmt.Errorf("fake model: %w", err)
+	}
 	if err := f.waitForHeartbeats(ctx, 90*time.Second); err != nil {
 		return f, err
 	}
@@ -211,7 +230,7 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 	f.startTime = time.Since(start)
 	// Put the probe into each agent's own directory: the root filesystem is
 	// read-only, so the containers stay exactly as declared.
-	for _, id := range f.agents[:2] {
+	for _, id := range f.agents[:3] { // agent-3: the gateway budget probe
 		if err := f.installProbe(probeBin, id); err != nil {
 			return f, err
 		}

@@ -239,7 +239,7 @@ func TestBusPermissionsFromContainer(t *testing.T) {
 			t.Logf("%s: %s", k, v)
 		}
 	}
-	if len(outcome) < 11 {
+	if len(outcome) < 13 {
 		t.Errorf("only %d attempts reported: %v", len(outcome), outcome)
 	}
 }

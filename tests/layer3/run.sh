@@ -8,8 +8,11 @@
 #   4. pulumi preview --expect-no-changes (no churn)
 #   5. one agent more: the plan creates only its resources, pulumi up keeps
 #      the bus's and every other agent's container, and the preview after is clean
-#   6. make preview with the policy pack: clean, then blocking a container made writable
-#   7. make destroy: nothing of the flock left on the engine, no key on the host
+#   6. the model gateway: flock:gateway with its key as a secret, pulumi up,
+#      a task running the example AI agent gets a fake model's answer through
+#      it, the fake saw the key no agent holds, and the preview after is clean
+#   7. make preview with the policy pack: clean, then blocking a container made writable
+#   8. make destroy: nothing of the flock left on the engine, no key on the host
 # Every step prints its time; a table of them closes the run.
 #
 # FLOCK_LAYER3_AGENTS=N deploys N agents instead of Pulumi.dev.yaml's count.
@@ -200,7 +203,46 @@ ok=$(grep -c '\] ok' "$logs/flock-test-2.log" || true)
 [ "$ok" -eq "$((count + 1))" ] || die "make flock-test after adding $new: $ok of $((count + 1)) agents answered ok"
 run "pulumi preview --expect-no-changes (after adding)" preview-2.log pulumi preview --expect-no-changes -s "$stack"
 
-# 6. The policy pack: clean, then blocking a broken change.
+# 6. The model gateway, its upstream a fake model on the egress network (the
+# pool's second-to-last subnet; the gateway is .246 there, the fake .245).
+count=$((count + 1))
+gw_key="sk-ant-layer3-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+fake_ip=10.210.255.245
+answer="layer3: an answer through the gateway"
+pulumi config set --path 'flock:gateway.upstreams.anthropic.url' "http://$fake_ip:9090" -s "$stack"
+pulumi config set --secret flock:anthropicApiKey "$gw_key" -s "$stack"
+grep -q "$gw_key" Pulumi.dev.yaml && die "the gateway's key is in Pulumi.dev.yaml in plain text"
+common=$(sed -n 's/^    root: *//p' Pulumi.dev.yaml)/common
+run "build the example AI agent and the fake model" build-ai.log bash -c "
+  CGO_ENABLED=0 go build -o '$common/bin/ai-agent' ./examples/ai-agent &&
+  mkdir -p '$work/fake' && CGO_ENABLED=0 go build -o '$work/fake/fake-model' ./tests/fakemodel/cmd/fake-model &&
+  printf 'FROM scratch\nCOPY fake-model /fake-model\nENTRYPOINT [\"/fake-model\"]\n' >'$work/fake/Dockerfile' &&
+  docker build -q -t ai-flock-layer3/fake-model:latest '$work/fake'"
+t0=$(now)
+run "pulumi up (with the gateway)" up-gateway.log pulumi up --yes -s "$stack"
+wait_healthy "$count" 120
+until [ "$(docker inspect -f '{{.State.Health.Status}}' "$flock-gateway" 2>/dev/null)" = healthy ]; do
+  [ "$(secs "$t0" "$(now)" | cut -d. -f1)" -lt 180 ] || die "the gateway is not healthy: $(docker ps -a --filter name="$flock-gateway" --format '{{.Status}}')"
+  sleep 0.5
+done
+record "pulumi up (with the gateway) to it and every agent healthy" "$(secs "$t0" "$(now)")"
+docker run -d --name layer3-fake-model --network "$flock-egress" --ip "$fake_ip" --read-only --cap-drop ALL --user 65534:65534 \
+  -e FAKE_MODEL_KEY="$gw_key" -e FAKE_MODEL_ANSWER="$answer" ai-flock-layer3/fake-model:latest >/dev/null
+run "a task runs the example AI agent through the gateway" ask.log \
+  go run ./agent/cmd/flock-agent task --nkey "$OPERATOR_KEY" --agent agent-1 -- /shared/common/bin/ai-agent ask What is a flock?
+grep -q "$answer" "$logs/ask.log" || { cat "$logs/ask.log" >&2; die "agent-1 did not get the fake model's answer through the gateway"; }
+seen=$(curl -fsS "http://$fake_ip:9090/_fake/seen") || die "the fake model does not answer on the egress network"
+grep -q "$gw_key" <<<"$seen" || die "the fake model never saw the gateway's key: $seen"
+for c in $(docker ps -q --filter "label=ai-flock.flock=$flock" --filter label=ai-flock.role=agent); do
+  docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$c" | grep -q "$gw_key" && die "an agent's environment holds the key"
+done
+echo "   agent-1: \"$(grep -m1 -o "$answer" "$logs/ask.log")\"; the fake saw the gateway's key; no agent holds it"
+run "pulumi preview --expect-no-changes (with the gateway)" preview-3.log pulumi preview --expect-no-changes -s "$stack"
+docker rm -f layer3-fake-model >/dev/null
+docker image rm -f ai-flock-layer3/fake-model:latest >/dev/null
+rm -f "$common/bin/ai-agent"
+
+# 7. The policy pack: clean, then blocking a broken change.
 run "make preview (diff with the policy pack)" policy-clean.log make --no-print-directory preview
 ! grep -qi 'mandatory' "$logs/policy-clean.log" || die "the policy pack reports violations on the stack ($logs/policy-clean.log)"
 sed -i 's/ReadOnly:     pulumi.Bool(true)/ReadOnly:     pulumi.Bool(false)/' infra/dockerflock/dockerflock.go
@@ -215,7 +257,7 @@ echo "   blocked: $(grep -m1 -o 'container-read-only-rootfs.*' "$logs/policy-bro
 record "policy pack blocking a writable container" "$(secs "$t0" "$(now)")"
 git checkout -q infra/dockerflock/dockerflock.go
 
-# 7. Destroy, as the README says, and look for anything left.
+# 8. Destroy, as the README says, and look for anything left.
 run "make destroy" destroy.log make --no-print-directory destroy
 deployed=0
 left=$(docker ps -aq --filter "label=ai-flock.flock=$flock"; docker network ls -q --filter "label=ai-flock.flock=$flock"; docker images -q "ai-flock/$flock-*")
@@ -224,12 +266,13 @@ engine_after=$(engine_count)
 [ "$engine_after" = "$engine_before" ] || die "the engine held $engine_before before the deploy and holds $engine_after after destroy"
 keys=$(find "$state_root" -name '*.nk*' 2>/dev/null || true)
 [ -z "$keys" ] || die "credentials left on the host after destroy: $keys"
+[ ! -e "$state_root/gateway" ] || die "the gateway's keys are left on the host after destroy: $state_root/gateway"
 [ ! -e "$OPERATOR_KEY" ] || die "the operator key $OPERATOR_KEY is left after destroy"
 echo "   the engine holds what it held before ($engine_after); no key under $state_root or at the operator key's path"
 pulumi stack rm --yes -s "$stack" >/dev/null 2>&1 || true
 
 echo
-echo "layer3: every step passed ($count agents, then $((count + 1)); $replicas bus node(s))"
+echo "layer3: every step passed ($((count - 1)) agents, then $count and the gateway; $replicas bus node(s))"
 printf '%s\n' "${table[@]}"
 }
 

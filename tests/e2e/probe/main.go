@@ -161,6 +161,17 @@ func main() {
 	case "forge-pool":
 		// A hostile agent: claim the next pool task another agent is given.
 		forgePool(arg(2), arg(3))
+	case "http":
+		httpCall(arg(2), arg(3), len(os.Args) > 4 && os.Args[4] == "stream")
+	case "connect":
+		connectVia(arg(2), arg(3))
+	case "flood":
+		n, _ := strconv.Atoi(arg(4))
+		secs, _ := strconv.Atoi(arg(5))
+		flood(arg(2), arg(3), n, time.Duration(secs)*time.Second)
+	case "latency":
+		n, _ := strconv.Atoi(arg(4))
+		latency(arg(2), arg(3), n)
 	case "mcp":
 		// An agent program: start `/flock-agent mcp` on stdio, call one tool
 		// with the JSON arguments given, print its structured output.
@@ -320,7 +331,7 @@ func mcpCall(tool, args string) {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|mcp ...")
+	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|mcp|http|connect|flood|latency ...")
 	os.Exit(2)
 }
 
@@ -463,6 +474,9 @@ func natsProbe(url, seedFile, other string) {
 	try("publish as other heartbeat", func() error { return nc.Publish("agent."+other+".heartbeat", []byte(`{}`)) })
 	try("publish as other result", func() error { return nc.Publish("task.result."+other, []byte(`{}`)) })
 	try("publish broadcast", func() error { return nc.Publish("broadcast", []byte(`{}`)) })
+	// Usage is the gateway's word: no agent may publish it, not even its own.
+	try("publish own usage", func() error { return nc.Publish("agent."+self+".usage", []byte(`{"v":1,"total":0}`)) })
+	try("publish other usage", func() error { return nc.Publish("agent."+other+".usage", []byte(`{"v":1,"total":999999}`)) })
 	try("subscribe other agent", func() error { _, err := nc.SubscribeSync("agent." + other + ".>"); return err })
 	try("subscribe other inbox", func() error { _, err := nc.SubscribeSync("agent." + other + ".inbox.*"); return err })
 	try("send as other", func() error { return nc.Publish("agent."+other+".inbox."+other, []byte(`{"v":1,"body":"forged"}`)) })

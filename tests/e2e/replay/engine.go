@@ -163,13 +163,23 @@ func tarContext(dir string) (io.Reader, error) {
 			}
 		}
 	}
-	// The last pattern that matches decides; "!" re-includes.
+	// As the engine reads it: the last pattern that matches decides, "!"
+	// re-includes, and a pattern matches a path when it matches the path or
+	// any directory above it (so "*" excludes bin/x unless "!bin/x" follows).
+	matches := func(p, rel string) bool {
+		for q := rel; q != "."; q = filepath.Dir(q) {
+			if m, _ := filepath.Match(p, q); m {
+				return true
+			}
+		}
+		return false
+	}
 	ignored := func(rel string) bool {
 		out := false
 		for _, p := range ignore {
 			neg := strings.HasPrefix(p, "!")
 			p = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(p, "!"), "/"), "/")
-			if m, _ := filepath.Match(p, rel); m || strings.HasPrefix(rel, p+"/") {
+			if matches(p, rel) {
 				out = !neg
 			}
 		}

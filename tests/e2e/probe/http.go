@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The gateway probes: what an agent gets when it calls the model gateway,
+// its CONNECT proxy, or floods it.
+
+// anthropicBody is a Messages API request for model.
+func anthropicBody(model string, stream bool) string {
+	return fmt.Sprintf(`{"model":%q,"max_tokens":64,"stream":%v,"messages":[{"role":"user","content":"hello"}]}`, model, stream)
+}
+
+// httpCall: probe http URL MODEL [stream]: POST a Messages request with a
+// dummy key, as a stock SDK would; prints the status and body; exit 0 on 2xx.
+func httpCall(url, model string, stream bool) {
+	status, body, err := post(http.DefaultClient, url, model, stream)
+	if err != nil {
+		fail(err)
+	}
+	fmt.Printf("STATUS %d\n%s\n", status, body)
+	if status/100 != 2 {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func post(c *http.Client, url, model string, stream bool) (int, string, error) {
+	req, err := http.NewRequest("POST", url, strings.NewReader(anthropicBody(model, stream)))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("content-type", "application/json")
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("x-api-key", "dummy-the-gateway-holds-the-key")
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b), nil
+}
+
+// connectVia: probe connect PROXYHOST:PORT TARGET: a CONNECT through the
+// gateway; exit 0 when the tunnel opens (and prints the status line).
+func connectVia(proxy, target string) {
+	c, err := net.DialTimeout("tcp", proxy, 3*time.Second)
+	if err != nil {
+		fail(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "CONNECT"})
+	if err != nil {
+		fail(err)
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	fmt.Printf("STATUS %d\n%s\n", resp.StatusCode, b)
+	if resp.StatusCode != 200 {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// flood: probe flood URL MODEL CONNS SECONDS: CONNS loops posting as fast as
+// they can; prints the count of each status as JSON.
+func flood(url, model string, conns int, d time.Duration) {
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}, Timeout: 30 * time.Second}
+	var mu sync.Mutex
+	counts := map[string]int{}
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				status, _, err := post(c, url, model, false)
+				k := strconv.Itoa(status)
+				if err != nil {
+					k = "error"
+				}
+				mu.Lock()
+				counts[k]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	json.NewEncoder(os.Stdout).Encode(counts)
+	os.Exit(0)
+}
+
+// latency: probe latency URL MODEL N: N calls one after another; prints the
+// p50 and p99 in microseconds, and how many were not 200.
+func latency(url, model string, n int) {
+	c := &http.Client{Timeout: 30 * time.Second}
+	var ds []time.Duration
+	bad := 0
+	for range n {
+		start := time.Now()
+		status, _, err := post(c, url, model, false)
+		ds = append(ds, time.Since(start))
+		if err != nil || status != 200 {
+			bad++
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	json.NewEncoder(os.Stdout).Encode(map[string]any{
+		"p50_us": ds[len(ds)/2].Microseconds(), "p99_us": ds[len(ds)*99/100].Microseconds(), "not_ok": bad, "n": n,
+	})
+	os.Exit(0)
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# debian-python.sh: a Debian bookworm image with Python 3, made offline from
+# Debian's packages (debootstrap, then docker import): the base of the e2e
+# suite's bring-your-own agent image, since no image can be pulled here.
+#
+# The image (FLOCK_PYTHON_IMAGE) is kept, and the root's tarball cached
+# (FLOCK_TEST_CACHE), so later runs take a second. Needs root and debootstrap.
+set -euo pipefail
+
+IMAGE=${FLOCK_PYTHON_IMAGE:-flock-test/bookworm-python:latest}
+CACHE=${FLOCK_TEST_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/flock-test-images}
+MIRROR=${FLOCK_TEST_MIRROR:-http://deb.debian.org/debian}
+
+if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  echo "debian-python: reusing $IMAGE"
+  exit 0
+fi
+tarball=$CACHE/bookworm-python.tar
+if [[ ! -s $tarball ]]; then
+  [[ $EUID -eq 0 ]] || { echo "debian-python: debootstrap needs root" >&2; exit 1; }
+  command -v debootstrap >/dev/null || { echo "debian-python: debootstrap is not installed (tests/setup.sh installs it)" >&2; exit 1; }
+  rootfs=$(mktemp -d /var/tmp/flock-python.XXXXXX)
+  trap 'rm -rf "$rootfs"' EXIT
+  echo "debian-python: debootstrap --variant=minbase --include=python3 bookworm ($MIRROR)"
+  start=$(date +%s)
+  debootstrap --variant=minbase --include=python3 bookworm "$rootfs" "$MIRROR" >"$rootfs.log" 2>&1 ||
+    { tail -n 20 "$rootfs.log" >&2; exit 1; }
+  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs.log"
+  mkdir -p "$CACHE"
+  tar -C "$rootfs" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
+  echo "debian-python: root made in $(( $(date +%s) - start ))s"
+fi
+docker import - "$IMAGE" <"$tarball" >/dev/null
+echo "debian-python: imported $IMAGE"
