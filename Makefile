@@ -21,6 +21,7 @@ all: bin test
 bin:
 	$(GOFLAGS_STATIC) $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/flock-agent ./agent/cmd/flock-agent
 	$(GOFLAGS_STATIC) $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/flock-bus ./agent/cmd/flock-bus
+	$(GOFLAGS_STATIC) $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/flock-gateway ./agent/cmd/flock-gateway
 
 ## deploy: pulumi up of the dev stack (creates the stack and its bus secret on first use).
 ## It applies without a preview of its own: `make preview` shows the plan.

@@ -31,3 +31,9 @@ fi
 echo
 # The agent: idle RSS, image size, tasks/s and latency, time to first heartbeat.
 go run ./tests/bench/flock-bench
+echo
+# The model gateway: a small call straight to a fake model and through the
+# gateway in the same run (p50/p99), and the gateway's idle RSS.
+echo "gateway (go test -bench ./agent/gateway ./agent/cmd/flock-gateway):"
+go test -run '^$' -bench . -benchtime 2000x ./agent/gateway | grep '^Benchmark'
+go test -run '^$' -bench IdleRSS ./agent/cmd/flock-gateway | grep '^Benchmark'
