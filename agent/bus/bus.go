@@ -84,6 +84,7 @@ type Server struct {
 	applied    sync.Cond              // signalled after each successful reconcile (on mu)
 	generation uint64                 // successful reconciles so far (on mu)
 	closing    bool                   // Shutdown began (on mu): nobody waits on applied any more
+	waitingFor string                 // why the wanted topology is not applied yet (on mu)
 	started    time.Time
 	dead       chan advisory
 	stop       chan struct{}

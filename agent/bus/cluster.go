@@ -63,11 +63,15 @@ func (s *Server) reconcileLoop() {
 			if msg := err.Error(); msg != lastErr { // once per distinct reason, not every tick
 				s.log.Info("topology not applied yet: waiting for the cluster", "leader", leader, "reason", msg)
 				lastErr = msg
+				s.mu.Lock()
+				s.waitingFor = fmt.Sprintf("%s (meta leader: %t)", msg, leader)
+				s.mu.Unlock()
 			}
 			continue
 		}
 		pending, lastErr = false, ""
 		s.mu.Lock()
+		s.waitingFor = ""
 		if s.generation == 0 {
 			close(s.reconciled)
 		}
@@ -168,7 +172,13 @@ func (s *Server) Ready() error {
 	select {
 	case <-s.reconciled:
 	default:
-		return fmt.Errorf("topology not applied yet")
+		s.mu.Lock()
+		why := s.waitingFor
+		s.mu.Unlock()
+		if why == "" {
+			return fmt.Errorf("topology not applied yet")
+		}
+		return fmt.Errorf("topology not applied yet: %s", why)
 	}
 	if st := s.ns.Healthz(nil); st.Error != "" {
 		return fmt.Errorf("%s", st.Error)

@@ -6,11 +6,23 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/protocol"
 )
+
+// requestTimeout bounds each JetStream request of a reconcile. In a cluster
+// that has just regained its quorum, a stream may have no leader yet and a
+// request about it gets no answer: without a bound of its own it would hold
+// the whole pass until the pass's deadline (seen: a node not ready a minute
+// after a restart), and the streams that were fine would wait with it.
+const requestTimeout = 10 * time.Second
+
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, requestTimeout)
+}
 
 // reconcile makes the JetStream layout match topo: streams and consumers are
 // created or updated; durable consumers on the task stream that topo no longer
@@ -23,7 +35,10 @@ func (s *Server) reconcile(ctx context.Context, topo protocol.Topology) error {
 	var errs []error
 	errs = append(errs, s.removeStaleStreams(ctx, topo)...)
 	for _, sc := range topo.Streams {
-		if _, err := s.js.CreateOrUpdateStream(ctx, sc); err != nil {
+		rctx, cancel := bounded(ctx)
+		_, err := s.js.CreateOrUpdateStream(rctx, sc)
+		cancel()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("stream %s: %w", sc.Name, err))
 		}
 	}
@@ -33,13 +48,18 @@ func (s *Server) reconcile(ctx context.Context, topo protocol.Topology) error {
 			want[c.Stream] = map[string]bool{}
 		}
 		want[c.Stream][c.Config.Durable] = true
-		if _, err := s.js.CreateOrUpdateConsumer(ctx, c.Stream, c.Config); err != nil {
+		rctx, cancel := bounded(ctx)
+		_, err := s.js.CreateOrUpdateConsumer(rctx, c.Stream, c.Config)
+		cancel()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("consumer %s/%s: %w", c.Stream, c.Config.Durable, err))
 		}
 	}
 	// Only the task stream's consumers are owned by the topology; other
 	// streams may carry consumers the operator made (e.g. to read results).
 	if slices.ContainsFunc(topo.Streams, func(sc jetstream.StreamConfig) bool { return sc.Name == protocol.StreamTasks }) {
+		ctx, cancel := bounded(ctx)
+		defer cancel()
 		stream, err := s.js.Stream(ctx, protocol.StreamTasks)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("stream %s: %w", protocol.StreamTasks, err))
@@ -81,6 +101,8 @@ func (s *Server) removeStaleStreams(ctx context.Context, topo protocol.Topology)
 		want[sc.Name] = true
 	}
 	var errs []error
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	names := s.js.StreamNames(ctx)
 	var stale []string
 	for n := range names.Name() {
