@@ -202,10 +202,45 @@ if status.zero?
         penv == { "FLOCK_GVISOR" => "1", "FLOCK_USERNS_REMAP" => "1", "FLOCK_SKIP_GO" => "1" }, penv.inspect)
 end
 
-# 3. bad input fails clearly
+# 3. libvirt domain type, CPU model and management network
+hardware_kvm = File.chardev?("/dev/kvm") &&
+               (File.directory?("/sys/module/kvm_intel") || File.directory?("/sys/module/kvm_amd"))
+status, cfg = evaluate({})
+if status.zero?
+  s = cfg.dig("providers", "libvirt", "settings") || {}
+  want = hardware_kvm ? "kvm" : "qemu"
+  check("libvirt: driver defaults to #{want} on this host (hardware KVM: #{hardware_kvm})", s["driver"] == want, s.inspect)
+  check("libvirt: management network left to vagrant-libvirt by default",
+        !s.key?("management_network_address") && !s.key?("management_network_name"), s.inspect)
+end
+status, cfg = evaluate({ "FLOCK_VM_LIBVIRT_DRIVER" => "kvm" })
+s = status.zero? ? cfg.dig("providers", "libvirt", "settings") : {}
+check("libvirt: FLOCK_VM_LIBVIRT_DRIVER=kvm keeps vagrant-libvirt's host CPU model",
+      s["driver"] == "kvm" && !s.key?("cpu_mode") && !s.key?("cpu_model"), s.inspect)
+status, cfg = evaluate({ "FLOCK_VM_LIBVIRT_DRIVER" => "qemu" })
+s = status.zero? ? cfg.dig("providers", "libvirt", "settings") : {}
+check("libvirt: FLOCK_VM_LIBVIRT_DRIVER=qemu (TCG) uses the custom CPU model qemu64",
+      s["driver"] == "qemu" && s["cpu_mode"] == "custom" && s["cpu_model"] == "qemu64", s.inspect)
+status, cfg = evaluate({ "FLOCK_VM_LIBVIRT_DRIVER" => "kvm", "FLOCK_VM_LIBVIRT_CPU_MODEL" => "Nehalem",
+                         "FLOCK_VM_LIBVIRT_NETWORK" => "10.213.121.0/24" })
+s = status.zero? ? cfg.dig("providers", "libvirt", "settings") : {}
+check("libvirt: FLOCK_VM_LIBVIRT_CPU_MODEL sets a custom CPU model",
+      s["cpu_mode"] == "custom" && s["cpu_model"] == "Nehalem", s.inspect)
+check("libvirt: FLOCK_VM_LIBVIRT_NETWORK sets a management network of its own",
+      s["management_network_address"] == "10.213.121.0/24" && s["management_network_name"] == "flock-vm-10-213-121", s.inspect)
+penv = status.zero? ? cfg.dig("vm", "provisioners", 0, "opts", "env") : nil
+check("FLOCK_VM_LIBVIRT_* settings are not passed to the provisioner", penv == {}, penv.inspect)
+
+# 4. bad input fails clearly
 status, out = evaluate({ "FLOCK_VM_CPUS" => "lots" })
 check("rejects a non-integer FLOCK_VM_CPUS with a message naming it",
       !status.zero? && out.to_s.include?("FLOCK_VM_CPUS"), out.to_s.strip)
+status, out = evaluate({ "FLOCK_VM_LIBVIRT_DRIVER" => "xen" })
+check("rejects an unknown FLOCK_VM_LIBVIRT_DRIVER with a message naming it",
+      !status.zero? && out.to_s.include?("FLOCK_VM_LIBVIRT_DRIVER"), out.to_s.strip)
+status, out = evaluate({ "FLOCK_VM_LIBVIRT_NETWORK" => "10.213.121.7" })
+check("rejects a FLOCK_VM_LIBVIRT_NETWORK that is not a /24 with a message naming it",
+      !status.zero? && out.to_s.include?("FLOCK_VM_LIBVIRT_NETWORK"), out.to_s.strip)
 
 puts "vagrantfile: #{$passed} passed, #{$failed} failed"
 exit($failed.zero? ? 0 : 1)
