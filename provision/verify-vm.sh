@@ -9,7 +9,8 @@
 #
 # Container checks pull FLOCK_VERIFY_IMAGE (default busybox:1.36) if it is not
 # present; without registry access they are reported as SKIP.
-# Prints PASS/FAIL/SKIP per check and "N passed, M failed"; exits 1 on failure.
+# Prints PASS/FAIL/SKIP per check and "N passed, M failed, K skipped"; exits 1
+# on failure.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
@@ -20,6 +21,7 @@ set -euo pipefail
 
 passed=0
 failed=0
+skipped=0
 pass() {
   passed=$((passed + 1))
   printf 'PASS: %s\n' "$*"
@@ -28,7 +30,10 @@ fail() {
   failed=$((failed + 1))
   printf 'FAIL: %s\n' "$*"
 }
-skip() { printf 'SKIP: %s\n' "$*"; }
+skip() {
+  skipped=$((skipped + 1))
+  printf 'SKIP: %s\n' "$*"
+}
 check() { # check NAME COMMAND...
   local name=$1
   shift
@@ -56,6 +61,10 @@ cidr_within() {
   ((np >= pp && (n >> (32 - pp)) == (p >> (32 - pp))))
 }
 
+# AppArmor (CIS Docker Benchmark 5.1): the kernel has it on, and dockerd uses it.
+expect "AppArmor enabled in the kernel" "$(cat /sys/module/apparmor/parameters/enabled 2>/dev/null)" Y
+expect "docker info lists the apparmor security option" \
+  "$(info '{{json .SecurityOptions}}' | grep -c 'name=apparmor')" 1
 expect "daemon log driver" "$(info '{{.LoggingDriver}}')" json-file
 expect "daemon live-restore" "$(info '{{.LiveRestoreEnabled}}')" true
 if [[ -n $(jq -r '."userns-remap" // empty' /etc/docker/daemon.json) ]]; then
@@ -102,6 +111,13 @@ if docker image inspect "$FLOCK_VERIFY_IMAGE" >/dev/null 2>&1 || docker pull -q 
     "$(docker inspect "$cid" --format '{{index .HostConfig.LogConfig.Config "max-size"}}')" \
     "$(jq -r '."log-opts"."max-size"' /etc/docker/daemon.json)"
   docker rm "$cid" >/dev/null
+  # The container's own view of its confinement, and what dockerd recorded.
+  cid=$(docker create "$FLOCK_VERIFY_IMAGE" cat /proc/self/attr/current)
+  expect "containers run under AppArmor profile docker-default, enforced" \
+    "$(docker start -a "$cid" 2>&1 | tr -d '\0')" "docker-default (enforce)"
+  expect "docker inspect: AppArmorProfile docker-default" \
+    "$(docker inspect "$cid" --format '{{.AppArmorProfile}}')" docker-default
+  docker rm "$cid" >/dev/null
   if info '{{json .Runtimes}}' | grep -q '"runsc"'; then
     # gVisor's own kernel log proves the sandbox; the default bridge network
     # proves the --network=host registration lets networked containers start.
@@ -114,5 +130,5 @@ else
   skip "container checks: cannot pull $FLOCK_VERIFY_IMAGE (no registry access?)"
 fi
 
-printf '%d passed, %d failed\n' "$passed" "$failed"
+printf '%d passed, %d failed, %d skipped\n' "$passed" "$failed" "$skipped"
 [[ $failed -eq 0 ]]

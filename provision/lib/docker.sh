@@ -197,7 +197,10 @@ ensure_docker_running() {
 provision_docker() {
   step "Docker engine"
   check_docker_settings
-  apt_install ca-certificates curl jq iptables iproute2
+  # apparmor: dockerd confines containers with its docker-default profile only
+  # when apparmor_parser exists (CIS Docker Benchmark 5.1); docker.io merely
+  # recommends the package, and recommends are not installed here.
+  apt_install ca-certificates curl jq iptables iproute2 apparmor
   install_gvisor
   # daemon.json before the engine: on a fresh machine dockerd's very first
   # start already uses the hardened configuration.
