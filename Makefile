@@ -13,7 +13,7 @@ OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
 PARALLEL ?= 16
 
 .PHONY: all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-gvisor provision-check actionlint bench layer3 \
-        vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy flock-test flock-logs flock-watch
+        vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy vm-test flock-test flock-logs flock-watch
 
 all: bin test
 
@@ -125,6 +125,9 @@ vm-shared:
 	provision/pull-shared.sh
 vm-destroy:
 	vagrant destroy -f
+## vm-test: boot the VM for real (libvirt, offline box), provision it twice, verify, destroy (root)
+vm-test:
+	bash tests/vm/run.sh
 
 ## flock-test: send a task to every agent and wait for the results. The agent
 ## image holds one static binary and no shell: the task runs a tool built into it.
