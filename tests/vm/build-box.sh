@@ -276,6 +276,20 @@ EOF
   find "$CACHE" -maxdepth 1 -name 'flock-debian-12-*.box' ! -name "${BOX_FILE##*/}" -delete
 }
 
+# remove_stale_volumes: vagrant-libvirt copies a box into libvirt's pool once
+# per box file (the volume name carries its mtime) and never removes it. The
+# copies of earlier builds go, unless a VM still has one as its backing file.
+remove_stale_volumes() {
+  command -v virsh >/dev/null && virsh -q pool-info default >/dev/null 2>&1 || return 0
+  local prefix=${BOX_NAME//\//-VAGRANTSLASH-}_vagrant_box_image_ vol used dom
+  used=$(for dom in $(virsh list --all --name); do virsh dumpxml "$dom"; done 2>/dev/null)
+  virsh -q vol-list default 2>/dev/null | awk '{print $1}' | while read -r vol; do
+    [[ $vol == "$prefix"* ]] || continue
+    grep -qF "/$vol'" <<<"$used" && continue
+    virsh -q vol-delete --pool default "$vol" >/dev/null && log "removed the stale pool volume $vol"
+  done
+}
+
 if [[ $REBUILD == 1 || ! -s $BOX_FILE ]]; then
   build_box
   log "built $BOX_FILE in $(($(date +%s) - T0)) s"
@@ -289,6 +303,7 @@ else
   log "vagrant box add --force --name $BOX_NAME"
   VAGRANT_CHECKPOINT_DISABLE=1 vagrant box add --force --name "$BOX_NAME" "$BOX_FILE" >/dev/null
   [[ $(cat "$INSTALLED_STAMP" 2>/dev/null) == "$KEY" ]] || die "vagrant box add did not install $BOX_FILE as expected ($INSTALLED_STAMP)"
+  remove_stale_volumes
 fi
 echo "$BOX_FILE"
 log "done in $(($(date +%s) - T0)) s"

@@ -72,14 +72,14 @@ die() {
 }
 # timed LABEL SECONDS: remember one measured step for the summary.
 timed() {
-  TIMINGS+=("$(printf '%-34s %5d s' "$1" "$2")")
+  TIMINGS+=("$(printf '%-44s %5d s' "$1" "$2")")
   say "$1: $2 s"
 }
 summary() {
   local t
   say "timings (driver $FLOCK_VM_LIBVIRT_DRIVER):"
   for t in "${TIMINGS[@]}"; do printf '  %s\n' "$t"; done
-  printf '  %-34s %5d s\n' total "$(($(date +%s) - T_START))"
+  printf '  %-44s %5d s\n' total "$(($(date +%s) - T_START))"
   say "logs in $LOGS"
 }
 
@@ -169,7 +169,8 @@ vagrant_cmd() { vagrant "$@"; }
 
 # destroy_vm LABEL
 destroy_vm() {
-  [[ -d $VAGRANT_DOTFILE_PATH/machines ]] || return 0
+  # Vagrant keeps the machine directory after a destroy; the id is the VM.
+  [[ -s $VAGRANT_DOTFILE_PATH/machines/default/libvirt/id ]] || return 0
   local t0
   t0=$(date +%s)
   vagrant_cmd destroy -f >>"$LOGS/destroy.log" 2>&1 || say "vagrant destroy failed (see $LOGS/destroy.log)"
