@@ -122,6 +122,22 @@ ensure_libvirtd() {
   fi
 }
 
+# ensure_kvm_access: libvirt runs qemu as libvirt-qemu (group kvm), which
+# udev lets use /dev/kvm. Without udev (no systemd) /dev/kvm may be root-only
+# and the domain fails with "Could not access KVM kernel module". An ACL for
+# that one user adds access without changing anyone else's.
+ensure_kvm_access() {
+  [[ -c /dev/kvm ]] || die "FLOCK_VM_LIBVIRT_DRIVER=kvm but there is no /dev/kvm"
+  id libvirt-qemu >/dev/null 2>&1 || return 0
+  runuser -u libvirt-qemu -- test -r /dev/kvm -a -w /dev/kvm && return 0
+  if ! command -v setfacl >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends acl >/dev/null
+  fi
+  say "giving libvirt-qemu access to /dev/kvm (ACL), as udev would"
+  setfacl -m u:libvirt-qemu:rw /dev/kvm
+  runuser -u libvirt-qemu -- test -r /dev/kvm -a -w /dev/kvm || die "libvirt-qemu cannot use /dev/kvm"
+}
+
 # hardware_kvm: the same test as the Vagrantfile's default.
 hardware_kvm() {
   [[ -c /dev/kvm && (-d /sys/module/kvm_intel || -d /sys/module/kvm_amd) ]]
@@ -212,7 +228,10 @@ main() {
   fi
   export FLOCK_VM_LIBVIRT_DRIVER
   case $FLOCK_VM_LIBVIRT_DRIVER in
-    kvm) say "domain type kvm (hardware virtualization)" ;;
+    kvm)
+      say "domain type kvm$(hardware_kvm && echo ' (hardware virtualization)' || echo ': forced, but this host has no hardware KVM')"
+      ensure_kvm_access
+      ;;
     qemu) say "domain type qemu: software emulation (TCG)$(hardware_kvm || echo ', no hardware KVM on this host')" ;;
     *) die "FLOCK_VM_LIBVIRT_DRIVER must be kvm or qemu" ;;
   esac
