@@ -139,8 +139,11 @@ func runControl(t *testing.T, bin string, args []string, user string) replay.Exe
 	dir := filepath.Dir(filepath.Join(fut.sharedRoot, "agents", fut.agents[0], ".probe", "probe"))
 	id, err := fut.engine.CreateContainer(ctx, fmt.Sprintf("e2e-control-%d", time.Now().UnixNano()), map[string]any{
 		"Image": img, "Entrypoint": []string{"/p/probe"}, "Cmd": []string{"sleep", "60s"}, "User": user,
-		"Labels":     map[string]string{replay.RunLabel: "1"},
-		"HostConfig": map[string]any{"Binds": []string{dir + ":/p:ro"}},
+		"Labels": map[string]string{replay.RunLabel: "1"},
+		// Unhardened on purpose, even on an engine whose daemon.json makes
+		// no-new-privileges the default (the VM's): the control shows what
+		// the agent's settings take away.
+		"HostConfig": map[string]any{"Binds": []string{dir + ":/p:ro"}, "SecurityOpt": []string{"no-new-privileges=false"}},
 	})
 	if err != nil {
 		t.Fatal(err)
