@@ -22,9 +22,9 @@ func attachDeployed(ctx context.Context, engine *replay.Engine) (*flockUnderTest
 	if stack == "" {
 		stack = "dev"
 	}
-	out, err := exec.CommandContext(ctx, "pulumi", "stack", "output", "--json", "--show-secrets", "-s", stack).Output()
+	out, err := stackOutputs(ctx, stack)
 	if err != nil {
-		return nil, fmt.Errorf("pulumi stack output -s %s: %w", stack, err)
+		return nil, err
 	}
 	var outputs struct {
 		BusURL       string `json:"busUrl"`
@@ -39,7 +39,9 @@ func attachDeployed(ctx context.Context, engine *replay.Engine) (*flockUnderTest
 		return nil, fmt.Errorf("stack outputs: %w", err)
 	}
 	name := "flock"
-	if n, err := exec.CommandContext(ctx, "pulumi", "config", "get", "flock:name", "-s", stack).Output(); err == nil && len(n) > 0 {
+	if n := os.Getenv("FLOCK_E2E_NAME"); n != "" {
+		name = n
+	} else if n, err := exec.CommandContext(ctx, "pulumi", "config", "get", "flock:name", "-s", stack).Output(); err == nil && len(n) > 0 {
 		name = string(n[:len(n)-1])
 	}
 	if len(outputs.Agents) < 2 {
@@ -58,9 +60,12 @@ func attachDeployed(ctx context.Context, engine *replay.Engine) (*flockUnderTest
 		}
 		root = filepath.Dir(root)
 	}
-	probeBin := filepath.Join(os.TempDir(), "flock-e2e-probe")
-	if err := goBuild(probeBin, "./tests/e2e/probe"); err != nil {
-		return nil, err
+	probeBin := os.Getenv("FLOCK_E2E_PROBE") // built elsewhere: the VM has no Go
+	if probeBin == "" {
+		probeBin = filepath.Join(os.TempDir(), "flock-e2e-probe")
+		if err := goBuild(probeBin, "./tests/e2e/probe"); err != nil {
+			return nil, err
+		}
 	}
 	for _, id := range f.agents[:2] {
 		if err := f.installProbe(probeBin, id); err != nil {
@@ -71,4 +76,19 @@ func attachDeployed(ctx context.Context, engine *replay.Engine) (*flockUnderTest
 		return nil, err
 	}
 	return f, nil
+}
+
+// stackOutputs are the outputs of the deployed stack, as `pulumi stack output
+// --json --show-secrets` prints them, or read from FLOCK_E2E_OUTPUTS (the same
+// document, written where the flock was deployed from, for probes that run
+// on a machine without the Pulumi CLI, the VM).
+func stackOutputs(ctx context.Context, stack string) ([]byte, error) {
+	if p := os.Getenv("FLOCK_E2E_OUTPUTS"); p != "" {
+		return os.ReadFile(p)
+	}
+	out, err := exec.CommandContext(ctx, "pulumi", "stack", "output", "--json", "--show-secrets", "-s", stack).Output()
+	if err != nil {
+		return nil, fmt.Errorf("pulumi stack output -s %s: %w", stack, err)
+	}
+	return out, nil
 }
