@@ -2,8 +2,9 @@
 # Test fixtures inside the VM for tests/vm/run.sh (run as root there), not
 # provisioning: a busybox image built FROM scratch out of Debian's
 # busybox-static (no registry needed) for verify-vm.sh's container checks, and
-# a stand-in for the bus's NATS monitoring port on 127.0.0.1:8222 (the flock is
-# not deployed in this test) so the forwarded-port bridge is checked end to end.
+# a stand-in for the bus's NATS monitoring port on 127.0.0.1:8222 (verify-vm.sh
+# runs before the flock is deployed) so the forwarded-port bridge is checked end
+# to end; run.sh removes it before deploying the flock.
 #
 #   sudo /vagrant/tests/vm/fixtures.sh [IMAGE]
 set -euo pipefail

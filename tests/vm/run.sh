@@ -18,7 +18,12 @@
 #    monitoring port on 127.0.0.1:8222; then `sudo /vagrant/provision/verify-vm.sh`: every check must pass and
 #    none be skipped; and the stand-in must answer on the host through the
 #    Vagrant forwarded port.
-# 6. `vagrant destroy -f`, also when anything above fails.
+# 6. The dev stack deployed into the VM's engine from this host through
+#    docker:host ssh://vagrant@flock-vm (the host steps run over SSH), the
+#    bus reached from the host through the forwarded ports, the isolation
+#    probes run in the VM against it, the flock destroyed with nothing left
+#    (tests/vm/vmflock).
+# 7. `vagrant destroy -f`, also when anything above fails.
 #
 # Domain type: kvm when the host has hardware KVM (/dev/kvm plus kvm_intel or
 # kvm_amd), else qemu (TCG, software emulation). FLOCK_VM_LIBVIRT_DRIVER
@@ -304,6 +309,34 @@ main() {
   timed "verify" "$(($(date +%s) - t0))"
   ((rc == 0)) || die "verify-vm.sh failed"
   ! grep -q '^SKIP:' "$LOGS/verify.log" || die "verify-vm.sh skipped checks: $(grep -c '^SKIP:' "$LOGS/verify.log")"
+
+  # The stand-in leaves the monitoring port to the bus.
+  in_vm "docker rm -f flock-verify-monitor" >/dev/null
+  deploy_flock
+}
+
+# deploy_flock: the dev stack into the VM's engine from this host through
+# docker:host ssh://vagrant@flock-vm, the isolation probes in the VM, then
+# the flock taken down (tests/vm/vmflock).
+deploy_flock() {
+  local dir=$LOGS/ssh t0
+  mkdir -p "$dir"
+  vagrant_cmd ssh-config --host flock-vm >"$dir/config"
+  # The docker CLI and the host steps run the ssh on PATH with the login of
+  # docker:host; this one finds the VM as a user's ~/.ssh/config would
+  # (README: vagrant ssh-config >> ~/.ssh/config).
+  printf '#!/bin/sh\nexec /usr/bin/ssh -F %q "$@"\n' "$dir/config" >"$dir/ssh"
+  chmod 0755 "$dir/ssh"
+  say "the dev flock into the VM from the host (docker:host ssh://vagrant@flock-vm), probes in the VM (log: $LOGS/flock.log)"
+  t0=$(date +%s)
+  if ! PATH="$dir:$PATH" go run ./tests/vm/vmflock -ssh-config "$dir/config" -host flock-vm \
+    -bus-url "nats://127.0.0.1:$FLOCK_VM_BUS_PORT" -monitor-url "http://127.0.0.1:$FLOCK_VM_MONITOR_PORT" \
+    >"$LOGS/flock.log" 2>&1; then
+    grep -E '^vmflock|^--- FAIL|_test.go:[0-9]+:' "$LOGS/flock.log" | tail -n 40 | sed 's/^/  | /'
+    die "the flock in the VM failed (see $LOGS/flock.log)"
+  fi
+  grep -E '^vmflock|^--- PASS' "$LOGS/flock.log" | sed 's/^/  /'
+  timed "flock: deploy, probes, destroy" "$(($(date +%s) - t0))"
 }
 
 main "$@"
