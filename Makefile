@@ -64,13 +64,15 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$unformatted" ] || { echo "not gofmt-formatted: $$unformatted"; exit 1; }
 
 ## check: every test: vet, unit + mock, e2e on the real Docker engine (and its
-## isolation probes again under gVisor), provisioning, workflows
+## isolation probes again under gVisor), provisioning, workflows, and the VM
+## booted for real with the flock deployed into it
 check: deps vet
 	FLOCK_E2E=1 $(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory e2e-cluster
 	$(MAKE) --no-print-directory e2e-gvisor
 	$(MAKE) --no-print-directory provision-check
 	$(MAKE) --no-print-directory actionlint
+	$(MAKE) --no-print-directory vm-test
 
 deps:
 	@bash tests/setup.sh
@@ -125,7 +127,8 @@ vm-shared:
 	provision/pull-shared.sh
 vm-destroy:
 	vagrant destroy -f
-## vm-test: boot the VM for real (libvirt, offline box), provision it twice, verify, destroy (root)
+## vm-test: boot the VM for real (libvirt, offline box), provision it twice, verify,
+## deploy the dev flock into it from the host over SSH and probe it, destroy (root)
 vm-test:
 	bash tests/vm/run.sh
 
