@@ -238,15 +238,7 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 	return f, nil
 }
 
-func goBuild(out, pkg string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux") // the local engine runs this machine's architecture
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-	}
-	return nil
-}
+func goBuild(out, pkg string) error { return capture.GoBuild(root, out, pkg) }
 
 // installProbe copies the probe binary into the agent's own directory, owned
 // by the agent, plus a setuid-root copy that no-new-privileges must defang.

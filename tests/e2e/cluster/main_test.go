@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -96,12 +95,12 @@ func setUp(ctx context.Context) error {
 		return err
 	}
 	for _, b := range []string{"flock-agent", "flock-bus"} {
-		if err := goBuild(root, filepath.Join(root, "agent", "bin", b), "./agent/cmd/"+b); err != nil {
+		if err := capture.GoBuild(root, filepath.Join(root, "agent", "bin", b), "./agent/cmd/"+b); err != nil {
 			return err
 		}
 	}
 	probeBin := filepath.Join(work, "probe")
-	if err := goBuild(root, probeBin, "./tests/e2e/probe"); err != nil {
+	if err := capture.GoBuild(root, probeBin, "./tests/e2e/probe"); err != nil {
 		return err
 	}
 	shared = filepath.Join(work, "shared")
@@ -132,16 +131,6 @@ func setUp(ctx context.Context) error {
 		return err
 	}
 	return waitHeartbeats(90 * time.Second)
-}
-
-func goBuild(root, out, pkg string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return nil
 }
 
 // installProbe puts the probe binary into the agent's own directory.

@@ -100,7 +100,7 @@ func run(ctx context.Context, cfg config) (err error) {
 
 	// The images are built from agent/, as make deploy builds them first.
 	for _, b := range []string{"flock-agent", "flock-bus", "flock-gateway"} {
-		if err := goBuild(root, filepath.Join(root, "agent", "bin", b), "./agent/cmd/"+b); err != nil {
+		if err := capture.GoBuild(root, filepath.Join(root, "agent", "bin", b), "./agent/cmd/"+b); err != nil {
 			return err
 		}
 	}
@@ -265,7 +265,7 @@ func runProbes(ctx context.Context, cfg config, root, work string, stack *captur
 	if err := os.WriteFile(filepath.Join(work, "outputs.json"), doc, 0o600); err != nil {
 		return err
 	}
-	if err := goBuild(root, filepath.Join(work, "probe"), "./tests/e2e/probe"); err != nil {
+	if err := capture.GoBuild(root, filepath.Join(work, "probe"), "./tests/e2e/probe"); err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", filepath.Join(work, "e2e.test"), "./tests/e2e")
@@ -346,16 +346,6 @@ func leftovers(ctx context.Context, cfg config, engine *replay.Engine) error {
 		errs = append(errs, fmt.Errorf("credentials left in the VM: %s", s))
 	}
 	return errors.Join(errs...)
-}
-
-func goBuild(root, out, pkg string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return nil
 }
 
 func firstLine(s string) string {
