@@ -43,6 +43,9 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
+# cidr_overlap, shared with provisioning (its die is replaced below).
+# shellcheck source=provision/lib/common.sh
+. "$ROOT/provision/lib/common.sh"
 
 export VAGRANT_CWD=$ROOT
 export VAGRANT_DOTFILE_PATH=$ROOT/.vagrant/vm-test
@@ -148,29 +151,16 @@ hardware_kvm() {
   [[ -c /dev/kvm && (-d /sys/module/kvm_intel || -d /sys/module/kvm_amd) ]]
 }
 
-ipv4_int() {
-  local IFS=. a b c d
-  read -r a b c d <<<"$1"
-  echo $(((a << 24) | (b << 16) | (c << 8) | d))
-}
-# overlaps A/N B/M
-overlaps() {
-  local as ae bs be
-  as=$(ipv4_int "${1%/*}") bs=$(ipv4_int "${2%/*}")
-  ae=$((as + (1 << (32 - ${1#*/})) - 1)) be=$((bs + (1 << (32 - ${2#*/})) - 1))
-  ((as <= be && bs <= ae))
-}
-
 # The management network must not collide with anything routed on the host
 # (Docker's networks, the e2e subnets) except its own bridge from a past run.
 check_network() {
   local net=$FLOCK_VM_LIBVIRT_NETWORK dest dev
   for dest in 10.210.0.0/16 10.211.0.0/16; do
-    ! overlaps "$net" "$dest" || die "FLOCK_VM_LIBVIRT_NETWORK $net overlaps the flock's subnets $dest"
+    ! cidr_overlap "$net" "$dest" || die "FLOCK_VM_LIBVIRT_NETWORK $net overlaps the flock's subnets $dest"
   done
   while read -r dest dev; do
     [[ $dest == */* ]] || continue
-    if overlaps "$net" "$dest"; then
+    if cidr_overlap "$net" "$dest"; then
       virsh net-info "flock-vm-$(cut -d. -f1-3 <<<"$net" | tr . -)" 2>/dev/null | grep -q "Bridge: *$dev\$" ||
         die "FLOCK_VM_LIBVIRT_NETWORK $net overlaps the host route $dest on $dev; pick another /24"
     fi
