@@ -89,6 +89,8 @@ func TestHostileForgedPoolResult(t *testing.T) {
 		out string
 		err error
 	}
+	ready := filepath.Join(f.sharedRoot, "agents", a1, ".probe", "forger-ready")
+	_ = os.Remove(ready)
 	forged := make(chan outcome, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -99,7 +101,9 @@ func TestHostileForgedPoolResult(t *testing.T) {
 		}
 		forged <- outcome{r.Stdout + r.Stderr, err}
 	}()
-	time.Sleep(time.Second) // the forger is watching
+	// The task goes out once the forger is watching (it says so with a
+	// file in agent-1's directory).
+	waitFor(t, 45*time.Second, func() bool { _, err := os.Stat(ready); return err == nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	var reported []protocol.Result

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -283,6 +284,11 @@ func forgePool(url, seedFile string) {
 		fail(err)
 	}
 	before := pool.CachedInfo().Delivered.Stream
+	// Tell the test it is watching (beside this binary, in the agent's own
+	// directory): on a slow machine starting takes longer than any fixed wait.
+	if exe, err := os.Executable(); err == nil {
+		_ = os.WriteFile(filepath.Join(filepath.Dir(exe), "forger-ready"), nil, 0o644)
+	}
 	for ctx.Err() == nil {
 		info, err := pool.Info(ctx)
 		if err == nil && info.Delivered.Stream > before {
