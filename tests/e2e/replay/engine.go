@@ -428,3 +428,33 @@ func (e *Engine) ExecDetached(ctx context.Context, container string, cmd []strin
 	}
 	return e.do(ctx, "POST", "/exec/"+created.ID+"/start", map[string]any{"Detach": true}, nil)
 }
+
+// OOMEvents counts the engine's "oom" events for a container (ID or name)
+// from since until now: the record of an OOM kill that outlives the
+// container's State.OOMKilled, which a restart clears.
+func (e *Engine) OOMEvents(ctx context.Context, container string, since time.Time) (int, error) {
+	f, _ := json.Marshal(map[string][]string{"container": {container}, "event": {"oom"}})
+	path := fmt.Sprintf("/events?since=%d&until=%d&filters=%s", since.Unix(), time.Now().Unix(), url.QueryEscape(string(f)))
+	req, err := http.NewRequestWithContext(ctx, "GET", e.base+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := e.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return 0, &APIError{Status: resp.StatusCode, Message: string(b)}
+	}
+	n := 0
+	for dec := json.NewDecoder(resp.Body); ; n++ {
+		var ev map[string]any
+		if err := dec.Decode(&ev); err == io.EOF {
+			return n, nil
+		} else if err != nil {
+			return n, err
+		}
+	}
+}
