@@ -386,7 +386,14 @@ func ipOn(t *testing.T, name, network string) string {
 // jsClient returns a JetStream client on an operator connection.
 func jsClient(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
+	// A bus reloading its users (SIGHUP) can refuse a new connection for a
+	// moment, the operator's too (seen in CI right after a key rotation);
+	// a refusal that lasts fails the test.
 	nc, err := fut.connect()
+	for deadline := time.Now().Add(15 * time.Second); err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation") && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		nc, err = fut.connect()
+	}
 	if err != nil {
 		t.Fatalf("operator connect: %v", err)
 	}

@@ -55,35 +55,10 @@ func TestKeyRotationReachesRunningAgent(t *testing.T) {
 	if err := f.engine.Kill(context.Background(), f.name+"-bus", "SIGHUP"); err != nil {
 		t.Fatal(err)
 	}
-	operatorConnectsAgain(t, 15*time.Second)
 	roundTrip(t, a)
 	t.Logf("%s took a task with its rotated key %s after the bus reloaded", a, time.Since(start).Round(time.Millisecond))
 	if after := inspect(t, container(a))["State"].(map[string]any)["StartedAt"]; after != before {
 		t.Errorf("%s's container restarted (started %v, then %v): the rotation should reach the running agent", a, before, after)
-	}
-}
-
-// operatorConnectsAgain waits until an operator connection is accepted.
-// nats-server applies a reload a moment after SIGHUP, and a connection that
-// arrives while it swaps its users can be refused (seen under load: an
-// Authorization Violation for the operator, whose key did not change); the
-// clients already connected, the agents among them, are not affected.
-func operatorConnectsAgain(t *testing.T, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for refused := 0; ; refused++ {
-		nc, err := fut.connect()
-		if err == nil {
-			nc.Close()
-			if refused > 0 {
-				t.Logf("the operator's connection was refused %d times while the bus reloaded", refused)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("operator connect %s after the reload: %v", within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
