@@ -113,7 +113,7 @@ func (r Result) OK() bool { return r.Status == StatusOK }
 
 // Agent states reported in heartbeats.
 const (
-	StateStarting = "starting" // connected, binding its consumers
+	StateStarting = "starting" // connecting to the bus, binding its consumers
 	StateReady    = "ready"    // taking tasks
 	StateDraining = "draining" // SIGTERM: finishing in-flight tasks, taking no new ones
 	StateStopped  = "stopped"  // last heartbeat before exit
@@ -133,13 +133,17 @@ type Heartbeat struct {
 	Failed      uint64    `json:"failed"`    // of which not ok
 	Concurrency int       `json:"concurrency"`
 	Version     string    `json:"version,omitempty"`
+	// Reconnects counts the times the bus connection came back since the
+	// agent started: a flapping bus shows here (and in disconnected and
+	// reconnected events), never in the agent's health.
+	Reconnects uint64 `json:"reconnects,omitempty"`
 }
 
 // Event types an agent publishes on agent.<id>.events.
 const (
 	EventStarted      = "started"     // connected to the bus
 	EventReady        = "ready"       // bound its consumers, taking tasks
-	EventReconnected  = "reconnected" // the bus connection came back
+	EventReconnected  = "reconnected" // the bus connection came back (Detail: how long it was away, and why)
 	EventInbox        = "inbox"       // an inbox message was stored (Ref: message ID, Detail: file)
 	EventBroadcast    = "broadcast"   // a broadcast was stored (Ref: message ID, Detail: file)
 	EventTaskRejected = "task.rejected"

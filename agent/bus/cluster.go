@@ -162,15 +162,12 @@ func (s *Server) Reconciled() <-chan struct{} {
 }
 
 // Ready reports whether the node is fit to take clients' JetStream work:
-// a single node once started; a cluster node once it has applied its
-// topology and its JetStream state is current with the cluster's
-// (nats-server's own health check, as on /healthz).
+// its topology is applied (a single node applies it before Start returns)
+// and its JetStream is healthy and current with the cluster's
+// (nats-server's own health check, the one its /healthz endpoint answers).
 func (s *Server) Ready() error {
-	if !s.clustered {
-		return nil
-	}
 	select {
-	case <-s.reconciled:
+	case <-s.Reconciled():
 	default:
 		s.mu.Lock()
 		why := s.waitingFor

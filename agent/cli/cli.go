@@ -130,11 +130,13 @@ func health(env Env, sio IO) int {
 			maxAge = d
 		}
 	}
-	if err := worker.CheckHealth(file, maxAge); err != nil {
+	h, err := worker.CheckHealth(file, maxAge)
+	if err != nil {
 		fmt.Fprintln(sio.Err, "unhealthy:", err)
 		return ExitTaskFailed
 	}
-	fmt.Fprintln(sio.Out, "healthy")
+	// The bus is reported, not judged: see worker.CheckHealth.
+	fmt.Fprintf(sio.Out, "healthy (%s, bus %s)\n", h.State, h.Bus)
 	return ExitOK
 }
 

@@ -28,8 +28,19 @@ type Agent struct {
 	log   *slog.Logger
 	start time.Time
 
-	nc *nats.Conn
-	js jetstream.JetStream
+	nc  *nats.Conn
+	ncp atomic.Pointer[nats.Conn] // nc, for the status loop, which starts before the bus answers
+	js  jetstream.JetStream
+
+	// The bus as the agent last saw it: when it last answered a PING (unix
+	// ns), how often the connection came back, and since when it is lost
+	// (unix ns, 0 while connected). Reported in the status file,
+	// heartbeats and events; never a reason to call the agent unhealthy.
+	busConfirmed atomic.Int64
+	reconnects   atomic.Uint64
+	busLost      atomic.Int64
+	lostCause    atomic.Value // string: why the connection was lost
+	stopStatus   func()
 
 	keyFile string        // FLOCK_NKEY_FILE for task processes (credentialFile)
 	senders *senderLimits // per-sender inbox bounds
@@ -121,6 +132,19 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 	}
 	log.Info("agent starting", "url", cfg.URL, "concurrency", cfg.Concurrency, "dir", cfg.AgentDir(), "version", cfg.Version)
 
+	// The status file says the runtime is alive from now on, bus or no bus:
+	// the health check is about this process, not about the bus.
+	statusCtx, cancelStatus := context.WithCancel(context.Background())
+	statusDone := make(chan struct{})
+	go func() { defer close(statusDone); a.statusLoop(statusCtx) }()
+	a.stopStatus = func() { cancelStatus(); <-statusDone }
+	defer func() {
+		a.stopStatus()
+		if f := cfg.StatusFile; f != "" && f != "-" {
+			_ = os.Remove(f)
+		}
+	}()
+
 	a.nc, err = a.connect(ctx, nk)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -130,6 +154,8 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 		return false, err
 	}
 	defer a.nc.Close()
+	a.ncp.Store(a.nc)
+	a.confirm()
 	if a.js, err = jetstream.New(a.nc); err != nil {
 		return false, fmt.Errorf("jetstream: %w", err)
 	}
@@ -142,9 +168,8 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 	var bgWG sync.WaitGroup
 	a.stopBG = func() { stopBG(); bgWG.Wait() }
 	defer a.stopBG()
-	bgWG.Add(3)
+	bgWG.Add(2)
 	go func() { defer bgWG.Done(); a.heartbeatLoop(bg) }()
-	go func() { defer bgWG.Done(); a.statusLoop(bg) }()
 	go func() { defer bgWG.Done(); a.pruneLoop(bg) }()
 
 	subs, err := a.subscribeMessages()
@@ -219,6 +244,7 @@ func (a *Agent) stop(subs []*nats.Subscription) {
 	}
 	a.mail.close() // messages already taken are stored and confirmed
 	a.stopBG()
+	a.stopStatus()
 	a.state.Store(protocol.StateStopped)
 	a.heartbeat()
 	a.event(protocol.EventStopped, "", fmt.Sprintf("completed %d task(s)", a.completed.Load()))
@@ -255,14 +281,28 @@ func (a *Agent) connect(ctx context.Context, nk nats.Option) (*nats.Conn, error)
 		nats.DrainTimeout(3 * time.Second),
 		nats.MaxPingsOutstanding(3),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if a.state.Load() != protocol.StateStopped { // not our own goodbye
-				log.Warn("bus connection lost", "err", err)
+			if a.state.Load() == protocol.StateStopped { // our own goodbye
+				return
 			}
+			cause := "connection closed"
+			if err != nil {
+				cause = err.Error()
+			}
+			if a.busLost.CompareAndSwap(0, time.Now().UnixNano()) {
+				a.lostCause.Store(cause)
+			}
+			log.Warn("bus connection lost", "err", cause)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("bus connection back", "url", nc.ConnectedUrlRedacted())
+			a.reconnects.Add(1)
+			detail := ""
+			if lost := a.busLost.Swap(0); lost != 0 {
+				detail = fmt.Sprintf("bus unreachable for %s (%v)", time.Since(time.Unix(0, lost)).Round(time.Millisecond), a.lostCause.Load())
+			}
+			log.Info("bus connection back", "url", nc.ConnectedUrlRedacted(), "detail", detail)
+			a.confirm()
 			a.heartbeat()
-			a.event(protocol.EventReconnected, "", "")
+			a.event(protocol.EventReconnected, "", detail)
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
@@ -328,6 +368,7 @@ func (a *Agent) heartbeat() {
 		IntervalMS: a.cfg.Heartbeat.Milliseconds(), Running: a.slots.running(),
 		Completed: a.completed.Load(), Failed: a.failed.Load(),
 		Concurrency: a.cfg.Concurrency, Version: a.cfg.Version,
+		Reconnects: a.reconnects.Load(),
 	}
 	b, _ := json.Marshal(hb)
 	if err := a.nc.Publish(protocol.HeartbeatSubject(a.cfg.ID), b); err != nil {
@@ -356,16 +397,14 @@ func (a *Agent) event(typ, ref, detail string) {
 	}
 }
 
-// statusLoop proves the connection every StatusEvery (a PING answered by the
-// bus) and then touches the status file the health subcommand reads.
+// statusLoop writes the status file every StatusEvery from the session's
+// start to its end, and checks the bus (a PING answered) on the way: the
+// file says the runtime is alive, and how its bus is.
 func (a *Agent) statusLoop(ctx context.Context) {
 	every := min(StatusEvery, max(a.cfg.Heartbeat, 100*time.Millisecond))
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if ctx.Err() != nil {
-			return
-		}
 		a.confirm()
 		select {
 		case <-ctx.Done():
@@ -375,15 +414,20 @@ func (a *Agent) statusLoop(ctx context.Context) {
 	}
 }
 
-// confirm touches the status file if the bus answers a PING.
+// confirm pings the bus if the agent is connected (remembering when it
+// answered), then writes the status file.
 func (a *Agent) confirm() {
-	if !a.nc.IsConnected() { // no bus: nothing to confirm, and no PING to wait on
-		return
+	if nc := a.ncp.Load(); nc != nil && nc.IsConnected() && nc.FlushTimeout(2*time.Second) == nil {
+		a.busConfirmed.Store(time.Now().UnixNano())
 	}
-	if err := a.nc.FlushTimeout(2 * time.Second); err != nil {
-		return
+	st := status{State: a.state.Load().(string), Bus: busUnreachable}
+	if nc := a.ncp.Load(); nc != nil && nc.IsConnected() {
+		st.Bus = busConnected
 	}
-	if err := writeStatus(a.cfg.StatusFile, a.state.Load().(string)); err != nil {
+	if c := a.busConfirmed.Load(); c != 0 {
+		st.BusConfirmed = time.Unix(0, c).UTC()
+	}
+	if err := writeStatus(a.cfg.StatusFile, st); err != nil {
 		a.log.Warn("status file not written", "file", a.cfg.StatusFile, "err", err)
 	}
 }

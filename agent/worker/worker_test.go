@@ -370,7 +370,7 @@ func TestHeartbeatAndHealth(t *testing.T) {
 	e := newEnv(t, flockWith(1, nil))
 	hb := e.subscribeHeartbeats("agent-1")
 	cfg := e.config("agent-1")
-	if err := worker.CheckHealth(cfg.StatusFile, time.Minute); err == nil {
+	if _, err := worker.CheckHealth(cfg.StatusFile, time.Minute); err == nil {
 		t.Fatal("healthy before the agent started")
 	}
 	a := e.start("agent-1", func(c *worker.Config) { c.Heartbeat = 200 * time.Millisecond })
@@ -388,12 +388,99 @@ func TestHeartbeatAndHealth(t *testing.T) {
 			t.Fatalf("heartbeats seen: %v", seen)
 		}
 	}
-	if err := worker.CheckHealth(cfg.StatusFile, time.Minute); err != nil {
+	h, err := worker.CheckHealth(cfg.StatusFile, time.Minute)
+	if err != nil {
 		t.Fatalf("running agent unhealthy: %v", err)
 	}
+	if h.Bus != "connected" || h.BusConfirmed.IsZero() || h.State != protocol.StateReady {
+		t.Fatalf("running agent's health %+v, want ready with its bus connected and confirmed", h)
+	}
 	_ = a.stop(t)
-	if err := worker.CheckHealth(cfg.StatusFile, time.Minute); err == nil {
+	if _, err := worker.CheckHealth(cfg.StatusFile, time.Minute); err == nil {
 		t.Fatal("healthy after the agent stopped")
+	}
+}
+
+// An agent whose bus is away stays healthy (an orchestrator would replace
+// an unhealthy task: ECS replaces every agent whose health check fails), and
+// says where the bus went: the status file reports it unreachable, and when
+// the bus is back the agent reports the loss (disconnected, with its cause),
+// the return (reconnected, with how long it took) and counts it in its
+// heartbeats.
+func TestHealthyWhileTheBusIsAway(t *testing.T) {
+	t.Parallel()
+	f := bustest.Start(t, flockWith(1, nil))
+	// The operator's connection outlives the outage and comes back before
+	// the agent's (20 ms between tries, the agent's 500 ms and more), so it
+	// hears what the agent says once the bus is back.
+	e := envOn(t, f, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.ReconnectJitter(0, 0))
+	hb := e.subscribeHeartbeats("agent-1")
+	cfg := e.config("agent-1")
+	const maxAge = 1500 * time.Millisecond
+	e.start("agent-1", func(c *worker.Config) { c.Heartbeat = 200 * time.Millisecond })
+	f.Bus.Shutdown()
+	// Several status periods without a bus: an agent whose health meant
+	// "my bus answered recently" would be unhealthy by now.
+	time.Sleep(3 * maxAge)
+	h, err := worker.CheckHealth(cfg.StatusFile, maxAge)
+	if err != nil {
+		t.Fatalf("agent unhealthy while its bus is away: %v", err)
+	}
+	if h.Bus != "unreachable" || h.State != protocol.StateReady {
+		t.Fatalf("health while the bus is away: %+v, want ready with the bus unreachable", h)
+	}
+	if since := time.Since(h.BusConfirmed); since < 2*maxAge {
+		t.Fatalf("bus confirmed %s ago while it was down", since)
+	}
+
+	f.RestartBus(t)
+	back := e.waitEvent("agent-1", protocol.EventReconnected, 15*time.Second)
+	if !strings.Contains(back.Detail, "bus unreachable for ") {
+		t.Fatalf("reconnected event %+v: want how long the bus was away, and why", back)
+	}
+	// Heartbeats sent during the outage may arrive first (the client
+	// buffered them); the next ones count the reconnect.
+	counted := time.After(5 * time.Second)
+	for {
+		select {
+		case beat := <-hb:
+			if beat.Reconnects >= 1 {
+				if h, err := worker.CheckHealth(cfg.StatusFile, maxAge); err != nil || h.Bus != "connected" {
+					t.Fatalf("health after the bus came back: %+v, %v", h, err)
+				}
+				return
+			}
+		case <-counted:
+			t.Fatal("no heartbeat counting the reconnect within 5 s")
+		}
+	}
+}
+
+// The runtime says it is alive before the bus ever answers: a task started
+// while its bus is still starting is not replaced for it.
+func TestHealthyBeforeTheBusAnswers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(1, nil))
+	cfg := e.config("agent-1")
+	cfg.URL = "nats://127.0.0.1:1" // nothing listens there
+	cfg.Heartbeat = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- worker.Run(ctx, cfg, logger()) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h, err := worker.CheckHealth(cfg.StatusFile, time.Second)
+		if err == nil {
+			if h.Bus != "unreachable" || h.State != protocol.StateStarting || !h.BusConfirmed.IsZero() {
+				t.Fatalf("health before the bus answered: %+v", h)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no status before the bus answered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

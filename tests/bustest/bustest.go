@@ -9,8 +9,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -35,6 +37,7 @@ type Flock struct {
 	Model        flock.Model
 	Bus          *bus.Server
 	URL          string
+	logger       *slog.Logger
 	master       []byte // what every key is derived from (Master unless started WithMaster)
 	agentMaster  []byte // what agents' keys are derived from (master until RotateAgentKeys)
 	cfg          flock.Config
@@ -61,18 +64,43 @@ func newWithMaster(dir string, cfg flock.Config, logger *slog.Logger, master []b
 	if err := f.render(cfg); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	b, err := bus.Start(ctx, bus.Config{
-		ConfigFile: f.ConfigFile, TopologyFile: f.TopologyFile,
-		Host: "127.0.0.1", Port: -1, NoMonitor: true,
-		StoreDir: filepath.Join(dir, "store"), Logger: logger,
-	})
+	f.logger = logger
+	b, err := f.startBus(-1)
 	if err != nil {
 		return nil, err
 	}
 	f.Bus, f.URL = b, b.ClientURL()
 	return f, nil
+}
+
+// startBus starts the single bus on port (-1: any free port).
+func (f *Flock) startBus(port int) (*bus.Server, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return bus.Start(ctx, bus.Config{
+		ConfigFile: f.ConfigFile, TopologyFile: f.TopologyFile,
+		Host: "127.0.0.1", Port: port, NoMonitor: true,
+		StoreDir: filepath.Join(f.Dir, "store"), Logger: f.logger,
+	})
+}
+
+// RestartBus starts the single bus again after f.Bus.Shutdown(), on the
+// same port and store: clients find it at the URL they had.
+func (f *Flock) RestartBus(tb testing.TB) {
+	tb.Helper()
+	u, err := url.Parse(f.URL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		tb.Fatalf("bus URL %s: %v", f.URL, err)
+	}
+	b, err := f.startBus(port)
+	if err != nil {
+		tb.Fatalf("restart the bus: %v", err)
+	}
+	f.Bus = b
 }
 
 // Start is New for a test: temp dir, stopped when the test ends.
