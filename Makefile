@@ -3,10 +3,13 @@ SHELL := /bin/bash
 GO ?= go
 STACK ?= dev
 BIN := agent/bin
-# The images run on the Docker host: build for its architecture (GOARCH=arm64 for an
-# Apple-silicon VM when deploying from an amd64 host, and the other way round).
+# The images' binaries, one directory per CPU architecture (agent/Dockerfile
+# copies bin/linux-$TARGETARCH/): the Docker host's (GOARCH, this machine's
+# unless set: GOARCH=arm64 for an Apple-silicon VM deployed from an amd64
+# host) and amd64, the aws stack's default (flock:aws.cpuArchitecture
+# X86_64; ARCHS="amd64 arm64" for ARM64 tasks).
 GOARCH ?= $(shell $(GO) env GOARCH)
-GOFLAGS_STATIC := CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH)
+ARCHS ?= $(sort $(GOARCH) amd64)
 OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
 # Resource operations pulumi up runs at once (its default is 4 per core). The
 # engine serialises most container work, but waiting providers hold slots.
@@ -17,11 +20,16 @@ PARALLEL ?= 16
 
 all: bin test
 
-## bin: the static agent and bus binaries the images are built from
+## bin: the static agent, bus and gateway binaries the images are built from,
+## for each of ARCHS, and the directories the images declare as volumes
 bin:
-	$(GOFLAGS_STATIC) $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/flock-agent ./agent/cmd/flock-agent
-	$(GOFLAGS_STATIC) $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/flock-bus ./agent/cmd/flock-bus
-	$(GOFLAGS_STATIC) $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/flock-gateway ./agent/cmd/flock-gateway
+	@for arch in $(ARCHS); do \
+	  for b in flock-agent flock-bus flock-gateway; do \
+	    echo "go build $$b (linux/$$arch)"; \
+	    CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/linux-$$arch/$$b ./agent/cmd/$$b || exit 1; \
+	  done; \
+	done
+	@mkdir -p $(BIN)/rootfs/tmp $(BIN)/rootfs/run && chmod 1777 $(BIN)/rootfs/tmp $(BIN)/rootfs/run
 
 ## deploy: pulumi up of the dev stack (creates the stack and its bus secret on first use).
 ## It applies without a preview of its own: `make preview` shows the plan.

@@ -167,10 +167,8 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 	if err := os.Chmod(work, 0o755); err != nil {
 		return nil, err
 	}
-	for _, b := range []string{"flock-agent", "flock-bus", "flock-gateway"} {
-		if err := goBuild(filepath.Join(root, "agent", "bin", b), "./agent/cmd/"+b); err != nil {
-			return nil, err
-		}
+	if err := capture.BuildImageContext(root); err != nil {
+		return nil, err
 	}
 	probeBin := filepath.Join(work, "probe")
 	if err := goBuild(probeBin, "./tests/e2e/probe"); err != nil {

@@ -94,10 +94,8 @@ func setUp(ctx context.Context) error {
 	if err := os.Chmod(work, 0o755); err != nil {
 		return err
 	}
-	for _, b := range []string{"flock-agent", "flock-bus"} {
-		if err := capture.GoBuild(root, filepath.Join(root, "agent", "bin", b), "./agent/cmd/"+b); err != nil {
-			return err
-		}
+	if err := capture.BuildImageContext(root); err != nil {
+		return err
 	}
 	probeBin := filepath.Join(work, "probe")
 	if err := capture.GoBuild(root, probeBin, "./tests/e2e/probe"); err != nil {

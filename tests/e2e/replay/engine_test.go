@@ -12,8 +12,9 @@ import (
 )
 
 // The build context the replay sends is what the engine would get: with
-// agent/.dockerignore ("*", then "!bin/<binary>" for each image's binary),
-// every binary an image copies is in it, and nothing else is.
+// agent/.dockerignore ("*", then "!bin/linux-<arch>/<binary>" for each image's
+// binary and "!bin/rootfs"), every binary an image copies, for every
+// architecture, and the volume directories are in it, and nothing else is.
 func TestBuildContextFollowsDockerignore(t *testing.T) {
 	dir := t.TempDir()
 	for name, body := range map[string]string{
@@ -39,15 +40,27 @@ func TestBuildContextFollowsDockerignore(t *testing.T) {
 	raw, _ := os.ReadFile(filepath.Join(root, "agent", ".dockerignore"))
 	os.WriteFile(filepath.Join(agentDir, ".dockerignore"), raw, 0o644)
 	os.WriteFile(filepath.Join(agentDir, "Dockerfile"), nil, 0o644)
-	os.MkdirAll(filepath.Join(agentDir, "bin"), 0o755)
-	for _, b := range []string{"flock-agent", "flock-bus", "flock-gateway"} {
-		os.WriteFile(filepath.Join(agentDir, "bin", b), []byte(b), 0o755)
+	var want []string
+	for _, arch := range []string{"amd64", "arm64"} {
+		os.MkdirAll(filepath.Join(agentDir, "bin", "linux-"+arch), 0o755)
+		for _, b := range []string{"flock-agent", "flock-bus", "flock-gateway"} {
+			os.WriteFile(filepath.Join(agentDir, "bin", "linux-"+arch, b), []byte(b), 0o755)
+			want = append(want, "bin/linux-"+arch+"/"+b)
+		}
 	}
+	for _, d := range []string{"tmp", "run"} {
+		os.MkdirAll(filepath.Join(agentDir, "bin", "rootfs", d), 0o755)
+		want = append(want, "bin/rootfs/"+d)
+	}
+	os.WriteFile(filepath.Join(agentDir, "bin", "stale-binary"), nil, 0o755)
 	got := files(t, agentDir)
-	for _, b := range []string{"bin/flock-agent", "bin/flock-bus", "bin/flock-gateway"} {
+	for _, b := range want {
 		if !slices.Contains(got, b) {
 			t.Errorf("agent/.dockerignore keeps %s out of the build context (%v)", b, got)
 		}
+	}
+	if slices.Contains(got, "bin/stale-binary") {
+		t.Errorf("agent/.dockerignore lets bin/stale-binary into the build context (%v)", got)
 	}
 }
 

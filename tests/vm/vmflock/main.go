@@ -99,10 +99,8 @@ func run(ctx context.Context, cfg config) (err error) {
 	defer os.RemoveAll(work)
 
 	// The images are built from agent/, as make deploy builds them first.
-	for _, b := range []string{"flock-agent", "flock-bus", "flock-gateway"} {
-		if err := capture.GoBuild(root, filepath.Join(root, "agent", "bin", b), "./agent/cmd/"+b); err != nil {
-			return err
-		}
+	if err := capture.BuildImageContext(root); err != nil {
+		return err
 	}
 
 	sock := filepath.Join(work, "docker.sock")
