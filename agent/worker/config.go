@@ -178,6 +178,15 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("ENV_ALLOW: %q is not a variable name or NAME_PREFIX* (FLOCK_* are the agent's)", n))
 		}
 	}
+	// With its seed in the environment (Fargate) the agent writes the seed
+	// beside its status file for its task processes: that must be
+	// task-local scratch (/run), never the shared directory, which outlives
+	// the task (EFS on aws) and is read by the operator's tools.
+	if c.NkeySeed != "" && c.StatusFile != "" && c.StatusFile != "-" && filepath.IsAbs(c.SharedDir) {
+		if rel, err := filepath.Rel(c.SharedDir, c.StatusFile); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			errs = append(errs, fmt.Errorf("%s: must not be under %s (%s) when %s is set: the agent writes its key beside it, and the shared directory outlives the task (got %q)", protocol.EnvStatusFile, protocol.EnvSharedDir, c.SharedDir, protocol.EnvNkeySeed, c.StatusFile))
+		}
+	}
 	if len(c.Program) > 0 && !filepath.IsAbs(c.Program[0]) {
 		errs = append(errs, fmt.Errorf("%s: the program must be an absolute path (got %q)", protocol.EnvProgram, c.Program[0]))
 	}

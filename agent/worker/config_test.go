@@ -58,3 +58,23 @@ func TestProgramFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// With its seed in the environment (Fargate) the agent writes the seed
+// beside its status file: a status file in the shared directory (EFS on
+// aws, which outlives the task) is refused, naming the variable.
+func TestStatusFileWithSeedStaysOutOfTheSharedDir(t *testing.T) {
+	env := map[string]string{"AGENT_ID": "agent-1", "NATS_NKEY_SEED": "SUAEXAMPLE", "STATUS_FILE": "/shared/agents/agent-1/.flock-agent.status"}
+	if _, err := FromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "STATUS_FILE: must not be under SHARED_DIR") {
+		t.Fatalf("status file on the shared directory with a seed in the environment: %v", err)
+	}
+	env["STATUS_FILE"] = "/run/flock-agent.status"
+	if _, err := FromEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatalf("status file on /run: %v", err)
+	}
+	// With the key in a file, the agent writes no key beside its status.
+	delete(env, "NATS_NKEY_SEED")
+	env["STATUS_FILE"] = "/shared/agents/agent-1/.flock-agent.status"
+	if _, err := FromEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatalf("status file on the shared directory with a key file: %v", err)
+	}
+}

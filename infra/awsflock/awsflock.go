@@ -84,8 +84,12 @@ type Args struct {
 	AgentContext string
 	// BaseImage overrides the Dockerfile's BASE build argument.
 	BaseImage string
-	// ImageTag tags the stock images (prefixed agent-, bus-, gateway-); ContextTag derives one.
+	// ImageTag tags the stock images (prefixed agent-, bus-, gateway-);
+	// ImageTag (the function) derives one.
 	ImageTag string
+	// CPUArchitecture is every task's (runtimePlatform) and what every
+	// image is built for.
+	CPUArchitecture CPUArchitecture
 	// OwnImages tag the agents' own images (Model.Agents[].Image), one per
 	// distinct image (flock.Image.Key); Config.Validate derives them
 	// (TagOwnImage). Nil when every agent runs the stock image.
@@ -156,6 +160,9 @@ func (a Args) check() error {
 	if a.Namespace == "" || a.ImageTag == "" || a.AgentContext == "" || a.LogRetentionDays <= 0 {
 		return fmt.Errorf("aws flock: Namespace, ImageTag, AgentContext and LogRetentionDays are required")
 	}
+	if a.CPUArchitecture != X86_64 && a.CPUArchitecture != ARM64 {
+		return fmt.Errorf("aws flock: CPUArchitecture must be %s or %s (got %q)", X86_64, ARM64, a.CPUArchitecture)
+	}
 	for _, ag := range a.Model.Agents {
 		if a.Seeds[ag.ID] == "" {
 			return fmt.Errorf("aws flock: agent %s: no credentials", ag.ID)
@@ -223,6 +230,10 @@ type declarer struct {
 
 	// ownImgs are the agents' own images, by flock.Image.Key.
 	ownImgs map[string]*docker.Image
+
+	// bus is the bus's last node's service: agents and the gateway start
+	// once it is steady.
+	bus pulumi.Resource
 }
 
 // n names a child from the component's name.

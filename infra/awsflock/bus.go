@@ -103,8 +103,11 @@ func (d *declarer) busNodeKey(n int) string {
 	return "bus-" + strconv.Itoa(n)
 }
 
-// declareBus declares every bus node, each after the one before it: node 1
-// bootstraps, and each next node joins a cluster that is up.
+// declareBus declares every bus node, each after the one before it has
+// reached its steady state (node 1 bootstraps, each next node joins a
+// cluster that is up; on a change, Pulumi replaces them in the same order,
+// one at a time), and keeps the last one: the agents and the gateway start
+// after it.
 func (d *declarer) declareBus() error {
 	var prev pulumi.Resource
 	for _, n := range d.m.Bus.BusNodes() {
@@ -114,6 +117,7 @@ func (d *declarer) declareBus() error {
 		}
 		prev = svc
 	}
+	d.bus = prev
 	return nil
 }
 
@@ -189,9 +193,12 @@ func (d *declarer) declareBusNode(n int, after pulumi.Resource) (pulumi.Resource
 	if after != nil {
 		deps = append(deps, after)
 	}
+	// Every node waits for its steady state, a single one too: what starts
+	// after the bus (the next node, the agents, the gateway) starts once it
+	// runs, not while ECS is still placing it.
 	return d.serve(t, td, d.sg.bus.ID(), pulumi.StringMap{
 		"config": pulumi.String(digest(string(conf), string(d.args.BusTopology))),
-	}, registry, deps, clustered)
+	}, registry, deps, true)
 }
 
 // busDiscovery is a node's Cloud Map service: an A record <key>.<namespace>

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"strings"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
 )
@@ -23,13 +24,14 @@ type Config struct {
 	AgentContext      string   `json:"agentContext"`
 	BaseImage         string   `json:"baseImage"`
 	ImageTag          string   `json:"imageTag"`
+	CPUArchitecture   string   `json:"cpuArchitecture"`
 }
 
 // Key is the aws target's own configuration key.
 const Key = "flock:aws"
 
 // ConfigShape is what Key holds, for the error when it is not even that.
-const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag}"
+const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag, cpuArchitecture}"
 
 var (
 	vpcIDPattern    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
@@ -61,6 +63,7 @@ func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 		AgentContext:     "agent",
 		BaseImage:        c.BaseImage,
 		ImageTag:         c.ImageTag,
+		CPUArchitecture:  DefaultCPUArchitecture,
 		Network: Network{
 			CIDR: DefaultCIDR, AZCount: DefaultAZCount, Egress: EgressEndpoints,
 		},
@@ -109,6 +112,16 @@ func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 	if c.AgentContext != "" {
 		a.AgentContext = c.AgentContext
 	}
+	switch arch := CPUArchitecture(c.CPUArchitecture); arch {
+	case "":
+	case X86_64, ARM64:
+		a.CPUArchitecture = arch
+	default:
+		add(k("cpuArchitecture"), "must be %q or %q, the CPU architectures Fargate runs Linux tasks on (got %q)", X86_64, ARM64, c.CPUArchitecture)
+	}
+	if missing := binaryErrors(a.AgentContext, a.CPUArchitecture); len(missing) > 0 {
+		add(k("cpuArchitecture"), "is %s, and the images' binaries for it are not built (%s missing): run `make bin ARCHS=%s` first, or every image build would fail midway through the deploy", a.CPUArchitecture, strings.Join(missing, ", "), a.CPUArchitecture.GOARCH())
+	}
 	if c.ImageTag != "" && !tagPattern.MatchString(c.ImageTag) {
 		add(k("imageTag"), "must be a docker tag (letters, digits, _ . -; at most 101 characters) (got %q)", c.ImageTag)
 	}
@@ -133,7 +146,7 @@ func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 	}
 	if a.ImageTag == "" {
 		var err error
-		if a.ImageTag, err = ContextTag(a.AgentContext); err != nil {
+		if a.ImageTag, err = ImageTag(a.AgentContext, a.BaseImage, a.CPUArchitecture); err != nil {
 			return Args{}, []error{&flock.Error{Key: k("imageTag"), Rule: err.Error()}}
 		}
 	}

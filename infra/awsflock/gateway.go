@@ -251,7 +251,7 @@ func (d *declarer) declareGateway() error {
 		return err
 	}
 	t.deps = append(t.deps, d.gatewayRoute)
-	_, err = d.serve(t, td, d.sg.gateway.ID(), pulumi.StringMap{"config": pulumi.String(digest(material...))}, registry, nil, false)
+	_, err = d.serve(t, td, d.sg.gateway.ID(), pulumi.StringMap{"config": pulumi.String(digest(material...))}, registry, []pulumi.Resource{d.bus}, false)
 	return err
 }
 

@@ -21,7 +21,7 @@ import (
 // repository's tags are immutable, so a tag must name one content: a rebuilt
 // context gets a new tag, an unchanged one keeps its tag (no push, no diff).
 // A missing context gives the tag of an empty one; the build then fails with
-// docker's own message.
+// docker's own message. ImageTag adds what else goes into an image.
 func ContextTag(dir string) (string, error) {
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
@@ -34,7 +34,9 @@ func ContextTag(dir string) (string, error) {
 		if e.IsDir() && (e.Name() == ".git" || e.Name() == "node_modules") {
 			return filepath.SkipDir
 		}
-		if e.Type().IsRegular() {
+		// Directories count too: the images copy bin/rootfs' (their modes
+		// are what Fargate's task volumes start with).
+		if e.Type().IsRegular() || (e.IsDir() && p != dir) {
 			files = append(files, p)
 		}
 		return nil
@@ -50,7 +52,10 @@ func ContextTag(dir string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("hash build context: %w", err)
 		}
-		fmt.Fprintf(h, "%s\x00%o\x00%d\x00", filepath.ToSlash(rel), info.Mode().Perm(), info.Size())
+		fmt.Fprintf(h, "%s\x00%o\x00%d\x00", filepath.ToSlash(rel), info.Mode()&(fs.ModePerm|fs.ModeSticky), info.Size())
+		if info.IsDir() {
+			continue
+		}
 		f, err := os.Open(p)
 		if err != nil {
 			return "", fmt.Errorf("hash build context: %w", err)
@@ -62,6 +67,21 @@ func ContextTag(dir string) (string, error) {
 		}
 	}
 	return "c" + hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// ImageTag tags the stock images: the build context's content (ContextTag),
+// the base image they are built FROM (flock:aws.baseImage; "" is the
+// Dockerfile's default) and the architecture they are built for. A new
+// base or architecture is a new image, and the repository's tags are
+// immutable: the same tag for it would be refused at push. (A base named by
+// a mutable tag, such as the default's :nonroot, is the same reference when
+// its publisher moves it: pin it by digest to get a new tag then.)
+func ImageTag(agentContext, base string, a CPUArchitecture) (string, error) {
+	ctx, err := ContextTag(agentContext)
+	if err != nil {
+		return "", err
+	}
+	return "c" + digest("ai-flock/image/v2", ctx, base, string(a)), nil
 }
 
 // repository declares the flock's ECR repository: images scanned on push,
@@ -130,7 +150,7 @@ func (d *declarer) image(target string) (*docker.Image, error) {
 		Context:    pulumi.String(d.args.AgentContext),
 		Dockerfile: pulumi.String(filepath.Join(d.args.AgentContext, "Dockerfile")),
 		Target:     pulumi.String(target),
-		Platform:   pulumi.String(Platform),
+		Platform:   pulumi.String(d.args.CPUArchitecture.Platform()),
 		// BuildKit: the provider's legacy builder never asks the engine to
 		// remove its intermediate containers, so each build left one per
 		// Dockerfile step behind; BuildKit leaves none and builds only the target.
@@ -156,9 +176,60 @@ func (d *declarer) registry() docker.RegistryArgs {
 	}
 }
 
-// Platform is what every image is built for: Fargate runs the tasks on
-// X86_64 (the task definitions' runtime platform).
+// CPUArchitecture is a Fargate task's CPU architecture
+// (runtimePlatform.cpuArchitecture), flock:aws.cpuArchitecture.
+type CPUArchitecture string
+
+// The architectures Fargate runs Linux tasks on.
+const (
+	X86_64 CPUArchitecture = "X86_64"
+	ARM64  CPUArchitecture = "ARM64"
+)
+
+// DefaultCPUArchitecture is Fargate's own default.
+const DefaultCPUArchitecture = X86_64
+
+// GOARCH is the Go (and Docker) name of the architecture: the binaries of
+// its images are agent/bin/linux-<GOARCH>/.
+func (a CPUArchitecture) GOARCH() string {
+	if a == ARM64 {
+		return "arm64"
+	}
+	return "amd64"
+}
+
+// Platform is what the images of tasks on a are built for: the
+// task definitions' runtimePlatform says the same, and the binaries in the
+// image are built for it (agent/Dockerfile copies bin/linux-$TARGETARCH/).
+func (a CPUArchitecture) Platform() string { return "linux/" + a.GOARCH() }
+
+// Platform is the default architecture's (X86_64) platform.
 const Platform = "linux/amd64"
+
+// BinaryDir is where the images' binaries for a are in the build context.
+func BinaryDir(agentContext string, a CPUArchitecture) string {
+	return filepath.Join(agentContext, "bin", "linux-"+a.GOARCH())
+}
+
+// ImageBinaries are the binaries agent/Dockerfile copies, one per target.
+var ImageBinaries = []string{"flock-agent", "flock-bus", "flock-gateway"}
+
+// binaryErrors: with a build context that exists, every binary its images
+// copy must be there for the tasks' architecture, or every image build
+// would fail midway through a deploy. A context that does not exist is left
+// to the build (docker names it).
+func binaryErrors(agentContext string, a CPUArchitecture) []string {
+	if _, err := os.Stat(agentContext); err != nil {
+		return nil
+	}
+	var missing []string
+	for _, b := range ImageBinaries {
+		if _, err := os.Stat(filepath.Join(BinaryDir(agentContext, a), b)); err != nil {
+			missing = append(missing, filepath.Join(BinaryDir(agentContext, a), b))
+		}
+	}
+	return missing
+}
 
 // OwnImagePrefix starts the tag of every agent's own image in the
 // repository. No stock image's tag (agent-, bus-, gateway-) starts so, and
@@ -235,7 +306,7 @@ func (d *declarer) ownImage(img flock.Image) (*docker.Image, error) {
 		Context:        pulumi.String(d.args.AgentContext),
 		Dockerfile:     pulumi.String(filepath.Join(d.args.AgentContext, "Dockerfile")),
 		Target:         pulumi.String("agent"),
-		Platform:       pulumi.String(Platform),
+		Platform:       pulumi.String(d.args.CPUArchitecture.Platform()),
 		BuilderVersion: docker.BuilderVersionBuilderBuildKit,
 		Args:           pulumi.StringMap{"BASE": pulumi.String(img.Base)},
 	}
@@ -247,7 +318,7 @@ func (d *declarer) ownImage(img flock.Image) (*docker.Image, error) {
 			SkipPush:  pulumi.Bool(true),
 			Build: &docker.DockerBuildArgs{
 				Context: pulumi.String(img.Context), Dockerfile: pulumi.String(img.Dockerfile),
-				Platform:       pulumi.String(Platform),
+				Platform:       pulumi.String(d.args.CPUArchitecture.Platform()),
 				BuilderVersion: docker.BuilderVersionBuilderBuildKit,
 			},
 		}, d.parent)

@@ -148,7 +148,7 @@ func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
 		Cpu:                     pulumi.String(strconv.Itoa(size.CPU)),
 		Memory:                  pulumi.String(strconv.Itoa(size.Memory)),
 		RuntimePlatform: ecs.TaskDefinitionRuntimePlatformArgs{
-			OperatingSystemFamily: pulumi.String("LINUX"), CpuArchitecture: pulumi.String("X86_64"),
+			OperatingSystemFamily: pulumi.String("LINUX"), CpuArchitecture: pulumi.String(string(d.args.CPUArchitecture)),
 		},
 		ExecutionRoleArn:     exec.Arn,
 		TaskRoleArn:          role.Arn,
@@ -454,9 +454,10 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 			protocol.EnvHeartbeat:   d.m.Bus.Heartbeat.String(),
 			protocol.EnvTaskTimeout: a.Limits.TaskTimeout.String(),
 			protocol.EnvConcurrency: strconv.Itoa(a.Limits.Concurrency),
-			// Fargate's ephemeral /run may be root-owned: keep the health
-			// status file in the agent's own access point, writable by its UID.
-			protocol.EnvStatusFile: protocol.ContainerAgentDir(a.ID) + "/.flock-agent.status",
+			// The status file (and the key the agent writes beside it for
+			// its task processes) stay on the task's /run volume, which
+			// the image declares (mode 1777): gone with the task, never
+			// on EFS.
 		},
 		secrets: []secretRef{{env: protocol.EnvNkeySeed, arn: s.Arn}},
 		volumes: []volume{
@@ -488,6 +489,8 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	if err != nil {
 		return err
 	}
-	_, err = d.serve(t, td, d.sg.agents.ID(), triggers, nil, nil, false)
+	// After the bus: an agent started before it would only retry (its
+	// health does not depend on the bus), but the rollout is in order.
+	_, err = d.serve(t, td, d.sg.agents.ID(), triggers, nil, []pulumi.Resource{d.bus}, false)
 	return err
 }

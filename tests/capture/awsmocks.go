@@ -29,6 +29,7 @@ const (
 	TypeSubnet           = "aws:ec2/subnet:Subnet"
 	TypeRouteTable       = "aws:ec2/routeTable:RouteTable"
 	TypeRoute            = "aws:ec2/route:Route"
+	TypeRouteTableAssoc  = "aws:ec2/routeTableAssociation:RouteTableAssociation"
 	TypeInternetGateway  = "aws:ec2/internetGateway:InternetGateway"
 	TypeNatGateway       = "aws:ec2/natGateway:NatGateway"
 	TypeEip              = "aws:ec2/eip:Eip"

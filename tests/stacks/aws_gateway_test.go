@@ -64,7 +64,7 @@ func TestAWSGateway(t *testing.T) {
 				checkAWSTags(t, s, ids)
 				checkAWSGatewayNetwork(t, s)
 				checkAWSGatewaySecurityGroups(t, s, b)
-				checkAWSGatewayService(t, s)
+				checkAWSGatewayService(t, s, b)
 				checkAWSGatewayTask(t, s, ids, b)
 				checkAWSGatewayAgents(t, s, ids)
 				checkAWSGatewayNoPlainCredential(t, s, ids)
@@ -183,7 +183,7 @@ func checkAWSGatewaySecurityGroups(t *testing.T, s *capture.Stack, b awsBus) {
 // <flock>-gateway: one task, never two, circuit breaker, no public IP, no
 // exec; in the gateway's subnets and group; gateway.<namespace> in Cloud
 // Map; started once its route out exists.
-func checkAWSGatewayService(t *testing.T, s *capture.Stack) {
+func checkAWSGatewayService(t *testing.T, s *capture.Stack, b awsBus) {
 	svc := awsGet(t, s, capture.TypeService, "flock-gateway")
 	nc, cb := obj(svc, "networkConfiguration"), obj(svc, "deploymentCircuitBreaker")
 	if svc.String("name") != "flock-gateway" || num(svc, "desiredCount") != 1 || svc.String("launchType") != "FARGATE" ||
@@ -200,7 +200,8 @@ func checkAWSGatewayService(t *testing.T, s *capture.Stack) {
 		obj(disc, "dnsConfig")["namespaceId"] != capture.MockID("flock-namespace") {
 		t.Errorf("the gateway is not gateway.<namespace>: %v %v", obj(svc, "serviceRegistries"), disc.Inputs)
 	}
-	for _, dep := range []string{"flock-egress-default", "flock-gateway-exec-policy", "flock-gateway-config-1", "flock-gateway-key-anthropic", "flock-gateway-nkey", "flock-endpoint-secretsmanager"} {
+	// After the bus (its last node, steady): it publishes usage there.
+	for _, dep := range []string{"flock-egress-default", "flock-gateway-exec-policy", "flock-gateway-config-1", "flock-gateway-key-anthropic", "flock-gateway-nkey", "flock-endpoint-secretsmanager", "flock-" + b.keys()[len(b.keys())-1]} {
 		if !dependsOn(svc, capture.Resource{Name: dep}) {
 			t.Errorf("the gateway does not wait for %s", dep)
 		}

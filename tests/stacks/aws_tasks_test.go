@@ -229,10 +229,15 @@ func checkAWSServices(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 		}
 		return svc
 	}
+	lastBus := "flock-" + b.keys()[len(b.keys())-1]
 	for _, id := range ids {
 		svc := check("flock-"+id, "flock-"+id+"-task", "flock-agents-sg")
 		if obj(svc, "serviceRegistries") != nil {
 			t.Errorf("%s registers in Cloud Map", id)
+		}
+		// The rollout is in order: agents after the bus is steady.
+		if !dependsOn(svc, capture.Resource{Name: lastBus}) {
+			t.Errorf("%s does not start after %s (the bus's last node) is steady", id, lastBus)
 		}
 		for _, dep := range []string{"flock-" + id + "-exec-policy", "flock-" + id + "-task-policy"} {
 			if !dependsOn(svc, capture.Resource{Name: dep}) {
@@ -252,8 +257,10 @@ func checkAWSServices(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 				t.Errorf("%s: waits for %s %v; want each node after the one before it only", k, other, dependsOn(bus, capture.Resource{Name: "flock-" + other}))
 			}
 		}
-		if steady := boolean(bus, "waitForSteadyState"); steady != (b.nodes > 1) {
-			t.Errorf("%s: waitForSteadyState %v, want it on the nodes of a cluster (and only there)", k, steady)
+		// Every node, a single one too: what starts after it (the next
+		// node, agents, the gateway) starts once it runs.
+		if !boolean(bus, "waitForSteadyState") {
+			t.Errorf("%s: no waitForSteadyState: what starts after the bus would start while ECS still places it", k)
 		}
 	}
 	if n := len(s.ByType(capture.TypeService)); n != len(ids)+b.nodes {

@@ -104,6 +104,18 @@ func (e *Engine) do(ctx context.Context, method, path string, body any, out any)
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
+// Arch is the engine's CPU architecture, as a GOARCH (amd64, arm64).
+func (e *Engine) Arch(ctx context.Context) (string, error) {
+	var v struct{ Arch string }
+	if err := e.do(ctx, "GET", "/version", nil, &v); err != nil {
+		return "", err
+	}
+	if v.Arch == "" {
+		return "", fmt.Errorf("engine: /version names no architecture")
+	}
+	return v.Arch, nil
+}
+
 // Ping checks the engine answers.
 func (e *Engine) Ping(ctx context.Context) error { return e.do(ctx, "GET", "/_ping", nil, nil) }
 
@@ -457,4 +469,59 @@ func (e *Engine) OOMEvents(ctx context.Context, container string, since time.Tim
 			return n, err
 		}
 	}
+}
+
+// InspectImage returns an image's inspect document.
+func (e *Engine) InspectImage(ctx context.Context, id string) (map[string]any, error) {
+	var out map[string]any
+	err := e.do(ctx, "GET", "/images/"+url.PathEscape(id)+"/json", nil, &out)
+	return out, err
+}
+
+// Archive copies path out of a container (created or running) as a tar
+// stream, as `docker cp` does: its entries keep their owners and modes.
+func (e *Engine) Archive(ctx context.Context, container, path string, w io.Writer) error {
+	return e.do(ctx, "GET", "/containers/"+url.PathEscape(container)+"/archive?path="+url.QueryEscape(path), nil, w)
+}
+
+// Logs returns a container's output (stdout and stderr, interleaved), its
+// last tail lines (0: all).
+func (e *Engine) Logs(ctx context.Context, container string, tail int) (string, error) {
+	t := "all"
+	if tail > 0 {
+		t = fmt.Sprint(tail)
+	}
+	var raw bytes.Buffer
+	if err := e.do(ctx, "GET", "/containers/"+url.PathEscape(container)+"/logs?stdout=1&stderr=1&tail="+t, nil, &raw); err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	b := raw.Bytes()
+	for len(b) >= 8 { // multiplexed: an 8-byte header (stream, size), then the payload
+		n := int(binary.BigEndian.Uint32(b[4:8]))
+		if len(b) < 8+n {
+			break
+		}
+		out.Write(b[8 : 8+n])
+		b = b[8+n:]
+	}
+	return out.String(), nil
+}
+
+// Pause freezes every process of a container; Unpause thaws them.
+func (e *Engine) Pause(ctx context.Context, id string) error {
+	return e.do(ctx, "POST", "/containers/"+url.PathEscape(id)+"/pause", nil, nil)
+}
+
+// Unpause thaws a paused container.
+func (e *Engine) Unpause(ctx context.Context, id string) error {
+	return e.do(ctx, "POST", "/containers/"+url.PathEscape(id)+"/unpause", nil, nil)
+}
+
+// ListImages lists image IDs carrying label (k=v).
+func (e *Engine) ListImages(ctx context.Context, label string) ([]string, error) {
+	f, _ := json.Marshal(map[string][]string{"label": {label}})
+	var out []idOnly
+	err := e.do(ctx, "GET", "/images/json?filters="+url.QueryEscape(string(f)), nil, &out)
+	return ids(out), err
 }
