@@ -207,6 +207,9 @@ func (d *declarer) natGateway(vpc *ec2.Vpc, zone string) (*ec2.NatGateway, error
 // 443 from the flock's tasks. Rules are separate resources: the groups refer
 // to each other. (The provider removes AWS's default allow-all egress rule.)
 func (d *declarer) securityGroups() error {
+	// Descriptions (of groups and of rules) are in the characters EC2
+	// accepts (awsrules.SecurityGroupDescription: no apostrophe, no quotes);
+	// any other is refused at deploy time, after the preview passed.
 	mk := func(name, desc string) (*ec2.SecurityGroup, error) {
 		role := map[string]string{"agents": "agent", "efs": "storage", "endpoints": "network"}[name]
 		if role == "" {
@@ -229,14 +232,14 @@ func (d *declarer) securityGroups() error {
 	if d.sg.bus, err = mk("bus", "AI Flock bus: NATS 4222 from agents and the operator"); err != nil {
 		return err
 	}
-	if d.sg.efs, err = mk("efs", "AI Flock EFS: NFS 2049 from the flock's tasks"); err != nil {
+	if d.sg.efs, err = mk("efs", "AI Flock EFS: NFS 2049 from the flock tasks"); err != nil {
 		return err
 	}
 	if d.sg.operator, err = mk("operator", "AI Flock operator task: no ingress; egress to the bus, EFS and AWS endpoints only"); err != nil {
 		return err
 	}
 	if d.args.Network.Egress == EgressEndpoints {
-		if d.sg.endpoints, err = mk("endpoints", "AI Flock VPC endpoints: HTTPS 443 from the flock's tasks"); err != nil {
+		if d.sg.endpoints, err = mk("endpoints", "AI Flock VPC endpoints: HTTPS 443 from the flock tasks"); err != nil {
 			return err
 		}
 	}
