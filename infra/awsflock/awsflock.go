@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"regexp"
-	"strings"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
@@ -225,19 +223,8 @@ type declarer struct {
 	ownImgs map[string]*docker.Image
 }
 
-// n names a child from the component's name.
-func (d *declarer) n(parts ...string) string {
-	return strings.Join(append([]string{d.name}, parts...), "-")
-}
-
-// scope prefixes the names AWS requires to be unique in an account and
-// region (log groups, task definition families): the stack and the flock,
-// in the characters a task definition family allows.
-func (d *declarer) scope() string {
-	return familySafe.ReplaceAllString(d.ctx.Stack(), "-") + "-" + d.name
-}
-
-var familySafe = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+// n names a child from the component's name (names.go).
+func (d *declarer) n(parts ...string) string { return resourceName(d.name, parts...) }
 
 func (d *declarer) tags(role, agent string) pulumi.StringMap {
 	t := pulumi.StringMap{protocol.LabelFlock: pulumi.String(d.name), protocol.LabelRole: pulumi.String(role)}

@@ -48,7 +48,11 @@ var (
 // With an invalid model (modelValid false; its own errors are reported) only
 // flock:aws itself is checked: rules that weigh it against the model would
 // report the empty model's values, not the user's.
-func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
+//
+// stack is the stack's name (ctx.Stack()): it is part of the log group names
+// and task definition families, which are checked against AWS's rules with
+// every other name the component derives from the configuration (names.go).
+func (c Config) Validate(stack string, m flock.Model, modelValid bool) (Args, []error) {
 	var errs []error
 	add := func(key, format string, v ...any) {
 		errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf(format, v...)})
@@ -125,6 +129,10 @@ func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 	}
 	// An agent's own Dockerfile is built where the program runs: it must be there.
 	errs = append(errs, flock.ImageFileErrors(m.Agents, os.Stat)...)
+	if modelValid {
+		// Names last: they read the namespace settled above.
+		errs = append(errs, nameErrors(stack, a, c.Namespace != "" && a.Namespace == c.Namespace)...)
+	}
 	if own := ownImages(m); len(own) > MaxOwnImages {
 		add(own[MaxOwnImages].ConfigKey, "would be the flock's agent image number %d: the aws target builds at most %d distinct agent images (each has a lifecycle rule of its own in the repository, whose policy holds at most 30,720 characters); let agents share images", MaxOwnImages+1, MaxOwnImages)
 	}

@@ -102,11 +102,6 @@ func (d *declarer) logGroup(key, role, agent, name string) (*cloudwatch.LogGroup
 	return lg, nil
 }
 
-// LogGroupName is the CloudWatch log group of an agent.
-func LogGroupName(stack, flockName, id string) string {
-	return "/ai-flock/" + stack + "/" + flockName + "/agents/" + id
-}
-
 // secret stores value (a Pulumi secret) in Secrets Manager. The secret's
 // name is generated (autonamed): a replaced secret never waits for the
 // deleted one's recovery window to free its name.
@@ -142,7 +137,7 @@ func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
 	defs := d.containerDefinitions(t, size, mounts)
 
 	args := &ecs.TaskDefinitionArgs{
-		Family:                  pulumi.String(d.scope() + "-" + t.key),
+		Family:                  pulumi.String(TaskFamily(d.ctx.Stack(), d.name, t.key)),
 		RequiresCompatibilities: pulumi.StringArray{pulumi.String("FARGATE")},
 		NetworkMode:             pulumi.String("awsvpc"),
 		Cpu:                     pulumi.String(strconv.Itoa(size.CPU)),
@@ -171,9 +166,10 @@ func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
 // task's own code may do: mount its access points). Their policies go into
 // t.deps.
 func (d *declarer) roles(t *task) (exec, role *iam.Role, err error) {
+	execDesc, taskDesc := roleDescriptions(d.name, t.key, len(t.rw)+len(t.ro) > 0)
 	// Execution role: what ECS does for the task (pull, log, inject secrets).
 	exec, err = iam.NewRole(d.ctx, d.n(t.key, "exec-role"), &iam.RoleArgs{
-		Description:      pulumi.String("AI Flock " + d.name + " " + t.key + ": pull its image, write its logs, read its own secrets"),
+		Description:      pulumi.String(execDesc),
 		AssumeRolePolicy: pulumi.String(ExecTrustPolicy()),
 		Tags:             d.tags(t.role, t.agent),
 	}, d.parent)
@@ -199,12 +195,8 @@ func (d *declarer) roles(t *task) (exec, role *iam.Role, err error) {
 		return nil, nil, fmt.Errorf("execution policy: %w", err)
 	}
 	// Task role: what the task's own code may do, which is mount its access points.
-	what := "mount its own EFS access points"
-	if len(t.rw)+len(t.ro) == 0 {
-		what = "no AWS access (it mounts no EFS)"
-	}
 	role, err = iam.NewRole(d.ctx, d.n(t.key, "task-role"), &iam.RoleArgs{
-		Description:      pulumi.String("AI Flock " + d.name + " " + t.key + ": " + what),
+		Description:      pulumi.String(taskDesc),
 		AssumeRolePolicy: pulumi.String(TaskTrustPolicy(d.partition, d.region, d.account)),
 		Tags:             d.tags(t.role, t.agent),
 	}, d.parent)
@@ -395,7 +387,7 @@ func digest(parts ...string) string {
 // (aws ecs run-task) to reach the bus from inside the VPC with the operator
 // credentials, and to fill common.
 func (d *declarer) declareOperator() error {
-	lg, err := d.logGroup("operator", "operator", "", "/ai-flock/"+d.ctx.Stack()+"/"+d.name+"/operator")
+	lg, err := d.logGroup("operator", "operator", "", TaskLogGroupName(d.ctx.Stack(), d.name, "operator"))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package stacks_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/awsrules"
@@ -44,6 +45,34 @@ func TestAWSDescriptionsAWSAccepts(t *testing.T) {
 		}
 		if checked < 20 {
 			t.Errorf("%s: only %d descriptions checked", shape, checked)
+		}
+	}
+}
+
+// Through the real program: a flock whose names AWS would refuse is refused
+// with every such name at once, by key, and nothing is declared.
+func TestAWSConfigRefusesNamesAWSWouldRefuse(t *testing.T) {
+	s, err := capture.RunAWS(capture.Config{
+		"flock:name":       "a-20-character-flock",
+		"flock:agentCount": "",
+		"flock:agents":     `[{"id": "agent-1"}, {"id": "a-31-character-agent-identifier", "slot": 2}]`,
+	})
+	if err == nil {
+		t.Fatal("a 70-character role name was declared")
+	}
+	for _, w := range []string{
+		"invalid stack configuration",
+		`flock:agents[1].id: "a-31-character-agent-identifier" would make the IAM role name "a-20-character-flock-a-31-character-agent-identifier-exec-role-xxxxxxx"`,
+		`flock:agents[1].id: "a-31-character-agent-identifier" would make the IAM role name "a-20-character-flock-a-31-character-agent-identifier-task-role-xxxxxxx"`,
+		"which is 70 characters long; IAM role name: at most 64 characters",
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("the error lacks %q:\n%v", w, err)
+		}
+	}
+	for _, r := range s.Resources {
+		if r.Type != capture.TypeStack {
+			t.Errorf("an invalid configuration declared %s %s", r.Type, r.Name)
 		}
 	}
 }
