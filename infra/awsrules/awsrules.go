@@ -159,4 +159,23 @@ const AutoNameRandom = 8
 // written as x's (letters every rule here allows).
 func AutoName(logical string) string { return logical + "-" + strings.Repeat("x", AutoNameRandom-1) }
 
+// PrefixRandom is what the provider (terraform-provider-aws, under
+// pulumi-aws) appends to a namePrefix: a 26-character unique ID.
+const PrefixRandom = 26
+
+// PrefixOf is rule r for a namePrefix: the same characters, room left for
+// the provider's PrefixRandom characters (IAMRoleNamePrefix is
+// PrefixOf(IAMRoleName)).
+func PrefixOf(r Rule) Rule {
+	p := r
+	p.What += " prefix"
+	p.Input = "namePrefix"
+	p.Min = 1
+	p.Shape, p.ShapeText = nil, ""
+	if r.Max > PrefixRandom {
+		p.Max = r.Max - PrefixRandom
+	}
+	return p
+}
+
 func chars(class string) *regexp.Regexp { return regexp.MustCompile(`^[` + class + `]$`) }

@@ -187,3 +187,14 @@ func TestViolationMessage(t *testing.T) {
 		t.Errorf("AutoName adds %d characters, want %d", got-1, AutoNameRandom)
 	}
 }
+
+// A namePrefix leaves room for the provider's 26 characters: a role's is 38.
+func TestPrefixOf(t *testing.T) {
+	p := PrefixOf(IAMRoleName)
+	if p.Max != IAMRoleNamePrefix.Max || p.Max != 38 {
+		t.Errorf("role name prefix at most %d, table says %d", p.Max, IAMRoleNamePrefix.Max)
+	}
+	if p.Check(at(38, "a")) != nil || p.Check(at(39, "a")) == nil || p.Check("a b") == nil {
+		t.Error("the prefix rule does not hold the edges")
+	}
+}
