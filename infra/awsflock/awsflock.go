@@ -78,6 +78,9 @@ type Args struct {
 	Namespace string
 	// OperatorCIDRs may reach the bus's client port (e.g. a VPN's range). Empty by default.
 	OperatorCIDRs []string
+	// CreateServiceLinkedRole declares ECS's service-linked role, which
+	// every ECS service then depends on (flock:aws.createServiceLinkedRole).
+	CreateServiceLinkedRole bool
 	// AgentContext is the docker build context (agent/Dockerfile and prebuilt binaries).
 	AgentContext string
 	// BaseImage overrides the Dockerfile's BASE build argument.
@@ -200,7 +203,8 @@ type declarer struct {
 	routeTables pulumi.StringArray
 	sg          securityGroups
 	// ready are what every task needs before it can start: routes or
-	// endpoints to AWS, EFS mount targets, the file system policy.
+	// endpoints to AWS, EFS mount targets, the file system policy, and
+	// ECS's service-linked role when the stack declares it.
 	ready []pulumi.Resource
 
 	fs               *efs.FileSystem

@@ -23,13 +23,18 @@ type Config struct {
 	AgentContext      string   `json:"agentContext"`
 	BaseImage         string   `json:"baseImage"`
 	ImageTag          string   `json:"imageTag"`
+	// CreateServiceLinkedRole declares ECS's service-linked role
+	// (AWSServiceRoleForECS): a fresh account has none until something
+	// creates it, and the first ECS service can fail without it. Off by
+	// default: declaring it fails on an account that already has it.
+	CreateServiceLinkedRole bool `json:"createServiceLinkedRole"`
 }
 
 // Key is the aws target's own configuration key.
 const Key = "flock:aws"
 
 // ConfigShape is what Key holds, for the error when it is not even that.
-const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag}"
+const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag, createServiceLinkedRole}"
 
 var (
 	vpcIDPattern    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
@@ -65,6 +70,8 @@ func (c Config) Validate(stack string, m flock.Model, modelValid bool) (Args, []
 		AgentContext:     "agent",
 		BaseImage:        c.BaseImage,
 		ImageTag:         c.ImageTag,
+		// Declared or not as asked: AWS alone knows whether the account has it.
+		CreateServiceLinkedRole: c.CreateServiceLinkedRole,
 		Network: Network{
 			CIDR: DefaultCIDR, AZCount: DefaultAZCount, Egress: EgressEndpoints,
 		},

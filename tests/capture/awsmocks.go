@@ -25,32 +25,33 @@ var MockZones = []string{"eu-west-1a", "eu-west-1b", "eu-west-1c"}
 
 // Types of the resources the aws stack declares.
 const (
-	TypeVpc              = "aws:ec2/vpc:Vpc"
-	TypeSubnet           = "aws:ec2/subnet:Subnet"
-	TypeRouteTable       = "aws:ec2/routeTable:RouteTable"
-	TypeRoute            = "aws:ec2/route:Route"
-	TypeInternetGateway  = "aws:ec2/internetGateway:InternetGateway"
-	TypeNatGateway       = "aws:ec2/natGateway:NatGateway"
-	TypeEip              = "aws:ec2/eip:Eip"
-	TypeVpcEndpoint      = "aws:ec2/vpcEndpoint:VpcEndpoint"
-	TypeSecurityGroup    = "aws:ec2/securityGroup:SecurityGroup"
-	TypeSGRule           = "aws:ec2/securityGroupRule:SecurityGroupRule"
-	TypeDefaultSG        = "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup"
-	TypeFileSystem       = "aws:efs/fileSystem:FileSystem"
-	TypeMountTarget      = "aws:efs/mountTarget:MountTarget"
-	TypeFileSystemPolicy = "aws:efs/fileSystemPolicy:FileSystemPolicy"
-	TypeAccessPoint      = "aws:efs/accessPoint:AccessPoint"
-	TypeRepository       = "aws:ecr/repository:Repository"
-	TypeLogGroup         = "aws:cloudwatch/logGroup:LogGroup"
-	TypeSecret           = "aws:secretsmanager/secret:Secret"
-	TypeSecretVersion    = "aws:secretsmanager/secretVersion:SecretVersion"
-	TypeRole             = "aws:iam/role:Role"
-	TypeRolePolicy       = "aws:iam/rolePolicy:RolePolicy"
-	TypeCluster          = "aws:ecs/cluster:Cluster"
-	TypeTaskDefinition   = "aws:ecs/taskDefinition:TaskDefinition"
-	TypeService          = "aws:ecs/service:Service"
-	TypeNamespace        = "aws:servicediscovery/privateDnsNamespace:PrivateDnsNamespace"
-	TypeDiscovery        = "aws:servicediscovery/service:Service"
+	TypeVpc               = "aws:ec2/vpc:Vpc"
+	TypeSubnet            = "aws:ec2/subnet:Subnet"
+	TypeRouteTable        = "aws:ec2/routeTable:RouteTable"
+	TypeRoute             = "aws:ec2/route:Route"
+	TypeInternetGateway   = "aws:ec2/internetGateway:InternetGateway"
+	TypeNatGateway        = "aws:ec2/natGateway:NatGateway"
+	TypeEip               = "aws:ec2/eip:Eip"
+	TypeVpcEndpoint       = "aws:ec2/vpcEndpoint:VpcEndpoint"
+	TypeSecurityGroup     = "aws:ec2/securityGroup:SecurityGroup"
+	TypeSGRule            = "aws:ec2/securityGroupRule:SecurityGroupRule"
+	TypeDefaultSG         = "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup"
+	TypeFileSystem        = "aws:efs/fileSystem:FileSystem"
+	TypeMountTarget       = "aws:efs/mountTarget:MountTarget"
+	TypeFileSystemPolicy  = "aws:efs/fileSystemPolicy:FileSystemPolicy"
+	TypeAccessPoint       = "aws:efs/accessPoint:AccessPoint"
+	TypeRepository        = "aws:ecr/repository:Repository"
+	TypeLogGroup          = "aws:cloudwatch/logGroup:LogGroup"
+	TypeSecret            = "aws:secretsmanager/secret:Secret"
+	TypeSecretVersion     = "aws:secretsmanager/secretVersion:SecretVersion"
+	TypeRole              = "aws:iam/role:Role"
+	TypeRolePolicy        = "aws:iam/rolePolicy:RolePolicy"
+	TypeServiceLinkedRole = "aws:iam/serviceLinkedRole:ServiceLinkedRole"
+	TypeCluster           = "aws:ecs/cluster:Cluster"
+	TypeTaskDefinition    = "aws:ecs/taskDefinition:TaskDefinition"
+	TypeService           = "aws:ecs/service:Service"
+	TypeNamespace         = "aws:servicediscovery/privateDnsNamespace:PrivateDnsNamespace"
+	TypeDiscovery         = "aws:servicediscovery/service:Service"
 )
 
 func init() {
@@ -159,6 +160,9 @@ func MockARN(typ, name string, inputs resource.PropertyMap) string {
 		return "arn:aws:secretsmanager:" + ra + ":secret:" + name + "-AbCdEf"
 	case TypeRole:
 		return "arn:aws:iam::" + MockAccount + ":role/" + nameOf(name, inputs)
+	case TypeServiceLinkedRole:
+		// AWS names it after the service: ECS's is AWSServiceRoleForECS.
+		return "arn:aws:iam::" + MockAccount + ":role/aws-service-role/ecs.amazonaws.com/AWSServiceRoleForECS"
 	case TypeRepository:
 		return "arn:aws:ecr:" + ra + ":repository/" + nameOf(name, inputs)
 	case TypeCluster:
@@ -217,6 +221,9 @@ func awsState(args pulumi.MockResourceArgs, state resource.PropertyMap) {
 		state["repositoryUrl"] = str(MockRegistry() + "/" + repo)
 	case TypeRole, TypeCluster, TypeSecret:
 		state["name"] = str(nameOf(name, args.Inputs))
+	case TypeServiceLinkedRole:
+		state["name"] = str("AWSServiceRoleForECS")
+		state["path"] = str("/aws-service-role/ecs.amazonaws.com/")
 	case TypeTaskDefinition:
 		state["revision"] = resource.NewNumberProperty(1)
 		state["arnWithoutRevision"] = str(strings.TrimSuffix(MockARN(typ, name, args.Inputs), ":1"))
