@@ -92,7 +92,7 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	case c.Target == string(flock.TargetDocker) && dockerOK:
 		s.Docker, targetErrs = dockerConf.Validate(m, dockerHost)
 	case c.Target == string(flock.TargetAWS) && awsOK:
-		s.AWS, targetErrs = awsConf.Validate(m, err == nil)
+		s.AWS, targetErrs = awsConf.Validate(ctx.Stack(), m, err == nil)
 	}
 	errs = append(errs, targetErrs...)
 	secret, err := busSecret(ctx)

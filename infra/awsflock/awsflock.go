@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"regexp"
-	"strings"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
@@ -80,6 +78,9 @@ type Args struct {
 	Namespace string
 	// OperatorCIDRs may reach the bus's client port (e.g. a VPN's range). Empty by default.
 	OperatorCIDRs []string
+	// CreateServiceLinkedRole declares ECS's service-linked role, which
+	// every ECS service then depends on (flock:aws.createServiceLinkedRole).
+	CreateServiceLinkedRole bool
 	// AgentContext is the docker build context (agent/Dockerfile and prebuilt binaries).
 	AgentContext string
 	// BaseImage overrides the Dockerfile's BASE build argument.
@@ -209,7 +210,8 @@ type declarer struct {
 	routeTables pulumi.StringArray
 	sg          securityGroups
 	// ready are what every task needs before it can start: routes or
-	// endpoints to AWS, EFS mount targets, the file system policy.
+	// endpoints to AWS, EFS mount targets, the file system policy, and
+	// ECS's service-linked role when the stack declares it.
 	ready []pulumi.Resource
 
 	fs               *efs.FileSystem
@@ -236,19 +238,8 @@ type declarer struct {
 	bus pulumi.Resource
 }
 
-// n names a child from the component's name.
-func (d *declarer) n(parts ...string) string {
-	return strings.Join(append([]string{d.name}, parts...), "-")
-}
-
-// scope prefixes the names AWS requires to be unique in an account and
-// region (log groups, task definition families): the stack and the flock,
-// in the characters a task definition family allows.
-func (d *declarer) scope() string {
-	return familySafe.ReplaceAllString(d.ctx.Stack(), "-") + "-" + d.name
-}
-
-var familySafe = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+// n names a child from the component's name (names.go).
+func (d *declarer) n(parts ...string) string { return resourceName(d.name, parts...) }
 
 func (d *declarer) tags(role, agent string) pulumi.StringMap {
 	t := pulumi.StringMap{protocol.LabelFlock: pulumi.String(d.name), protocol.LabelRole: pulumi.String(role)}

@@ -94,14 +94,8 @@ func MonitorURL(m flock.Model, namespace string) string {
 	return fmt.Sprintf("http://%s:%d", BusHosts(m, namespace)[0], protocol.MonitorPort)
 }
 
-// busNodeKey names node n's resources: "bus" for a single bus (the names
-// it has always had), "bus-<n>" for the nodes of a cluster.
-func (d *declarer) busNodeKey(n int) string {
-	if !d.m.Bus.Clustered() {
-		return "bus"
-	}
-	return "bus-" + strconv.Itoa(n)
-}
+// busNodeKey names node n's resources (names.go).
+func (d *declarer) busNodeKey(n int) string { return busNodeKey(d.m, n) }
 
 // declareBus declares every bus node, each after the one before it has
 // reached its steady state (node 1 bootstraps, each next node joins a
@@ -128,7 +122,7 @@ func (d *declarer) declareBus() error {
 func (d *declarer) declareBusNode(n int, after pulumi.Resource) (pulumi.Resource, error) {
 	key := d.busNodeKey(n)
 	clustered := d.m.Bus.Clustered()
-	lg, err := d.logGroup(key, "bus", "", "/ai-flock/"+d.ctx.Stack()+"/"+d.name+"/"+key)
+	lg, err := d.logGroup(key, "bus", "", TaskLogGroupName(d.ctx.Stack(), d.name, key))
 	if err != nil {
 		return nil, err
 	}

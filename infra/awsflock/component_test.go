@@ -23,7 +23,7 @@ func argsWith(t *testing.T, n int, replicas *int) awsflock.Args {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, errs := awsflock.Config{ImageTag: "test"}.Validate(m, true)
+	a, errs := awsflock.Config{ImageTag: "test"}.Validate("aws", m, true)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

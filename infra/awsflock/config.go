@@ -25,13 +25,18 @@ type Config struct {
 	BaseImage         string   `json:"baseImage"`
 	ImageTag          string   `json:"imageTag"`
 	CPUArchitecture   string   `json:"cpuArchitecture"`
+	// CreateServiceLinkedRole declares ECS's service-linked role
+	// (AWSServiceRoleForECS): a fresh account has none until something
+	// creates it, and the first ECS service can fail without it. Off by
+	// default: declaring it fails on an account that already has it.
+	CreateServiceLinkedRole bool `json:"createServiceLinkedRole"`
 }
 
 // Key is the aws target's own configuration key.
 const Key = "flock:aws"
 
 // ConfigShape is what Key holds, for the error when it is not even that.
-const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag, cpuArchitecture}"
+const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag, cpuArchitecture, createServiceLinkedRole}"
 
 var (
 	vpcIDPattern    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
@@ -50,7 +55,11 @@ var (
 // With an invalid model (modelValid false; its own errors are reported) only
 // flock:aws itself is checked: rules that weigh it against the model would
 // report the empty model's values, not the user's.
-func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
+//
+// stack is the stack's name (ctx.Stack()): it is part of the log group names
+// and task definition families, which are checked against AWS's rules with
+// every other name the component derives from the configuration (names.go).
+func (c Config) Validate(stack string, m flock.Model, modelValid bool) (Args, []error) {
 	var errs []error
 	add := func(key, format string, v ...any) {
 		errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf(format, v...)})
@@ -64,6 +73,8 @@ func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 		BaseImage:        c.BaseImage,
 		ImageTag:         c.ImageTag,
 		CPUArchitecture:  DefaultCPUArchitecture,
+		// Declared or not as asked: AWS alone knows whether the account has it.
+		CreateServiceLinkedRole: c.CreateServiceLinkedRole,
 		Network: Network{
 			CIDR: DefaultCIDR, AZCount: DefaultAZCount, Egress: EgressEndpoints,
 		},
@@ -138,6 +149,10 @@ func (c Config) Validate(m flock.Model, modelValid bool) (Args, []error) {
 	}
 	// An agent's own Dockerfile is built where the program runs: it must be there.
 	errs = append(errs, flock.ImageFileErrors(m.Agents, os.Stat)...)
+	if modelValid {
+		// Names last: they read the namespace settled above.
+		errs = append(errs, nameErrors(stack, a, c.Namespace != "" && a.Namespace == c.Namespace)...)
+	}
 	if own := ownImages(m); len(own) > MaxOwnImages {
 		add(own[MaxOwnImages].ConfigKey, "would be the flock's agent image number %d: the aws target builds at most %d distinct agent images (each has a lifecycle rule of its own in the repository, whose policy holds at most 30,720 characters); let agents share images", MaxOwnImages+1, MaxOwnImages)
 	}

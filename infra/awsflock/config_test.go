@@ -25,7 +25,7 @@ func validate(t *testing.T, model, aws string) (Args, []error, error) {
 		t.Fatal(err)
 	}
 	m, merr := mc.Validate()
-	a, errs := c.Validate(m, merr == nil)
+	a, errs := c.Validate("aws", m, merr == nil)
 	return a, errs, merr
 }
 

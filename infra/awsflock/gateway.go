@@ -192,7 +192,7 @@ func (d *declarer) gatewaySecurityGroup() error {
 func (d *declarer) declareGateway() error {
 	g := d.m.Gateway
 	role := protocol.RoleGateway
-	lg, err := d.logGroup("gateway", role, "", "/ai-flock/"+d.ctx.Stack()+"/"+d.name+"/gateway")
+	lg, err := d.logGroup("gateway", role, "", TaskLogGroupName(d.ctx.Stack(), d.name, "gateway"))
 	if err != nil {
 		return err
 	}

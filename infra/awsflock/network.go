@@ -1,14 +1,17 @@
 package awsflock
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -48,6 +51,9 @@ func PrivateCapacity(cidr netip.Prefix, azs int) int {
 func (d *declarer) network(reverseDNS string) error {
 	n := d.args.Network
 	if n.VpcID != "" {
+		if err := d.checkSubnets(); err != nil {
+			return err
+		}
 		d.vpcID = pulumi.String(n.VpcID).ToStringOutput()
 		d.subnets = pulumi.ToStringArray(n.SubnetIDs)
 		d.routeTables = pulumi.ToStringArray(n.RouteTableIDs)
@@ -72,16 +78,73 @@ func (d *declarer) network(reverseDNS string) error {
 	}
 }
 
+// ZoneTypeFilter keeps the region's Availability Zones out of the zones
+// DescribeAvailabilityZones lists: Local Zones and Wavelength Zones (which an
+// account that opted in sees too) run neither Fargate nor EFS.
+var ZoneTypeFilter = aws.GetAvailabilityZonesFilter{Name: "zone-type", Values: []string{"availability-zone"}}
+
+// availabilityZones are the region's available Availability Zones, by name.
+func (d *declarer) availabilityZones() ([]string, error) {
+	azs, err := aws.GetAvailabilityZones(d.ctx, &aws.GetAvailabilityZonesArgs{
+		State:   pulumi.StringRef("available"),
+		Filters: []aws.GetAvailabilityZonesFilter{ZoneTypeFilter},
+	}, d.invoke)
+	if err != nil {
+		return nil, fmt.Errorf("availability zones: %w", err)
+	}
+	return azs.Names, nil
+}
+
+// checkSubnets looks up flock:aws.subnetIds before anything is declared in
+// them: each must be a subnet of flock:aws.vpcId, in an Availability Zone
+// (Fargate and EFS are in no Local or Wavelength Zone), and no two in one
+// zone: EFS takes one mount target per zone and the file system gets one
+// per subnet, so a second subnet in a zone fails at deploy. Every problem
+// is reported, each naming its flock:aws.subnetIds[i].
+func (d *declarer) checkSubnets() error {
+	n := d.args.Network
+	zones, err := d.availabilityZones()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	first := map[string]int{} // zone -> index of the first subnet in it
+	for i, id := range n.SubnetIDs {
+		key := fmt.Sprintf("%s.subnetIds[%d]", Key, i)
+		bad := func(format string, a ...any) {
+			errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf(format, a...)})
+		}
+		sub, err := ec2.LookupSubnet(d.ctx, &ec2.LookupSubnetArgs{Id: pulumi.StringRef(id)}, d.invoke)
+		if err != nil {
+			bad("%s: no such subnet in this account and region (%v)", id, err)
+			continue
+		}
+		if sub.VpcId != n.VpcID {
+			bad("%s is a subnet of %s, not of %s.vpcId %s", id, sub.VpcId, Key, n.VpcID)
+		}
+		if !slices.Contains(zones, sub.AvailabilityZone) {
+			bad("%s is in %s, which is not an available Availability Zone of the region (a Local or Wavelength Zone has no Fargate and no EFS)", id, sub.AvailabilityZone)
+			continue
+		}
+		if j, taken := first[sub.AvailabilityZone]; taken {
+			bad("%s is in %s, like %s.subnetIds[%d] (%s): EFS takes one mount target per Availability Zone, and the file system gets one per subnet; list one private subnet per zone", id, sub.AvailabilityZone, Key, j, n.SubnetIDs[j])
+			continue
+		}
+		first[sub.AvailabilityZone] = i
+	}
+	return errors.Join(errs...)
+}
+
 // newVPC declares a VPC with one private subnet per availability zone and,
 // for NAT egress, one public subnet holding the NAT gateway.
 func (d *declarer) newVPC() error {
 	n := d.args.Network
-	azs, err := aws.GetAvailabilityZones(d.ctx, &aws.GetAvailabilityZonesArgs{State: pulumi.StringRef("available")}, d.invoke)
+	zones, err := d.availabilityZones()
 	if err != nil {
-		return fmt.Errorf("availability zones: %w", err)
+		return err
 	}
-	if len(azs.Names) < n.AZCount {
-		return fmt.Errorf("flock:aws.availabilityZones: the region has %d available zones, %d asked", len(azs.Names), n.AZCount)
+	if len(zones) < n.AZCount {
+		return fmt.Errorf("flock:aws.availabilityZones: the region has %d available Availability Zones, %d asked", len(zones), n.AZCount)
 	}
 	vpc, err := ec2.NewVpc(d.ctx, d.n("vpc"), &ec2.VpcArgs{
 		CidrBlock: pulumi.String(n.CIDR.String()),
@@ -113,7 +176,7 @@ func (d *declarer) newVPC() error {
 		name := d.n("private", strconv.Itoa(i+1))
 		sub, err := ec2.NewSubnet(d.ctx, name, &ec2.SubnetArgs{
 			VpcId: vpc.ID(), CidrBlock: pulumi.String(cidr.String()),
-			AvailabilityZone:    pulumi.String(azs.Names[i]),
+			AvailabilityZone:    pulumi.String(zones[i]),
 			MapPublicIpOnLaunch: pulumi.Bool(false),
 			Tags:                d.tags("network", ""),
 		}, d.parent)
@@ -130,12 +193,12 @@ func (d *declarer) newVPC() error {
 	if d.m.Gateway.Enabled() {
 		// The gateway's route out, in subnets of its own: the private
 		// subnets (agents, the bus, the operator) keep none.
-		return d.gatewayEgress(vpc, azs.Names)
+		return d.gatewayEgress(vpc, zones)
 	}
 	if n.Egress != EgressNAT {
 		return nil
 	}
-	nat, err := d.natGateway(vpc, azs.Names[0])
+	nat, err := d.natGateway(vpc, zones[0])
 	if err != nil {
 		return err
 	}
@@ -207,6 +270,9 @@ func (d *declarer) natGateway(vpc *ec2.Vpc, zone string) (*ec2.NatGateway, error
 // 443 from the flock's tasks. Rules are separate resources: the groups refer
 // to each other. (The provider removes AWS's default allow-all egress rule.)
 func (d *declarer) securityGroups() error {
+	// Descriptions (of groups and of rules) are in the characters EC2
+	// accepts (awsrules.SecurityGroupDescription: no apostrophe, no quotes);
+	// any other is refused at deploy time, after the preview passed.
 	mk := func(name, desc string) (*ec2.SecurityGroup, error) {
 		role := map[string]string{"agents": "agent", "efs": "storage", "endpoints": "network"}[name]
 		if role == "" {
@@ -229,14 +295,14 @@ func (d *declarer) securityGroups() error {
 	if d.sg.bus, err = mk("bus", "AI Flock bus: NATS 4222 from agents and the operator"); err != nil {
 		return err
 	}
-	if d.sg.efs, err = mk("efs", "AI Flock EFS: NFS 2049 from the flock's tasks"); err != nil {
+	if d.sg.efs, err = mk("efs", "AI Flock EFS: NFS 2049 from the flock tasks"); err != nil {
 		return err
 	}
 	if d.sg.operator, err = mk("operator", "AI Flock operator task: no ingress; egress to the bus, EFS and AWS endpoints only"); err != nil {
 		return err
 	}
 	if d.args.Network.Egress == EgressEndpoints {
-		if d.sg.endpoints, err = mk("endpoints", "AI Flock VPC endpoints: HTTPS 443 from the flock's tasks"); err != nil {
+		if d.sg.endpoints, err = mk("endpoints", "AI Flock VPC endpoints: HTTPS 443 from the flock tasks"); err != nil {
 			return err
 		}
 	}

@@ -18,6 +18,9 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
+// ECSServicePrincipal is the service ECS's service-linked role is for.
+const ECSServicePrincipal = "ecs.amazonaws.com"
+
 // Names of the task volumes.
 const (
 	VolumeAgent  = "agent"
@@ -28,8 +31,23 @@ const (
 	VolumeRun    = "run"
 )
 
-// platform declares the cluster and the Cloud Map namespace the bus nodes register in.
+// platform declares the cluster and the Cloud Map namespace the bus nodes
+// register in, and (when asked) ECS's service-linked role.
 func (d *declarer) platform() error {
+	if d.args.CreateServiceLinkedRole {
+		// ECS creates AWSServiceRoleForECS itself when it first needs it, but
+		// not always in time: the first service of a fresh account can fail
+		// with "Unable to assume the service linked role". Declared, every
+		// service waits for it (d.ready). It takes no name (AWS fixes it),
+		// description or tags: the defaults are AWS's.
+		slr, err := iam.NewServiceLinkedRole(d.ctx, d.n("ecs-service-linked-role"), &iam.ServiceLinkedRoleArgs{
+			AwsServiceName: pulumi.String(ECSServicePrincipal),
+		}, d.parent)
+		if err != nil {
+			return fmt.Errorf("ecs service-linked role: %w", err)
+		}
+		d.ready = append(d.ready, slr)
+	}
 	var err error
 	d.cluster, err = ecs.NewCluster(d.ctx, d.n("cluster"), &ecs.ClusterArgs{
 		Settings: ecs.ClusterSettingArray{ecs.ClusterSettingArgs{Name: pulumi.String("containerInsights"), Value: pulumi.String("enabled")}},
@@ -102,11 +120,6 @@ func (d *declarer) logGroup(key, role, agent, name string) (*cloudwatch.LogGroup
 	return lg, nil
 }
 
-// LogGroupName is the CloudWatch log group of an agent.
-func LogGroupName(stack, flockName, id string) string {
-	return "/ai-flock/" + stack + "/" + flockName + "/agents/" + id
-}
-
 // secret stores value (a Pulumi secret) in Secrets Manager. The secret's
 // name is generated (autonamed): a replaced secret never waits for the
 // deleted one's recovery window to free its name.
@@ -142,7 +155,7 @@ func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
 	defs := d.containerDefinitions(t, size, mounts)
 
 	args := &ecs.TaskDefinitionArgs{
-		Family:                  pulumi.String(d.scope() + "-" + t.key),
+		Family:                  pulumi.String(TaskFamily(d.ctx.Stack(), d.name, t.key)),
 		RequiresCompatibilities: pulumi.StringArray{pulumi.String("FARGATE")},
 		NetworkMode:             pulumi.String("awsvpc"),
 		Cpu:                     pulumi.String(strconv.Itoa(size.CPU)),
@@ -171,9 +184,10 @@ func (d *declarer) define(t *task) (*ecs.TaskDefinition, error) {
 // task's own code may do: mount its access points). Their policies go into
 // t.deps.
 func (d *declarer) roles(t *task) (exec, role *iam.Role, err error) {
+	execDesc, taskDesc := roleDescriptions(d.name, t.key, len(t.rw)+len(t.ro) > 0)
 	// Execution role: what ECS does for the task (pull, log, inject secrets).
 	exec, err = iam.NewRole(d.ctx, d.n(t.key, "exec-role"), &iam.RoleArgs{
-		Description:      pulumi.String("AI Flock " + d.name + " " + t.key + ": pull its image, write its logs, read its own secrets"),
+		Description:      pulumi.String(execDesc),
 		AssumeRolePolicy: pulumi.String(ExecTrustPolicy()),
 		Tags:             d.tags(t.role, t.agent),
 	}, d.parent)
@@ -199,12 +213,8 @@ func (d *declarer) roles(t *task) (exec, role *iam.Role, err error) {
 		return nil, nil, fmt.Errorf("execution policy: %w", err)
 	}
 	// Task role: what the task's own code may do, which is mount its access points.
-	what := "mount its own EFS access points"
-	if len(t.rw)+len(t.ro) == 0 {
-		what = "no AWS access (it mounts no EFS)"
-	}
 	role, err = iam.NewRole(d.ctx, d.n(t.key, "task-role"), &iam.RoleArgs{
-		Description:      pulumi.String("AI Flock " + d.name + " " + t.key + ": " + what),
+		Description:      pulumi.String(taskDesc),
 		AssumeRolePolicy: pulumi.String(TaskTrustPolicy(d.partition, d.region, d.account)),
 		Tags:             d.tags(t.role, t.agent),
 	}, d.parent)
@@ -395,7 +405,7 @@ func digest(parts ...string) string {
 // (aws ecs run-task) to reach the bus from inside the VPC with the operator
 // credentials, and to fill common.
 func (d *declarer) declareOperator() error {
-	lg, err := d.logGroup("operator", "operator", "", "/ai-flock/"+d.ctx.Stack()+"/"+d.name+"/operator")
+	lg, err := d.logGroup("operator", "operator", "", TaskLogGroupName(d.ctx.Stack(), d.name, "operator"))
 	if err != nil {
 		return err
 	}

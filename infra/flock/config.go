@@ -318,7 +318,11 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw G
 		if e.image != nil {
 			img = e.image.validate(es, e.key+".image")
 		}
-		agents = append(agents, Agent{ID: e.id, Slot: slot, UID: uidBase + slot, GID: uidBase + slot, Subnet: subnet, Limits: limits, Program: program, Gateway: access, Image: img})
+		idKey := e.key
+		if e.key != "flock:agentCount" {
+			idKey += ".id"
+		}
+		agents = append(agents, Agent{ID: e.id, Slot: slot, UID: uidBase + slot, GID: uidBase + slot, Subnet: subnet, Limits: limits, Program: program, Gateway: access, Image: img, IDKey: idKey})
 	}
 	for id := range c.Overrides {
 		if seenID[id] == "" {

@@ -134,9 +134,9 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults not applied: %+v", m)
 	}
 	want := []Agent{
-		{ID: "agent-1", Slot: 1, UID: 20001, GID: 20001, Subnet: netip.MustParsePrefix("10.210.0.8/29"), Limits: DefaultLimits},
-		{ID: "agent-2", Slot: 2, UID: 20002, GID: 20002, Subnet: netip.MustParsePrefix("10.210.0.16/29"), Limits: DefaultLimits},
-		{ID: "agent-3", Slot: 3, UID: 20003, GID: 20003, Subnet: netip.MustParsePrefix("10.210.0.24/29"), Limits: DefaultLimits},
+		{ID: "agent-1", Slot: 1, UID: 20001, GID: 20001, Subnet: netip.MustParsePrefix("10.210.0.8/29"), Limits: DefaultLimits, IDKey: "flock:agentCount"},
+		{ID: "agent-2", Slot: 2, UID: 20002, GID: 20002, Subnet: netip.MustParsePrefix("10.210.0.16/29"), Limits: DefaultLimits, IDKey: "flock:agentCount"},
+		{ID: "agent-3", Slot: 3, UID: 20003, GID: 20003, Subnet: netip.MustParsePrefix("10.210.0.24/29"), Limits: DefaultLimits, IDKey: "flock:agentCount"},
 	}
 	for i, a := range m.Agents {
 		if !reflect.DeepEqual(a, want[i]) {
@@ -189,6 +189,10 @@ func TestAgentIdentityIsStable(t *testing.T) {
 	}
 	a3, _ := three.Agent("agent-3")
 	b3, _ := explicit.Agent("agent-3")
+	if a3.IDKey != "flock:agentCount" || b3.IDKey != "flock:agents[0].id" {
+		t.Errorf("the keys the IDs come from: %q and %q", a3.IDKey, b3.IDKey)
+	}
+	a3.IDKey, b3.IDKey = "", "" // where the ID was written is no part of the agent
 	if !reflect.DeepEqual(a3, b3) {
 		t.Fatalf("agent-3 changed when agents 1 and 2 left and researcher came: %+v vs %+v", a3, b3)
 	}

@@ -50,6 +50,10 @@ type Agent struct {
 	// Image is the agent's image: the stock one, or the user's with
 	// flock-agent added.
 	Image Image
+	// IDKey is the configuration key its ID comes from, for errors about
+	// names derived from it: flock:agents[i].id, or flock:agentCount for
+	// the agent-<N> IDs it generates.
+	IDKey string
 }
 
 // Limits bound what one agent may use.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -20,45 +21,83 @@ const (
 	mockPartition = "aws"
 )
 
-// MockZones are the availability zones the mocks report.
+// MockZones are the Availability Zones of the mock region.
 var MockZones = []string{"eu-west-1a", "eu-west-1b", "eu-west-1c"}
+
+// Zones the mock account sees besides MockZones (it opted in to them): a
+// Local Zone and a Wavelength Zone, where neither Fargate nor EFS runs.
+// DescribeAvailabilityZones lists zones by name, so they come first: a
+// stack that does not filter on zone-type picks them.
+var (
+	MockLocalZone      = "eu-west-1-lcl-1a"
+	MockWavelengthZone = "eu-west-1-wl1-dub-wlz-1"
+)
+
+// mockZone is a zone as DescribeAvailabilityZones describes it.
+type mockZone struct{ name, id, kind string }
+
+func mockRegionZones() []mockZone {
+	zones := []mockZone{{MockLocalZone, "euw1-lcl1-az1", "local-zone"}, {MockWavelengthZone, "euw1-wl1-dub-wlz1", "wavelength-zone"}}
+	for i, z := range MockZones {
+		zones = append(zones, mockZone{z, fmt.Sprintf("euw1-az%d", i+1), "availability-zone"})
+	}
+	return zones
+}
+
+// MockSubnet is a subnet of an existing VPC the mocks know.
+type MockSubnet struct{ VPC, Zone string }
+
+// MockVPC is the existing VPC the tests name; MockSubnets its subnets (and
+// others): one per Availability Zone, one more in eu-west-1a, one in the
+// Local Zone, and one of another VPC.
+const MockVPC = "vpc-0123456789abcdef0"
+
+var MockSubnets = map[string]MockSubnet{
+	"subnet-0aaaaaaaaaaaaaaaa": {MockVPC, "eu-west-1a"},
+	"subnet-0bbbbbbbbbbbbbbbb": {MockVPC, "eu-west-1b"},
+	"subnet-0cccccccccccccccc": {MockVPC, "eu-west-1c"},
+	"subnet-0aaaaaaaaaaaaaaa2": {MockVPC, "eu-west-1a"},
+	"subnet-0111111111111111e": {MockVPC, MockLocalZone},
+	"subnet-0fffffffffffffff0": {"vpc-0fedcba9876543210", "eu-west-1b"},
+}
 
 // Types of the resources the aws stack declares.
 const (
-	TypeVpc              = "aws:ec2/vpc:Vpc"
-	TypeSubnet           = "aws:ec2/subnet:Subnet"
-	TypeRouteTable       = "aws:ec2/routeTable:RouteTable"
-	TypeRoute            = "aws:ec2/route:Route"
-	TypeRouteTableAssoc  = "aws:ec2/routeTableAssociation:RouteTableAssociation"
-	TypeInternetGateway  = "aws:ec2/internetGateway:InternetGateway"
-	TypeNatGateway       = "aws:ec2/natGateway:NatGateway"
-	TypeEip              = "aws:ec2/eip:Eip"
-	TypeVpcEndpoint      = "aws:ec2/vpcEndpoint:VpcEndpoint"
-	TypeSecurityGroup    = "aws:ec2/securityGroup:SecurityGroup"
-	TypeSGRule           = "aws:ec2/securityGroupRule:SecurityGroupRule"
-	TypeDefaultSG        = "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup"
-	TypeFileSystem       = "aws:efs/fileSystem:FileSystem"
-	TypeMountTarget      = "aws:efs/mountTarget:MountTarget"
-	TypeFileSystemPolicy = "aws:efs/fileSystemPolicy:FileSystemPolicy"
-	TypeAccessPoint      = "aws:efs/accessPoint:AccessPoint"
-	TypeRepository       = "aws:ecr/repository:Repository"
-	TypeLogGroup         = "aws:cloudwatch/logGroup:LogGroup"
-	TypeSecret           = "aws:secretsmanager/secret:Secret"
-	TypeSecretVersion    = "aws:secretsmanager/secretVersion:SecretVersion"
-	TypeRole             = "aws:iam/role:Role"
-	TypeRolePolicy       = "aws:iam/rolePolicy:RolePolicy"
-	TypeCluster          = "aws:ecs/cluster:Cluster"
-	TypeTaskDefinition   = "aws:ecs/taskDefinition:TaskDefinition"
-	TypeService          = "aws:ecs/service:Service"
-	TypeNamespace        = "aws:servicediscovery/privateDnsNamespace:PrivateDnsNamespace"
-	TypeDiscovery        = "aws:servicediscovery/service:Service"
+	TypeVpc               = "aws:ec2/vpc:Vpc"
+	TypeSubnet            = "aws:ec2/subnet:Subnet"
+	TypeRouteTable        = "aws:ec2/routeTable:RouteTable"
+	TypeRoute             = "aws:ec2/route:Route"
+	TypeRouteTableAssoc   = "aws:ec2/routeTableAssociation:RouteTableAssociation"
+	TypeInternetGateway   = "aws:ec2/internetGateway:InternetGateway"
+	TypeNatGateway        = "aws:ec2/natGateway:NatGateway"
+	TypeEip               = "aws:ec2/eip:Eip"
+	TypeVpcEndpoint       = "aws:ec2/vpcEndpoint:VpcEndpoint"
+	TypeSecurityGroup     = "aws:ec2/securityGroup:SecurityGroup"
+	TypeSGRule            = "aws:ec2/securityGroupRule:SecurityGroupRule"
+	TypeDefaultSG         = "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup"
+	TypeFileSystem        = "aws:efs/fileSystem:FileSystem"
+	TypeMountTarget       = "aws:efs/mountTarget:MountTarget"
+	TypeFileSystemPolicy  = "aws:efs/fileSystemPolicy:FileSystemPolicy"
+	TypeAccessPoint       = "aws:efs/accessPoint:AccessPoint"
+	TypeRepository        = "aws:ecr/repository:Repository"
+	TypeLogGroup          = "aws:cloudwatch/logGroup:LogGroup"
+	TypeSecret            = "aws:secretsmanager/secret:Secret"
+	TypeSecretVersion     = "aws:secretsmanager/secretVersion:SecretVersion"
+	TypeRole              = "aws:iam/role:Role"
+	TypeRolePolicy        = "aws:iam/rolePolicy:RolePolicy"
+	TypeServiceLinkedRole = "aws:iam/serviceLinkedRole:ServiceLinkedRole"
+	TypeCluster           = "aws:ecs/cluster:Cluster"
+	TypeTaskDefinition    = "aws:ecs/taskDefinition:TaskDefinition"
+	TypeService           = "aws:ecs/service:Service"
+	TypeNamespace         = "aws:servicediscovery/privateDnsNamespace:PrivateDnsNamespace"
+	TypeDiscovery         = "aws:servicediscovery/service:Service"
 )
 
 func init() {
 	next := CallMock
 	CallMock = func(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
-		if out, ok := awsInvoke(args); ok {
-			return out, nil
+		if out, ok, err := awsInvoke(args); ok {
+			return out, err
 		}
 		return next(args)
 	}
@@ -94,43 +133,92 @@ func MockID(name string) string { return name + "-id" }
 
 func str(s string) resource.PropertyValue { return resource.NewStringProperty(s) }
 
-func awsInvoke(args pulumi.MockCallArgs) (resource.PropertyMap, bool) {
+// awsInvoke answers the aws provider functions the stack calls (ok false:
+// not one of them); err is the provider's error.
+func awsInvoke(args pulumi.MockCallArgs) (out resource.PropertyMap, ok bool, err error) {
 	switch args.Token {
 	case "aws:index/getCallerIdentity:getCallerIdentity":
 		return resource.PropertyMap{
 			"accountId": str(MockAccount), "id": str(MockAccount), "userId": str("AIDAMOCKUSER"),
 			"arn": str("arn:aws:iam::" + MockAccount + ":user/mock"),
-		}, true
+		}, true, nil
 	case "aws:index/getRegion:getRegion":
 		return resource.PropertyMap{
 			"name": str(MockRegion), "id": str(MockRegion),
 			"description": str("Europe (Ireland)"), "endpoint": str("ec2." + MockRegion + ".amazonaws.com"),
-		}, true
+		}, true, nil
 	case "aws:index/getPartition:getPartition":
 		return resource.PropertyMap{
 			"partition": str(mockPartition), "id": str(mockPartition),
 			"dnsSuffix": str("amazonaws.com"), "reverseDnsPrefix": str("com.amazonaws"),
-		}, true
+		}, true, nil
 	case "aws:index/getAvailabilityZones:getAvailabilityZones":
-		var names, ids []resource.PropertyValue
-		for i, z := range MockZones {
-			names = append(names, str(z))
-			ids = append(ids, str(fmt.Sprintf("euw1-az%d", i+1)))
+		return mockAvailabilityZones(args.Args)
+	case "aws:ec2/getSubnet:getSubnet":
+		id := args.Args["id"]
+		if !id.IsString() {
+			return nil, true, fmt.Errorf("mock: getSubnet by id only")
+		}
+		sub, ok := MockSubnets[id.StringValue()]
+		if !ok {
+			return nil, true, fmt.Errorf("no matching EC2 Subnet found")
 		}
 		return resource.PropertyMap{
-			"names": resource.NewArrayProperty(names), "zoneIds": resource.NewArrayProperty(ids),
-			"groupNames": resource.NewArrayProperty([]resource.PropertyValue{str(MockRegion)}),
-			"id":         str(MockRegion),
-		}, true
+			"id": id, "vpcId": str(sub.VPC), "availabilityZone": str(sub.Zone), "state": str("available"),
+			"arn": str("arn:aws:ec2:" + MockRegion + ":" + MockAccount + ":subnet/" + id.StringValue()),
+		}, true, nil
 	case "aws:ecr/getAuthorizationToken:getAuthorizationToken":
 		return resource.PropertyMap{
 			"authorizationToken": str(base64.StdEncoding.EncodeToString([]byte("AWS:mock-ecr-password"))),
 			"userName":           str("AWS"), "password": str("mock-ecr-password"),
 			"proxyEndpoint": str("https://" + MockRegistry()),
 			"expiresAt":     str("2030-01-01T00:00:00Z"), "registryId": str(MockAccount), "id": str(MockRegion),
-		}, true
+		}, true, nil
 	}
-	return nil, false
+	return nil, false, nil
+}
+
+// mockAvailabilityZones answers getAvailabilityZones as EC2 would: every
+// zone the account sees (Local and Wavelength Zones first), less those the
+// filters leave out (zone-type and zone-name; any other filter is a test's
+// mistake). Every mock zone is available.
+func mockAvailabilityZones(args resource.PropertyMap) (resource.PropertyMap, bool, error) {
+	zones := mockRegionZones()
+	if f, ok := args["filters"]; ok && f.IsArray() {
+		for _, filter := range f.ArrayValue() {
+			name := filter.ObjectValue()["name"].StringValue()
+			var values []string
+			for _, v := range filter.ObjectValue()["values"].ArrayValue() {
+				values = append(values, v.StringValue())
+			}
+			var keep []mockZone
+			for _, z := range zones {
+				switch name {
+				case "zone-type":
+					if slices.Contains(values, z.kind) {
+						keep = append(keep, z)
+					}
+				case "zone-name":
+					if slices.Contains(values, z.name) {
+						keep = append(keep, z)
+					}
+				default:
+					return nil, true, fmt.Errorf("mock: no getAvailabilityZones filter %s", name)
+				}
+			}
+			zones = keep
+		}
+	}
+	var names, ids []resource.PropertyValue
+	for _, z := range zones {
+		names = append(names, str(z.name))
+		ids = append(ids, str(z.id))
+	}
+	return resource.PropertyMap{
+		"names": resource.NewArrayProperty(names), "zoneIds": resource.NewArrayProperty(ids),
+		"groupNames": resource.NewArrayProperty([]resource.PropertyValue{str(MockRegion)}),
+		"id":         str(MockRegion),
+	}, true, nil
 }
 
 // MockRegistry is the ECR registry host of the mock account.
@@ -160,6 +248,9 @@ func MockARN(typ, name string, inputs resource.PropertyMap) string {
 		return "arn:aws:secretsmanager:" + ra + ":secret:" + name + "-AbCdEf"
 	case TypeRole:
 		return "arn:aws:iam::" + MockAccount + ":role/" + nameOf(name, inputs)
+	case TypeServiceLinkedRole:
+		// AWS names it after the service: ECS's is AWSServiceRoleForECS.
+		return "arn:aws:iam::" + MockAccount + ":role/aws-service-role/ecs.amazonaws.com/AWSServiceRoleForECS"
 	case TypeRepository:
 		return "arn:aws:ecr:" + ra + ":repository/" + nameOf(name, inputs)
 	case TypeCluster:
@@ -218,6 +309,9 @@ func awsState(args pulumi.MockResourceArgs, state resource.PropertyMap) {
 		state["repositoryUrl"] = str(MockRegistry() + "/" + repo)
 	case TypeRole, TypeCluster, TypeSecret:
 		state["name"] = str(nameOf(name, args.Inputs))
+	case TypeServiceLinkedRole:
+		state["name"] = str("AWSServiceRoleForECS")
+		state["path"] = str("/aws-service-role/ecs.amazonaws.com/")
 	case TypeTaskDefinition:
 		state["revision"] = resource.NewNumberProperty(1)
 		state["arnWithoutRevision"] = str(strings.TrimSuffix(MockARN(typ, name, args.Inputs), ":1"))

@@ -117,7 +117,9 @@ func Run(stackName string, cfg Config, secretKeys ...string) (*Stack, error) {
 }
 
 // RunProgram runs program (the whole program, or one component declared by
-// a test) under the mocks, and returns what it declared and exported.
+// a test) under the mocks, and returns what it declared and exported. On
+// the program's error it returns what was declared before it, with the
+// error: an invalid configuration must have declared nothing.
 func RunProgram(stackName string, cfg Config, program pulumi.RunFunc, secretKeys ...string) (*Stack, error) {
 	r := &run{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
@@ -138,7 +140,7 @@ func RunProgram(stackName string, cfg Config, program pulumi.RunFunc, secretKeys
 		info.ConfigSecretKeys = secretKeys
 	})
 	if err != nil {
-		return nil, err
+		return &r.stack, err
 	}
 	return &r.stack, nil
 }

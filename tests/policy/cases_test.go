@@ -344,7 +344,7 @@ func breakCases() []breakCase {
 					}
 				}
 			})},
-	}, gatewayBreakCases()...)
+	}, append(gatewayBreakCases(), awsInputBreakCases()...)...)
 }
 
 // testSeed is a made-up nkey seed (the shape of one, not a real credential).

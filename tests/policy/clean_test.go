@@ -96,12 +96,15 @@ func TestAWSFixturePasses(t *testing.T) {
 }
 
 // TestEveryResourcePolicyIsExercised: the clean runs above are not vacuous:
-// every resource policy inspects at least one resource of the dev stack or
-// the aws fixture.
+// every resource policy inspects at least one resource of the dev stack, the
+// aws fixture or the captured aws stack.
 func TestEveryResourcePolicyIsExercised(t *testing.T) {
 	seen := map[string]int{}
-	for stack, rs := range map[string][]capture.Resource{"dev": dev(t, 3), "aws": awsStack(3)} {
-		for _, r := range toRules(stack, rs) {
+	for _, s := range []struct {
+		stack string
+		rs    []capture.Resource
+	}{{"dev", dev(t, 3)}, {"aws", awsStack(3)}, {"aws", awsCaptured(t)}} {
+		for _, r := range toRules(s.stack, s.rs) {
 			for _, p := range rules.All() {
 				if p.AppliesTo(r.Type) {
 					seen[p.Name]++

@@ -1,6 +1,11 @@
 package rules
 
-import "slices"
+import (
+	"slices"
+	"strings"
+
+	"github.com/ai-flock/ai-flock/infra/awsrules"
+)
 
 // Level is a policy's enforcement level. The zero value is deliberately not a
 // level: every policy states its own (policyx would read an unset level as
@@ -36,8 +41,17 @@ type Policy struct {
 	Stack       func([]Resource) []Finding
 }
 
-// AppliesTo reports whether a resource policy checks resources of type t.
-func (p Policy) AppliesTo(t string) bool { return p.Resource != nil && slices.Contains(p.Types, t) }
+// AppliesTo reports whether a resource policy checks resources of type t. A
+// type ending in "*" stands for every type it prefixes ("aws:*": every
+// resource of the aws provider).
+func (p Policy) AppliesTo(t string) bool {
+	return p.Resource != nil && slices.ContainsFunc(p.Types, func(pt string) bool {
+		if prefix, wild := strings.CutSuffix(pt, "*"); wild {
+			return strings.HasPrefix(t, prefix)
+		}
+		return pt == t
+	})
+}
 
 // CheckResource runs a resource policy on r (nothing when it does not apply).
 func (p Policy) CheckResource(r Resource) []Violation {
@@ -158,6 +172,29 @@ func All() []Policy {
 			Description: "No security group admits ingress from 0.0.0.0/0 or ::/0."},
 		{Name: "log-group-retention", Level: Advisory, Types: []string{TypeLogGroup}, Resource: logGroupRetention,
 			Description: "CloudWatch log groups have a retention period, so logs are not kept (and paid for) forever."},
+		// What AWS accepts in the inputs (aws): infra/awsrules, the table the
+		// component's config validation checks too. AWS refuses such a value
+		// only at deploy, after a clean preview.
+		{Name: "aws-security-group-text", Level: Mandatory, Types: []string{TypeSecurityGroup, TypeSecurityGroupRule, TypeSGIngressRule, TypeSGEgressRule}, Resource: awsSecurityGroupText,
+			Description: "Security group names and descriptions, and security group rule descriptions, are what EC2 accepts: at most 255 of a-z A-Z 0-9, spaces and ._-:/()#,@[]+=&;{}!$* (no apostrophe), no name starting with sg-."},
+		{Name: "aws-iam-names", Level: Mandatory, Types: []string{TypeRole, TypeRolePolicy}, Resource: awsIAMNames,
+			Description: "IAM role names (an auto-named role: its logical name plus 8 characters) are at most 64 of [\\w+=,.@-] (a namePrefix 38), role descriptions at most 1000 printable Latin-1 characters, role policy names at most 128 of [\\w+=,.@-]."},
+		{Name: "aws-ecs-names", Level: Mandatory, Types: []string{TypeTaskDefinition, TypeService, TypeCluster}, Resource: awsECSNames,
+			Description: "ECS task definition families, container names, service and cluster names are at most 255 letters, digits, _ and -."},
+		{Name: "aws-ecs-health-check", Level: Mandatory, Types: taskDefs, Resource: awsECSHealthCheck,
+			Description: "Container health checks are in ECS's ranges: interval 5-300 s, timeout 2-60 s, retries 1-10, startPeriod 0-300 s."},
+		{Name: "aws-log-group-name", Level: Mandatory, Types: []string{TypeLogGroup}, Resource: awsLogGroupName,
+			Description: "CloudWatch log group names are 1 to 512 characters of letters, digits and . - _ / #."},
+		{Name: "aws-cloud-map-names", Level: Mandatory, Types: []string{TypeDiscoveryService, TypeNamespace}, Resource: awsCloudMapNames,
+			Description: "Cloud Map service names are one DNS label (at most 63 letters, digits and -), namespace names DNS names of at most 253 characters."},
+		{Name: "aws-ecr-repository-name", Level: Mandatory, Types: []string{TypeRepository}, Resource: awsECRRepositoryName,
+			Description: "ECR repository names are 2 to 256 lower-case letters, digits and single . _ - between them, in / separated components."},
+		{Name: "aws-efs-access-point-path", Level: Mandatory, Types: []string{TypeAccessPoint}, Resource: awsEFSAccessPointPath,
+			Description: "EFS access point root directories are absolute paths of at most 100 characters and four levels, without $#<>;`|&?{}^*."},
+		{Name: "aws-secret-name", Level: Mandatory, Types: []string{TypeSecret}, Resource: awsSecretName,
+			Description: "Secrets Manager secret names (an auto-named secret: its logical name plus 8 characters) are at most 512 ASCII letters, digits and /_+=.@-."},
+		{Name: "aws-tags", Level: Mandatory, Types: []string{awsrules.TypeAny}, Resource: awsTagLimits,
+			Description: "Tags on every aws resource have keys of 1 to 128 and values of at most 256 letters, digits, spaces and _ . : / = + - @, none starting with aws:."},
 		// The whole stack (both targets).
 		{Name: "stack-unique-agent-uid", Level: Mandatory, Stack: stackUniqueAgentUID,
 			Description: "Every agent (and the bus) has its own UID: a shared UID shares the nproc limit and file ownership."},
