@@ -15,7 +15,7 @@ OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
 # engine serialises most container work, but waiting providers hold slots.
 PARALLEL ?= 16
 
-.PHONY: all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-gvisor provision-check actionlint bench layer3 \
+.PHONY: all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-fargate e2e-gvisor provision-check actionlint bench layer3 \
         vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy vm-test flock-test flock-logs flock-watch
 
 all: bin test
@@ -77,6 +77,7 @@ vet:
 check: deps vet
 	FLOCK_E2E=1 $(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory e2e-cluster
+	$(MAKE) --no-print-directory e2e-fargate
 	$(MAKE) --no-print-directory e2e-gvisor
 	$(MAKE) --no-print-directory provision-check
 	$(MAKE) --no-print-directory actionlint
@@ -97,6 +98,11 @@ GVISOR_TESTS := TestTaskRouting|TestNetworkIsolation|TestStorageIsolation|TestId
 ## restart, no quorum (not beside e2e: both publish the bus's host ports)
 e2e-cluster: deps
 	FLOCK_E2E_CLUSTER=1 $(GO) test -count=1 -timeout 20m -v ./tests/e2e/cluster/
+
+## e2e-fargate: the aws stack run as Fargate would run it, on the real engine
+## (tests/fargate): tasks, the operator's run-task, isolation, a bus outage
+e2e-fargate: deps
+	FLOCK_E2E_FARGATE=1 $(GO) test -count=1 -timeout 25m -v ./tests/fargate/ ./tests/e2e/fargate/
 
 ## e2e-gvisor: the isolation probes on a flock under runsc (flock:runtime: runsc)
 e2e-gvisor: deps

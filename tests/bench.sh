@@ -37,3 +37,11 @@ echo
 echo "gateway (go test -bench ./agent/gateway ./agent/cmd/flock-gateway):"
 go test -run '^$' -bench . -benchtime 2000x ./agent/gateway | grep '^Benchmark'
 go test -run '^$' -bench IdleRSS ./agent/cmd/flock-gateway | grep '^Benchmark'
+echo
+# From nothing to every task healthy on the local engine, for the same agent
+# counts: the dev stack's replay beside the aws stack run as Fargate would
+# (tests/fargate). Needs root and a Docker engine.
+if [ "$(id -u)" -eq 0 ] && docker info >/dev/null 2>&1; then
+  echo "replays (go run ./tests/bench/replay-up):"
+  go run ./tests/bench/replay-up -agents 3,20
+fi

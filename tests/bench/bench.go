@@ -335,7 +335,7 @@ func Build(root, pkg, out string) error {
 }
 
 // ImageSize builds the agent image FROM scratch with Docker (binaries must
-// be in <root>/agent/bin) and returns its size in bytes.
+// be in <root>/agent/bin, as make bin puts them) and returns its size in bytes.
 func ImageSize(ctx context.Context, root, target string) (int64, error) {
 	tag := "flock-" + target + ":bench"
 	build := exec.CommandContext(ctx, "docker", "build", "-q", "--build-arg", "BASE=scratch", "--target", target, "-t", tag, filepath.Join(root, "agent"))

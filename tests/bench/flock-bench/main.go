@@ -16,10 +16,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
 	"github.com/ai-flock/ai-flock/tests/bench"
+	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
 // main is the same in every binary of the flock: SIGTERM and SIGINT cancel
@@ -56,15 +58,13 @@ func measure(ctx context.Context, tasks, execTasks, concurrency int, docker stri
 	if err != nil {
 		return err
 	}
-	bin := filepath.Join(root, "agent", "bin")
-	agentBin := filepath.Join(bin, "flock-agent")
-	fmt.Fprintln(os.Stderr, "building agent/bin/flock-agent and agent/bin/flock-bus ...")
-	if err := bench.Build(root, "./agent/cmd/flock-agent", agentBin); err != nil {
+	// The images' build context, as make bin prepares it (this machine's
+	// architecture); the agent measured here is the image's binary.
+	fmt.Fprintln(os.Stderr, "building agent/bin (the images' binaries) ...")
+	if err := capture.BuildImageContext(root); err != nil {
 		return err
 	}
-	if err := bench.Build(root, "./agent/cmd/flock-bus", filepath.Join(bin, "flock-bus")); err != nil {
-		return err
-	}
+	agentBin := filepath.Join(root, "agent", "bin", "linux-"+runtime.GOARCH, "flock-agent")
 	st, _ := os.Stat(agentBin)
 
 	type row struct{ name, value, goal string }
