@@ -15,6 +15,9 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v jq >/dev/null 2>&1 || need+=(jq)
 # gVisor: the isolation probes run a second time on a flock under runsc.
 command -v runsc >/dev/null 2>&1 || need+=(runsc)
+# QEMU's user-mode emulation: the Fargate replay runs the arm64 agent image
+# (flock:aws.cpuArchitecture ARM64) on this amd64 engine.
+[ "$(uname -m)" = aarch64 ] || [ -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P ] || need+=(qemu-user-static)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need[*]}; run as root (sudo $0) to install them" >&2
@@ -24,6 +27,18 @@ if [ "${#need[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# Register the aarch64 handler with the kernel (what systemd-binfmt does at
+# boot; a machine without systemd never does). F: the interpreter is opened
+# now, so containers run arm64 binaries without it in their root.
+if [ "$(uname -m)" != aarch64 ] && [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] && [ "$(id -u)" -eq 0 ]; then
+  [ -e /proc/sys/fs/binfmt_misc/register ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || true
+  if [ -w /proc/sys/fs/binfmt_misc/register ] && [ -r /usr/lib/binfmt.d/qemu-aarch64.conf ]; then
+    grep -v '^#' /usr/lib/binfmt.d/qemu-aarch64.conf > /proc/sys/fs/binfmt_misc/register && echo "setup: registered the aarch64 binfmt handler (qemu-user-static)"
+  else
+    echo "setup: cannot register an aarch64 binfmt handler here: the Fargate replay's ARM64 test will say it skips" >&2
+  fi
 fi
 
 if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then

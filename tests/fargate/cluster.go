@@ -250,12 +250,26 @@ func (c *Cluster) Down(ctx context.Context) error {
 		tasks = append(tasks, t)
 	}
 	c.mu.Unlock()
-	var errs []error
+	// Eight at a time: each stop waits up to its container's stopTimeout.
+	var (
+		errs []error
+		emu  sync.Mutex
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, 8)
+	)
 	for _, t := range tasks {
-		if err := c.stopTask(ctx, t, "the cluster is torn down"); err != nil {
-			errs = append(errs, err)
-		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(t *Task) {
+			defer func() { <-sem; wg.Done() }()
+			if err := c.stopTask(ctx, t, "the cluster is torn down"); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		}(t)
 	}
+	wg.Wait()
 	if err := Clean(ctx, c.e); err != nil {
 		errs = append(errs, err)
 	}
@@ -273,7 +287,7 @@ func Clean(ctx context.Context, e *replay.Engine) error {
 		return err
 	}
 	for _, id := range cs {
-		if err := e.Remove(ctx, id); err != nil && !replay.IsNotFound(err) {
+		if err := e.Remove(ctx, id); err != nil && !replay.IsNotFound(err) && !replay.IsRemovalInProgress(err) {
 			return err
 		}
 	}

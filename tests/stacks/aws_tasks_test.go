@@ -186,6 +186,12 @@ func checkAWSAgentTasks(t *testing.T, s *capture.Stack, ids []string, b awsBus) 
 		if _, ok := env[protocol.EnvNkeySeed]; ok {
 			t.Errorf("%s: the seed variable is in the plain environment", id)
 		}
+		// The agent writes its seed beside its status file for its task
+		// processes: that must stay on the task's own /run, never on EFS
+		// (which outlives the task and the operator's tools read).
+		if sf, ok := env[protocol.EnvStatusFile]; ok && !strings.HasPrefix(sf, "/run/") {
+			t.Errorf("%s: %s=%s: the agent's status file (and the key beside it) must stay on the task's /run", id, protocol.EnvStatusFile, sf)
+		}
 		secret := awsGet(t, s, capture.TypeSecret, "flock-"+id+"-nkey")
 		if !reflect.DeepEqual(c.Secrets, []awsflock.Secret{{Name: protocol.EnvNkeySeed, ValueFrom: secret.MockARN()}}) {
 			t.Errorf("%s: secrets %+v: want its own seed as %s", id, c.Secrets, protocol.EnvNkeySeed)

@@ -53,6 +53,13 @@ type APIError struct {
 
 func (e *APIError) Error() string { return fmt.Sprintf("engine: %d %s", e.Status, e.Message) }
 
+// IsRemovalInProgress reports a 409 answer to a removal the engine is
+// already making (the container goes anyway).
+func IsRemovalInProgress(err error) bool {
+	ae, ok := err.(*APIError)
+	return ok && ae.Status == http.StatusConflict && strings.Contains(ae.Message, "already in progress")
+}
+
 // IsNotFound reports a 404 answer.
 func IsNotFound(err error) bool {
 	ae, ok := err.(*APIError)

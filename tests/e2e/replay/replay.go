@@ -569,7 +569,7 @@ func Clean(ctx context.Context, e *Engine) error {
 		return err
 	}
 	for _, c := range cs {
-		if err := e.Remove(ctx, c); err != nil && !IsNotFound(err) {
+		if err := e.Remove(ctx, c); err != nil && !IsNotFound(err) && !IsRemovalInProgress(err) {
 			return err
 		}
 	}
