@@ -145,3 +145,16 @@ func FuzzDecodeTask(f *testing.F) {
 		}
 	})
 }
+
+// Receipts go only into a requester's reply inbox: _INBOX.<user>.<token…>.
+func TestIsReplyInbox(t *testing.T) {
+	for subj, want := range map[string]bool{
+		"_INBOX.agent-2.Ab12Cd.3": true, "_INBOX.operator.x": true,
+		"_INBOX.agent-2": false, "_INBOX..x": false, "_INBOX.agent-2.": false, "_INBOX.agent-2.*": false, "_INBOX.agent-2.>": false,
+		"tasks.agent-3": false, "agent.agent-2.heartbeat": false, "$JS.API.STREAM.PURGE.FLOCK_TASKS": false, "": false, "x_INBOX.a.b": false,
+	} {
+		if got := IsReplyInbox(subj); got != want {
+			t.Errorf("IsReplyInbox(%q) = %v, want %v", subj, got, want)
+		}
+	}
+}

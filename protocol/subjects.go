@@ -78,6 +78,16 @@ func InboxSender(subject string) (string, bool) {
 // replies to agent-1 arrive on _INBOX.agent-1.>, which no one else may read.
 func InboxPrefix(user string) string { return "_INBOX." + user }
 
+// ReplyInboxes are every user's reply inboxes: the only subjects an agent
+// answers a message on.
+const ReplyInboxes = "_INBOX.>"
+
+// IsReplyInbox reports whether subject is in a user's reply inbox.
+func IsReplyInbox(subject string) bool {
+	user, rest, ok := strings.Cut(strings.TrimPrefix(subject, "_INBOX."), ".")
+	return strings.HasPrefix(subject, "_INBOX.") && ok && user != "" && rest != "" && !strings.ContainsAny(subject, " \t\r\n*>")
+}
+
 // ResultsStream is the stream holding agent id's results (task.result.<id>),
 // bounded on its own: an agent flooding its results evicts only its own.
 func ResultsStream(id string) string { return "FLOCK_RESULTS_" + id }

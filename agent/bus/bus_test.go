@@ -140,13 +140,11 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 		op.noErrors(t)
 	})
 
-	t.Run("answers only what it was asked", func(t *testing.T) {
-		// allow_responses: agent-1 may reply once to a request it received,
-		// never publish on another user's reply subject unprompted.
-		replies := listen(t, a2.Conn, protocol.InboxPrefix("agent-2")+".>")
-		_ = a1.Publish(protocol.InboxPrefix("agent-2")+".forged", []byte("unasked"))
-		a1.denied(t, "publish", protocol.InboxPrefix("agent-2")+".forged")
-		nothing(t, replies, "an unasked reply")
+	t.Run("replies only into reply inboxes", func(t *testing.T) {
+		// A receipt goes to the requester's reply inbox. Asked to answer on
+		// any other subject (a task subject, another agent's heartbeat, the
+		// JetStream API), agent-1 is refused by the bus, even for a message
+		// it received: no allow_responses, which would let it.
 		sub, err := a1.Subscribe(protocol.InboxOf("agent-1"), func(m *nats.Msg) { _ = m.Respond([]byte("receipt")) })
 		if err != nil {
 			t.Fatal(err)
@@ -158,6 +156,22 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 			t.Fatalf("request to agent-1: %v %v", m, err)
 		}
 		a1.noErrors(t)
+		for _, reply := range []string{protocol.TaskSubject("agent-2"), protocol.HeartbeatSubject("agent-2"), "$JS.API.STREAM.PURGE." + protocol.StreamTasks, "$KV.x.y", "$SYS.REQ.SERVER.PING"} {
+			watch := listen(t, op.Conn, reply)
+			if strings.HasPrefix(reply, "$") {
+				watch = nil
+			}
+			msg := nats.NewMsg(protocol.InboxSubject("agent-1", "agent-2"))
+			msg.Reply, msg.Data = reply, []byte("answer here")
+			if err := a2.PublishMsg(msg); err != nil {
+				t.Fatal(err)
+			}
+			_ = a2.Flush()
+			a1.denied(t, "publish", reply)
+			if watch != nil {
+				nothing(t, watch, "agent-1's answer on "+reply)
+			}
+		}
 	})
 
 	t.Run("learns the roster and nothing more", func(t *testing.T) {
@@ -236,6 +250,47 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 		a1.denied(t, "publish", "$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+".agent-2")
 		_ = a1.Publish("$JS.API.STREAM.PURGE."+protocol.StreamTasks, nil)
 		a1.denied(t, "publish", "$JS.API.STREAM.PURGE."+protocol.StreamTasks)
+	})
+
+	t.Run("cannot pull agent-2's tasks through its ack subjects", func(t *testing.T) {
+		// +NXT on a consumer's ack subject asks it for the next message, to
+		// the reply subject given. Crafted so that agent-1's own v2-layout
+		// pattern matches it while agent-2's consumer's classic (9-token)
+		// subscription does too, it pulled agent-2's tasks to agent-1.
+		steal := listen(t, a1.Conn, protocol.InboxPrefix("agent-1")+".stolen")
+		jsop := bustest.JetStream(t, op.Conn)
+		if _, err := jsop.Publish(context.Background(), protocol.TaskSubject("agent-2"), []byte(`{"v":1,"id":"t-steal","kind":"echo"}`)); err != nil {
+			t.Fatal(err)
+		}
+		for _, subj := range []string{
+			"$JS.ACK." + protocol.StreamTasks + ".agent-2." + protocol.StreamTasks + ".agent-1.1.1.1",
+			"$JS.ACK." + protocol.StreamTasks + ".agent-2.1.1.1.1.1",
+			"$JS.ACK._.x." + protocol.StreamTasks + ".agent-2.1.1.1.1.1",
+		} {
+			msg := nats.NewMsg(subj)
+			msg.Reply, msg.Data = protocol.InboxPrefix("agent-1")+".stolen", []byte("+NXT")
+			_ = a1.PublishMsg(msg)
+			a1.denied(t, "publish", subj)
+		}
+		nothing(t, steal, "agent-2's task delivered to agent-1")
+		// Control: agent-2 pulls it itself.
+		js2 := bustest.JetStream(t, a2.Conn)
+		cons, err := js2.Consumer(context.Background(), protocol.StreamTasks, "agent-2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mb, err := cons.Fetch(1, jetstream.FetchMaxWait(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range mb.Messages() {
+			n++
+			_ = m.Ack()
+		}
+		if n != 1 {
+			t.Fatalf("agent-2 pulled %d of its own tasks, want 1", n)
+		}
 	})
 
 	t.Run("operator cannot impersonate an agent", func(t *testing.T) {

@@ -252,9 +252,16 @@ func (s *senderLimits) warn(sender string) bool {
 	return true
 }
 
-// respond answers a message sent as a request with its receipt.
+// respond answers a message sent as a request with its receipt, into its
+// sender's reply inbox only: a reply subject elsewhere (a task subject,
+// another agent's heartbeat, the JetStream API) is a peer trying to make
+// this agent publish there in its own name. The bus refuses it too.
 func (a *Agent) respond(m *nats.Msg, r protocol.Receipt) {
 	if m.Reply == "" {
+		return
+	}
+	if !protocol.IsReplyInbox(m.Reply) {
+		a.log.Warn("receipt not sent: the reply subject is not a reply inbox", "id", r.ID, "from", r.From, "reply", m.Reply)
 		return
 	}
 	b, _ := json.Marshal(r)

@@ -46,17 +46,6 @@ type Options struct {
 type Permissions struct {
 	Publish   Rule `json:"publish"`
 	Subscribe Rule `json:"subscribe"`
-	// Responses lets a user answer a request it received once, on that
-	// request's reply subject only (how an agent returns a delivery receipt
-	// to the sender's private reply inbox without being able to publish there
-	// otherwise).
-	Responses *Responses `json:"allow_responses,omitempty"`
-}
-
-// Responses is nats-server's allow_responses: replies per request, and for how long.
-type Responses struct {
-	Max     int    `json:"max"`
-	Expires string `json:"expires"`
 }
 
 // Rule lists allowed subjects (everything else is denied).
@@ -100,22 +89,38 @@ type cluster struct {
 	NoAdvertise bool     `json:"no_advertise"`
 }
 
-// ackSubjects covers both JetStream ack subject layouts: the classic
-// $JS.ACK.<stream>.<consumer>.… and the one with domain and account hash
-// tokens ($JS.ACK.<domain>.<account>.<stream>.<consumer>.…) that newer
-// servers use. Permissions are tested against the shipped server version.
+// ackSubjects are a consumer's ack subjects in both JetStream layouts, each
+// with exactly the token count the server subscribes with (nats-server
+// 2.15 subscribes every consumer to both): the classic
+// $JS.ACK.<stream>.<consumer>.<5 numbers> (9 tokens, what 2.15 sends by
+// default) and $JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<5 or
+// more> (11 or more). A pattern with fewer fixed tokens lets a subject of
+// one layout name another consumer in the other: "$JS.ACK.*.*.<stream>.
+// agent-1.>" matched $JS.ACK.<stream>.agent-2.<stream>.agent-1.x.x.x, a
+// 9-token classic ack of agent-2's consumer, so agent-1 could pull
+// agent-2's tasks with +NXT. Permissions are tested against the shipped
+// server version.
 func ackSubjects(stream, consumer string) []string {
 	return []string{
-		"$JS.ACK." + stream + "." + consumer + ".>",
-		"$JS.ACK.*.*." + stream + "." + consumer + ".>",
+		"$JS.ACK." + stream + "." + consumer + ".*.*.*.*.*",
+		"$JS.ACK.*.*." + stream + "." + consumer + ".*.*.*.*.>",
 	}
 }
 
 // AgentPermissions is exactly what one agent may do on the bus: publish its
 // own results, events and heartbeats, message any agent's inbox as itself,
 // ask the bus for the roster, pull and ack its own consumer and the pool;
-// read its own inbox, its own replies and broadcast; answer a message it
-// received once (the delivery receipt).
+// read its own inbox, its own replies and broadcast; answer a message (the
+// delivery receipt) into a reply inbox (_INBOX.<user>.…), the only reply
+// subjects a legitimate requester gives.
+//
+// Not allow_responses: it lets a user answer a message on whatever reply
+// subject the message carries, and nats-server checks it after the deny
+// list, so no deny can narrow it. A peer sending agent-2 a message whose
+// reply subject was tasks.agent-3 had agent-2's receipt published there in
+// agent-2's name. A reply inbox's last tokens are random (nats.go: 22
+// characters of NUID per connection): an agent can write into another's
+// reply inbox space, never into a request it did not receive.
 func AgentPermissions(id string) Permissions {
 	pub := []string{
 		protocol.ResultSubject(id),
@@ -123,6 +128,7 @@ func AgentPermissions(id string) Permissions {
 		protocol.HeartbeatSubject(id),
 		protocol.InboxFrom(id),
 		protocol.SubjectRoster,
+		protocol.ReplyInboxes,
 	}
 	for _, c := range []string{protocol.AgentConsumer(id), protocol.ConsumerPool} {
 		pub = append(pub,
@@ -137,7 +143,6 @@ func AgentPermissions(id string) Permissions {
 			protocol.InboxOf(id),
 			protocol.SubjectBroadcast,
 		}},
-		Responses: &Responses{Max: 1, Expires: "1m"},
 	}
 }
 

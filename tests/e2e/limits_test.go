@@ -249,7 +249,7 @@ func TestBusPermissionsFromContainer(t *testing.T) {
 			t.Logf("%s: %s", k, v)
 		}
 	}
-	if len(outcome) < 13 {
+	if len(outcome) < 18 {
 		t.Errorf("only %d attempts reported: %v", len(outcome), outcome)
 	}
 }

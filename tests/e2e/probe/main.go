@@ -493,5 +493,33 @@ func natsProbe(url, seedFile, other string) {
 		_, err := nc.Request("$JS.API.CONSUMER.MSG.NEXT.FLOCK_TASKS."+other, []byte(`{"batch":1,"no_wait":true}`), time.Second)
 		return err
 	})
+	// +NXT on the other's consumer through a subject that both ack layouts'
+	// patterns could match (classic for the other's consumer, v2 for its own).
+	try("pull other tasks through an ack subject", func() error {
+		m := nats.NewMsg("$JS.ACK.FLOCK_TASKS." + other + ".FLOCK_TASKS." + self + ".1.1.1")
+		m.Reply, m.Data = nc.NewRespInbox(), []byte("+NXT")
+		return nc.PublishMsg(m)
+	})
+	// A message whose reply subject is not a reply inbox (sent to itself
+	// here, as a colluding peer would send it): answering it would publish
+	// there in its name. An agent answers into reply inboxes only.
+	mine, err := nc.SubscribeSync("agent." + self + ".inbox.*")
+	if err != nil {
+		fail(err)
+	}
+	for _, reply := range []string{"tasks." + other, "agent." + other + ".heartbeat", "$JS.API.STREAM.PURGE.FLOCK_TASKS", "$SYS.REQ.SERVER.PING"} {
+		try("answer a message on "+reply, func() error {
+			m := nats.NewMsg("agent." + self + ".inbox." + self)
+			m.Reply, m.Data = reply, []byte(`{"v":1}`)
+			if err := nc.PublishMsg(m); err != nil {
+				return err
+			}
+			got, err := mine.NextMsg(2 * time.Second)
+			if err != nil { // not a refusal: the probe cannot tell, so it fails
+				fail(fmt.Errorf("the message to answer on %s did not arrive: %w", reply, err))
+			}
+			return got.Respond([]byte(`{"v":1,"id":"forged"}`))
+		})
+	}
 	json.NewEncoder(os.Stdout).Encode(outcome)
 }
