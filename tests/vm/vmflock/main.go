@@ -49,7 +49,7 @@ import (
 // minutes each; FLOCK_VM_PROBES runs any list.
 const probes = "TestTaskRouting|TestNetworkIsolation|TestStorageIsolation|TestIdentityAndPrivileges|" +
 	"TestProcessLimit|TestMemoryLimit|TestCPULimit|TestBusPermissionsFromContainer|TestBusHardening|" +
-	"TestHostileDiskFill|TestHostileForgedPoolResult|TestAgentsMessageOverMCP"
+	"TestHostileDiskFill|TestHostileLogFill|TestHostileForgedPoolResult|TestAgentsMessageOverMCP"
 
 type config struct {
 	sshConfig string // ssh_config with the VM's login (vagrant ssh-config)
@@ -301,6 +301,12 @@ func runProbes(ctx context.Context, cfg config, root, work string, stack *captur
 	perr := sshRun(ctx, cfg, nil, script, io.MultiWriter(os.Stdout, &out))
 	passed, skipped, failed := strings.Count(out.String(), "--- PASS"), strings.Count(out.String(), "--- SKIP"), strings.Count(out.String(), "--- FAIL")
 	logf("probes in the VM: %d passed, %d skipped, %d failed in %s", passed, skipped, failed, time.Since(t0).Round(100*time.Millisecond))
+	// Named on the last lines, which is what a CI log keeps.
+	for _, line := range strings.Split(out.String(), "\n") {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "--- FAIL: "); ok {
+			logf("failed in the VM: %s", name)
+		}
+	}
 	want := len(strings.Split(cfg.probes, "|"))
 	switch {
 	case perr != nil:
