@@ -92,7 +92,7 @@ e2e: deps
 # The probes that must hold under gVisor too: isolation, limits, hostile agents.
 # Not the status flood: under gVisor on 2 cores the round trip's own noise
 # (1.5-3.0x with the per-peer limit, 1.7-4.6x without) hides the effect it measures.
-GVISOR_TESTS := TestTaskRouting|TestNetworkIsolation|TestStorageIsolation|TestIdentityAndPrivileges|TestProcessLimit|TestMemoryLimit|TestCPULimit|TestBusPermissionsFromContainer|TestBusHardening|TestHostileResultsFlood|TestHostileForgedPoolResult|TestHostileDiskFill|TestHostileInboxFlood|TestKeyRotationReachesRunningAgent|TestReadBackMatchesDeclared|TestAgentsMessageOverMCP
+GVISOR_TESTS := TestTaskRouting|TestNetworkIsolation|TestStorageIsolation|TestIdentityAndPrivileges|TestProcessLimit|TestMemoryLimit|TestCPULimit|TestBusPermissionsFromContainer|TestBusHardening|TestHostileResultsFlood|TestHostileForgedPoolResult|TestHostileDiskFill|TestHostileLogFill|TestHostileInboxFlood|TestKeyRotationReachesRunningAgent|TestReadBackMatchesDeclared|TestAgentsMessageOverMCP
 
 ## e2e-cluster: the three-node bus on the real engine: a node lost, a rolling
 ## restart, no quorum (not beside e2e: both publish the bus's host ports)

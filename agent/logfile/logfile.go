@@ -1,6 +1,6 @@
 // Package logfile is a size-bounded log file. The agent's log is a single
-// file bind-mounted into its container (/shared/logs/<id>.log), so it cannot
-// be rotated by renaming: when the next write would pass the limit, the file
+// file bind-mounted into its container (/shared/logs/<id>.log) from a small
+// filesystem of its own, so it cannot be rotated by renaming: when the next write would pass the limit, the file
 // is truncated in place and restarted with the newest quarter of its lines.
 package logfile
 
@@ -50,6 +50,13 @@ func (l *File) Write(p []byte) (int, error) {
 		l.shrink()
 	}
 	n, err := l.f.Write(p)
+	if err != nil {
+		// The file's filesystem is full (the log lives on a small one of its
+		// own) or the file was grown behind this writer's back: make room
+		// and try once more.
+		l.shrink()
+		n, err = l.f.Write(p)
+	}
 	l.size += int64(n)
 	return n, err
 }

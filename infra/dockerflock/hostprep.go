@@ -87,21 +87,29 @@ func LayoutScript(m flock.Model) string {
 }
 
 // AgentCleanupScript removes an agent's credentials from the host when the
-// agent is removed or the flock destroyed, and unmounts its directory's
-// filesystem. Its data (the filesystem image) and log stay: data is deleted
-// only by hand.
+// agent is removed or the flock destroyed, and unmounts its directory's and
+// its log's filesystems. Their data (the filesystem images) stays: data is
+// deleted only by hand.
 func AgentCleanupScript(m flock.Model, a flock.Agent) string {
-	dir := m.Shared.AgentDir(a.ID)
-	img := m.Shared.DiskImage(a.ID)
+	s := m.Shared
 	// <id>.nk: where a flock made before credential directories kept the key.
-	legacy := path.Join(m.Shared.StateRoot, "creds", a.ID+".nk")
-	return fmt.Sprintf("rm -rf %s; rm -f %s %s.target; if mountpoint -q %s; then umount %s || umount -l %s; fi", m.Shared.CredsDir(a.ID), legacy, img, dir, dir, dir)
+	legacy := path.Join(s.StateRoot, "creds", a.ID+".nk")
+	var b strings.Builder
+	fmt.Fprintf(&b, "rm -rf %s; rm -f %s", s.CredsDir(a.ID), legacy)
+	for _, d := range []struct{ img, dir string }{{s.DiskImage(a.ID), s.AgentDir(a.ID)}, {s.LogImage(a.ID), s.LogDir(a.ID)}} {
+		fmt.Fprintf(&b, "; rm -f %s.target; if mountpoint -q %s; then umount %s || umount -l %s; fi", d.img, d.dir, d.dir, d.dir)
+	}
+	return b.String()
 }
 
 // AgentScript prepares one agent: its private directory (0700, its UID), its
 // log file (0600, its UID) and its NATS credentials (0400, its UID). Existing
 // data is kept: the script only creates what is missing and fixes ownership.
 // The seed makes the script a secret; it travels on stdin, never argv.
+//
+// Both the directory and the log file live on filesystems of their own
+// (diskMiB and flock.LogDiskMiB), so nothing the agent can write takes the
+// host's disk: the log is not a host file its UID could grow at will.
 //
 // It runs as root and never follows a path the agent controls: it touches
 // only the agent's directory itself and its log file, whose parents are
@@ -113,16 +121,21 @@ func AgentScript(m flock.Model, a flock.Agent, seed string) string {
 	var b strings.Builder
 	b.WriteString("set -eu\numask 077\n")
 	b.WriteString(`refuse() { echo "flock: refusing to prepare $1: $2 (an agent may have replaced it; inspect it by hand)" >&2; exit 1; }` + "\n")
-	fmt.Fprintf(&b, "dir=%s\n", s.AgentDir(a.ID))
-	b.WriteString(`if [ -L "$dir" ]; then refuse "$dir" "a symbolic link"; fi` + "\n")
-	b.WriteString(`if [ -e "$dir" ] && [ ! -d "$dir" ]; then refuse "$dir" "not a directory"; fi` + "\n")
-	b.WriteString(diskScript(s.DiskImage(a.ID), a))
+	b.WriteString(diskScript(s.AgentDir(a.ID), s.DiskImage(a.ID), int64(a.Limits.DiskMiB)<<20, a.UID, a.GID, "diskMiB"))
 	fmt.Fprintf(&b, "chown %d:%d \"$dir\"\nchmod 0700 \"$dir\"\n", a.UID, a.GID)
+	// The log's filesystem is root's; the agent owns only the one file in it,
+	// and its container mounts only that file.
+	b.WriteString(diskScript(s.LogDir(a.ID), s.LogImage(a.ID), flock.LogDiskMiB<<20, 0, 0, "the log filesystem size"))
+	b.WriteString("chmod 0755 \"$dir\"\n")
 	fmt.Fprintf(&b, "log=%s\n", s.LogFile(a.ID))
 	b.WriteString(`if [ -L "$log" ]; then refuse "$log" "a symbolic link"; fi` + "\n")
 	b.WriteString(`if [ -e "$log" ] && [ ! -f "$log" ]; then refuse "$log" "not a regular file"; fi` + "\n")
 	b.WriteString(`[ -e "$log" ] || : > "$log"` + "\n")
 	fmt.Fprintf(&b, "chown -h %d:%d \"$log\"\nchmod 0600 \"$log\"\n", a.UID, a.GID)
+	// A log from before log filesystems: its newest MiB moves in, the
+	// unbounded host file goes.
+	fmt.Fprintf(&b, "old=%s\n", s.LegacyLogFile(a.ID))
+	b.WriteString(`if [ -f "$old" ] && [ ! -L "$old" ]; then tail -c 1048576 "$old" >> "$log" || true; rm -f "$old"; fi` + "\n")
 	// The key is replaced by rename inside its own directory, which the
 	// container mounts: a running agent sees the new file (and reconnects
 	// with it), never a half-written one.
@@ -133,33 +146,37 @@ func AgentScript(m flock.Model, a flock.Agent, seed string) string {
 	return b.String()
 }
 
-// diskScript puts the agent's directory ($dir) on a filesystem of its own:
-// an ext4 image of diskMiB, allocated in full up front (a write past it fails
-// with ENOSPC in that agent alone, and never takes the host's disk), loop-
-// mounted nosuid,nodev. Under the mount the directory is root's with mode
-// 0000, so if the image is ever not mounted (a host reboot) the agent can
-// write nothing rather than write without a quota. Files of a directory that
-// had none (an older flock) move into the image. A larger diskMiB grows the
-// filesystem: online where the host allows it, else when it is next mounted;
-// a smaller one is refused (ext4 cannot shrink online).
-func diskScript(img string, a flock.Agent) string {
+// diskScript puts a directory ($dir, whose parent is root's) on a filesystem
+// of its own: an ext4 image of want bytes whose root is owner's, allocated in
+// full up front (a write past it fails with ENOSPC there alone, and never
+// takes the host's disk), loop-mounted nosuid,nodev. Under the mount the
+// directory is root's with mode 0000, so if the image is ever not mounted (a
+// host reboot) nothing can be written there rather than written without a
+// bound. Files of a directory that had none (an older flock) move into the
+// image. A larger size grows the filesystem: online where the host allows
+// it, else when it is next mounted; a smaller one is refused (ext4 cannot
+// shrink online); key names the setting in that error.
+func diskScript(dir, img string, want int64, uid, gid int, key string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "img=%s\nwant=%d\n", img, int64(a.Limits.DiskMiB)<<20)
-	b.WriteString(`fs_bytes() { dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Block count/ {c=$2} /^Block size/ {s=$2} END {print c*s}'; }
+	fmt.Fprintf(&b, "dir=%s\nimg=%s\nwant=%d\n", dir, img, want)
+	b.WriteString(`if [ -L "$dir" ]; then refuse "$dir" "a symbolic link"; fi
+if [ -e "$dir" ] && [ ! -d "$dir" ]; then refuse "$dir" "not a directory"; fi
+fs_bytes() { dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Block count/ {c=$2} /^Block size/ {s=$2} END {print c*s}'; }
 if [ -L "$img" ] || { [ -e "$img" ] && [ ! -f "$img" ]; }; then refuse "$img" "not a regular file"; fi
 if [ ! -e "$img" ]; then
   rm -f "$img.new"
   fallocate -l "$want" "$img.new" || { rm -f "$img.new"; echo "flock: cannot allocate $want bytes for $img (is the disk full?)" >&2; exit 1; }
 `)
-	fmt.Fprintf(&b, "  mkfs.ext4 -q -F -m 0 -E nodiscard,root_owner=%d:%d \"$img.new\"\n", a.UID, a.GID)
+	fmt.Fprintf(&b, "  mkfs.ext4 -q -F -m 0 -E nodiscard,root_owner=%d:%d \"$img.new\"\n", uid, gid)
 	b.WriteString(`  mv -f "$img.new" "$img"
 fi
 # Where provision/flock-mount-disks.sh mounts it again after a reboot.
 printf '%s\n' "$dir" > "$img.target"
 have=$(stat -c %s "$img")
 if [ "$want" -lt "$have" ]; then
-  echo "flock: $img is $have bytes and diskMiB asks for $want: an agent's filesystem cannot shrink; set diskMiB back to at least $((have / 1048576)), or move the agent's files out and delete the image" >&2
-  exit 1
+`)
+	fmt.Fprintf(&b, "  echo \"flock: $img is $have bytes and %s asks for $want: a filesystem cannot shrink; set it back to at least $((have / 1048576)) MiB, or move the files out and delete the image\" >&2\n", key)
+	b.WriteString(`  exit 1
 fi
 if [ "$want" -gt "$have" ]; then
   fallocate -l "$want" "$img" || { echo "flock: cannot allocate $want bytes for $img (is the disk full?)" >&2; exit 1; }
@@ -173,8 +190,9 @@ if ! mountpoint -q "$dir"; then
   fi
   mount -o loop,nosuid,nodev "$img" "$dir"
   if [ -n "$old" ]; then
-    cp -a "$old/." "$dir/" || { echo "flock: the files of $old do not fit in $img ($want bytes): raise diskMiB; they are left in $old" >&2; exit 1; }
-    rm -rf "$old"
+`)
+	fmt.Fprintf(&b, "    cp -a \"$old/.\" \"$dir/\" || { echo \"flock: the files of $old do not fit in $img ($want bytes): raise %s; they are left in $old\" >&2; exit 1; }\n", key)
+	b.WriteString(`    rm -rf "$old"
   fi
 elif [ "$(fs_bytes)" -lt "$want" ]; then
   dev=$(findmnt -n -o SOURCE --target "$dir")

@@ -1,8 +1,10 @@
 package dockerflock_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -282,4 +284,91 @@ func fill(path string, n int) (int, error) {
 		return written, fmt.Errorf("sync: %w", err)
 	}
 	return written, nil
+}
+
+// An agent's log file is a host path its UID can write: it lives on a
+// filesystem of its own (flock.LogDiskMiB), so however much the agent
+// writes, the host's disk gives nothing more. A log of an older flock (a
+// plain host file) moves in, its newest MiB kept. Runs the real script as
+// root.
+func TestAgentLogDisk(t *testing.T) {
+	m, run := hostFlock(t, 1, 32)
+	a1 := m.Agents[0]
+	legacy := m.Shared.LegacyLogFile(a1.ID)
+	old := append(bytes.Repeat([]byte("an old line of the log\n"), 200_000), "the last old line\n"...)
+	if err := os.WriteFile(legacy, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(dockerflock.AgentScript(m, a1, "SEED")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := os.Lstat(legacy); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the old host log file is still there: %v", err)
+	}
+	log := m.Shared.LogFile(a1.ID)
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(b, []byte("the last old line\n")) || len(b) > 1<<20 {
+		t.Errorf("the old log moved in as %d bytes ending %q: want its newest MiB", len(b), b[max(0, len(b)-20):])
+	}
+	fi, err := os.Stat(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != a1.UID || fi.Mode().Perm() != 0o600 {
+		t.Errorf("log file uid %d mode %o: want %d, 0600", st.Uid, fi.Mode().Perm(), a1.UID)
+	}
+	if di, err := os.Stat(m.Shared.LogDir(a1.ID)); err != nil {
+		t.Fatal(err)
+	} else if st := di.Sys().(*syscall.Stat_t); st.Uid != 0 || di.Mode().Perm() != 0o755 {
+		t.Errorf("log directory uid %d mode %o: want root's, 0755", st.Uid, di.Mode().Perm())
+	}
+
+	// What the log takes from the host's disk is its image's allocation,
+	// made in full up front (other writers on this disk make its free
+	// space too noisy a measure here; the e2e probe measures that).
+	allocated := func() int64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(m.Shared.LogImage(a1.ID), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks * 512
+	}
+	before := allocated()
+	// As the agent writes it: the file it was given, written over.
+	written, err := fill(log, 512<<20)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("%d bytes written into the log, then: %v (want ENOSPC)", written, err)
+	}
+	if written > flock.LogDiskMiB<<20 {
+		t.Errorf("%d bytes written into the log, past its %d MiB filesystem", written, flock.LogDiskMiB)
+	}
+	_ = exec.Command("sync").Run()
+	if after := allocated(); after > before || after > flock.LogDiskMiB<<20+1<<20 {
+		t.Errorf("the log's image took %d bytes of the host's disk before the fill and %d after", before, after)
+	}
+	t.Logf("log: %d bytes written, then ENOSPC; the image's allocation on the host: %d bytes", written, before)
+
+	// Unmounted, the log file is not there to be mounted (the container
+	// does not start) rather than a file on the host's disk.
+	if out, err := run(dockerflock.AgentCleanupScript(m, a1)); err != nil {
+		t.Fatalf("cleanup: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(log); err == nil {
+		t.Error("with its filesystem unmounted, the log file still exists on the host's disk")
+	}
+	if out, err := run(dockerflock.AgentScript(m, a1, "SEED")); err != nil {
+		t.Fatalf("again: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("umount", m.Shared.LogDir(a1.ID)).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v %s", err, out)
+	}
+	if out, err := exec.Command("sh", "../../provision/flock-mount-disks.sh", m.Shared.StateRoot).CombinedOutput(); err != nil {
+		t.Fatalf("boot mount: %v\n%s", err, out)
+	}
+	if err := exec.Command("mountpoint", "-q", m.Shared.LogDir(a1.ID)).Run(); err != nil {
+		t.Error("the boot script did not mount the log's filesystem again")
+	}
 }

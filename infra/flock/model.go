@@ -69,7 +69,7 @@ type Limits struct {
 
 // Shared is the host layout of the shared directory and the flock's state.
 type Shared struct {
-	Root      string // <root>/agents/<id>, <root>/common, <root>/logs/<id>.log
+	Root      string // <root>/agents/<id>, <root>/common, <root>/logs/<id>/<id>.log
 	StateRoot string // bus config, JetStream store, per-agent credentials
 }
 
@@ -123,8 +123,27 @@ func (s Shared) AgentDir(id string) string { return path.Join(s.Root, "agents", 
 // CommonDir is the host path of the read-only common directory.
 func (s Shared) CommonDir() string { return path.Join(s.Root, "common") }
 
-// LogFile is the host path of an agent's log file.
-func (s Shared) LogFile(id string) string { return path.Join(s.Root, "logs", id+".log") }
+// LogDiskMiB is the size of the filesystem that holds an agent's log file:
+// whatever the agent writes into its log, the host's disk gives no more. It
+// is above the runtime's own bound on the file (10 MiB) with room for ext4's
+// journal and metadata.
+const LogDiskMiB = 16
+
+// LogDir is the host directory of an agent's log: the mount point of its
+// log filesystem (LogImage), root's, holding only LogFile.
+func (s Shared) LogDir(id string) string { return path.Join(s.Root, "logs", id) }
+
+// LogFile is the host path of an agent's log file (bind-mounted alone at
+// protocol.ContainerLogFile).
+func (s Shared) LogFile(id string) string { return path.Join(s.LogDir(id), id+".log") }
+
+// LegacyLogFile is where a flock made before log filesystems kept an agent's
+// log: a plain host file that the agent's UID could grow without bound.
+func (s Shared) LegacyLogFile(id string) string { return path.Join(s.Root, "logs", id+".log") }
+
+// LogImage is the host path of the filesystem image of an agent's log
+// (LogDiskMiB). Agent IDs hold no dot, so it never meets a DiskImage.
+func (s Shared) LogImage(id string) string { return path.Join(s.StateRoot, "disks", id+".log.img") }
 
 // CredsDir is the host directory of an agent's NATS credentials (root's,
 // 0755), mounted read-only at protocol.ContainerCredsDir.

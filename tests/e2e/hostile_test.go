@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/operator"
+	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -163,6 +165,60 @@ func TestHostileDiskFill(t *testing.T) {
 	t.Logf("agent-1: %s after %s (quota %d MiB filesystem); host free space changed by %d KiB", strings.Join(strings.Fields(out), " "), took.Round(time.Millisecond), quota>>20, hostUsed>>10)
 	mustSucceed(t, a2, "write", "/shared/agents/"+a2+"/probe-write")
 	roundTrip(t, a2)
+}
+
+// agent-1 writes into its own log file (a host path, bind-mounted) as much
+// as it can: the file lives on a filesystem of its own, so the write stops
+// with ENOSPC there and the host's free space does not move; the runtime
+// makes room in its log and goes on logging.
+func TestHostileLogFill(t *testing.T) {
+	f := need(t)
+	a1, a2 := f.agents[0], f.agents[1]
+	hostLog := filepath.Join(f.sharedRoot, "logs", a1, a1+".log")
+	hostDisk := filepath.Join(f.sharedRoot, "logs")
+	var before, after syscall.Statfs_t
+	if err := syscall.Statfs(hostDisk, &before); err != nil {
+		t.Fatal(err)
+	}
+	const attempt = 512 // MiB
+	start := time.Now()
+	out := mustFail(t, a1, "fill", protocol.ContainerLogFile(a1), strconv.Itoa(attempt))
+	took := time.Since(start)
+	if err := syscall.Statfs(hostDisk, &after); err != nil {
+		t.Fatal(err)
+	}
+	hostUsed := (int64(before.Bavail) - int64(after.Bavail)) * int64(before.Bsize)
+	t.Logf("agent-1 writing %d MiB into %s: %s after %s; host free space changed by %d KiB",
+		attempt, protocol.ContainerLogFile(a1), strings.Join(strings.Fields(out), " "), took.Round(time.Millisecond), hostUsed>>10)
+	if !strings.Contains(out, "errno 28") { // ENOSPC
+		t.Errorf("agent-1 wrote %d MiB into its log file: %q, want ENOSPC", attempt, out)
+	}
+	if hostUsed > 64<<20 {
+		t.Errorf("the host's disk lost %d MiB to agent-1's log", hostUsed>>20)
+	}
+	if st, err := os.Stat(hostLog); err != nil {
+		t.Fatalf("agent-1's log on the host: %v", err)
+	} else if st.Size() > flock.LogDiskMiB<<20 {
+		t.Errorf("agent-1's log is %d MiB on the host, more than its %d MiB filesystem", st.Size()>>20, flock.LogDiskMiB)
+	}
+	// The runtime still logs: its next write meets the full filesystem,
+	// truncates the file in place and carries on.
+	roundTrip(t, a1)
+	roundTrip(t, a2)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(hostLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("truncated in place")) && bytes.Contains(b, []byte("task finished")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent-1's log after the fill holds no new line of the runtime (%d bytes)", len(b))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // agent-1 publishes heartbeats and events on its own subjects as fast as it

@@ -309,7 +309,7 @@ func checkMounts(t *testing.T, s *capture.Stack, agents map[string]capture.Resou
 		want := map[string]string{
 			"/shared/agents/" + id:        root + "/agents/" + id + " rw",
 			"/shared/common":              root + "/common ro",
-			"/shared/logs/" + id + ".log": root + "/logs/" + id + ".log rw",
+			"/shared/logs/" + id + ".log": root + "/logs/" + id + "/" + id + ".log rw",
 			protocol.ContainerCredsDir:    "/srv/flock/state/creds/" + id + " ro",
 		}
 		if !reflect.DeepEqual(got, want) {
@@ -496,7 +496,7 @@ func TestDevStackOutputs(t *testing.T) {
 		t.Fatalf("agents output: %v", s.Outputs["agents"].Value)
 	}
 	a1 := agents[0].(map[string]any)
-	if a1["id"] != "agent-1" || fmt.Sprint(a1["uid"]) != "20001" || a1["dir"] != "/srv/flock/shared/agents/agent-1" || a1["logFile"] != "/srv/flock/shared/logs/agent-1.log" {
+	if a1["id"] != "agent-1" || fmt.Sprint(a1["uid"]) != "20001" || a1["dir"] != "/srv/flock/shared/agents/agent-1" || a1["logFile"] != "/srv/flock/shared/logs/agent-1/agent-1.log" {
 		t.Errorf("agent-1 output: %v", a1)
 	}
 	seed := regexp.MustCompile(`SU[A-Z2-7]{50,}`)

@@ -330,7 +330,7 @@ type agentMount struct {
 func agentMounts(id string) map[string]agentMount {
 	return map[string]agentMount{
 		protocol.ContainerAgentDir(id): {what: "its own directory", srcSuffix: "/agents/" + id},
-		protocol.ContainerLogFile(id):  {what: "its own log file", srcSuffix: "/logs/" + id + ".log"},
+		protocol.ContainerLogFile(id):  {what: "its own log file", srcSuffix: "/logs/" + id + "/" + id + ".log"},
 		protocol.ContainerCredsDir:     {what: "its own credentials", srcSuffix: "/creds/" + id, readOnly: true},
 		protocol.ContainerCommonDir():  {what: "the common directory", srcSuffix: "/common", readOnly: true},
 	}
