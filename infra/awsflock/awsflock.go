@@ -81,6 +81,10 @@ type Args struct {
 	// CreateServiceLinkedRole declares ECS's service-linked role, which
 	// every ECS service then depends on (flock:aws.createServiceLinkedRole).
 	CreateServiceLinkedRole bool
+	// StorageAlarmBytes is the file system size past which its alarm fires;
+	// AlarmActions the SNS topics it notifies (none: the console shows it).
+	StorageAlarmBytes int64
+	AlarmActions      []string
 	// AgentContext is the docker build context (agent/Dockerfile and prebuilt binaries).
 	AgentContext string
 	// BaseImage overrides the Dockerfile's BASE build argument.

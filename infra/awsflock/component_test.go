@@ -82,6 +82,17 @@ func TestComponentDeclaresTheFlock(t *testing.T) {
 				t.Errorf("no secret f-%s-nkey", id)
 			}
 		}
+		// EFS has no quota: the file system's size has an alarm.
+		alarms := s.ByType(capture.TypeMetricAlarm)
+		if len(alarms) != 1 {
+			t.Fatalf("%d metric alarms, want one on the file system's size", len(alarms))
+		}
+		al := alarms[0].Inputs.Mappable()
+		dims, _ := al["dimensions"].(map[string]any)
+		if al["namespace"] != "AWS/EFS" || al["metricName"] != "StorageBytes" || dims["StorageClass"] != "Total" || dims["FileSystemId"] == nil ||
+			al["threshold"] != float64(4<<30) || al["comparisonOperator"] != "GreaterThanThreshold" {
+			t.Errorf("size alarm: %v", al)
+		}
 		if got, _ := s.Outputs["busUrl"].Value.(string); got != c.url {
 			t.Errorf("busUrl %q, want %q", got, c.url)
 		}

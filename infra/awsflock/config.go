@@ -30,13 +30,18 @@ type Config struct {
 	// creates it, and the first ECS service can fail without it. Off by
 	// default: declaring it fails on an account that already has it.
 	CreateServiceLinkedRole bool `json:"createServiceLinkedRole"`
+	// StorageAlarmGiB is the size of the file system past which its alarm
+	// fires (EFS has no quota: this is the bound the operator hears of).
+	StorageAlarmGiB *int `json:"storageAlarmGiB"`
+	// AlarmActions are the SNS topics the alarm notifies.
+	AlarmActions []string `json:"alarmActions"`
 }
 
 // Key is the aws target's own configuration key.
 const Key = "flock:aws"
 
 // ConfigShape is what Key holds, for the error when it is not even that.
-const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag, cpuArchitecture, createServiceLinkedRole}"
+const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag, cpuArchitecture, createServiceLinkedRole, storageAlarmGiB, alarmActions}"
 
 var (
 	vpcIDPattern    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
@@ -44,6 +49,9 @@ var (
 	rtbIDPattern    = regexp.MustCompile(`^rtb-[0-9a-f]{8,17}$`)
 	dnsPattern      = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$`)
 	tagPattern      = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,100}$`)
+	// An SNS topic's ARN: CloudWatch alarm actions accept it (PutMetricAlarm,
+	// AlarmActions; topic names are 1-256 of [A-Za-z0-9_-], .fifo allowed).
+	snsTopicPattern = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$`)
 	// CloudWatch Logs accepts only these retention periods.
 	logRetentions = []int{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
 )
@@ -123,6 +131,23 @@ func (c Config) Validate(stack string, m flock.Model, modelValid bool) (Args, []
 	if c.AgentContext != "" {
 		a.AgentContext = c.AgentContext
 	}
+	a.StorageAlarmBytes = DefaultStorageAlarmBytes(m)
+	if c.StorageAlarmGiB != nil {
+		if g := *c.StorageAlarmGiB; g < 1 || g > 8<<20 {
+			add(k("storageAlarmGiB"), "must be 1 to %d GiB, the file system size past which its alarm fires (got %d)", 8<<20, g)
+		} else {
+			a.StorageAlarmBytes = int64(g) << 30
+		}
+	}
+	for i, arn := range c.AlarmActions {
+		if !snsTopicPattern.MatchString(arn) {
+			add(fmt.Sprintf("%s[%d]", k("alarmActions"), i), "must be an SNS topic's ARN such as arn:aws:sns:eu-west-1:123456789012:flock-alarms (got %q)", arn)
+		}
+	}
+	if len(c.AlarmActions) > 5 {
+		add(k("alarmActions"), "may list at most 5 actions, CloudWatch's limit per alarm state (got %d)", len(c.AlarmActions))
+	}
+	a.AlarmActions = c.AlarmActions
 	switch arch := CPUArchitecture(c.CPUArchitecture); arch {
 	case "":
 	case X86_64, ARM64:

@@ -38,6 +38,18 @@ func TestConfigDefaults(t *testing.T) {
 		a.LogRetentionDays != DefaultLogRetentionDays || a.Namespace != "f.flock.internal" || a.AgentContext != "agent" || a.ImageTag != "v1" {
 		t.Errorf("defaults: %+v", a)
 	}
+	// The size alarm: every agent's diskMiB (1024 each) and 1 GiB.
+	if a.StorageAlarmBytes != 3<<30 || a.AlarmActions != nil {
+		t.Errorf("storage alarm at %d bytes with actions %v, want %d and none", a.StorageAlarmBytes, a.AlarmActions, 3<<30)
+	}
+	topic := "arn:aws:sns:eu-west-1:123456789012:flock-alarms"
+	a, errs, err = validate(t, `{"name": "f", "agentCount": 2}`, `{"imageTag": "v1", "storageAlarmGiB": 50, "alarmActions": ["`+topic+`"]}`)
+	if err != nil || len(errs) > 0 {
+		t.Fatalf("a valid alarm refused: %v %v", err, errs)
+	}
+	if a.StorageAlarmBytes != 50<<30 || len(a.AlarmActions) != 1 || a.AlarmActions[0] != topic {
+		t.Errorf("storage alarm at %d bytes with actions %v", a.StorageAlarmBytes, a.AlarmActions)
+	}
 }
 
 // Each rule of flock:aws, and the model's values the aws target refuses,
@@ -63,6 +75,9 @@ func TestConfigErrors(t *testing.T) {
 		{"uid base", `{"uidBase": 1000}`, `{}`, "flock:uidBase: must be at least 1001 on the aws target"},
 		{"too big for fargate", `{"limits": {"cpus": 32}}`, `{}`, "flock:limits: agent agent-1: 32 vCPU and 256 MiB exceed the largest Fargate task"},
 		{"cluster store beyond task storage", `{"bus": {"jetStreamMaxMiB": 250000}}`, `{}`, "flock:bus.jetStreamMaxMiB: a clustered bus node keeps its store on Fargate task storage: 250000 MiB and 4096 MiB of headroom need 249 GiB, Fargate gives a task at most 200 GiB: set at most 200704 MiB"},
+		{"storage alarm", `{}`, `{"storageAlarmGiB":0}`, "flock:aws.storageAlarmGiB: must be 1 to 8388608 GiB"},
+		{"alarm action", `{}`, `{"alarmActions":["arn:aws:sqs:eu-west-1:123456789012:q"]}`, "flock:aws.alarmActions[0]: must be an SNS topic's ARN"},
+		{"alarm actions", `{}`, `{"alarmActions":["arn:aws:sns:eu-west-1:123456789012:a","arn:aws:sns:eu-west-1:123456789012:b","arn:aws:sns:eu-west-1:123456789012:c","arn:aws:sns:eu-west-1:123456789012:d","arn:aws:sns:eu-west-1:123456789012:e","arn:aws:sns:eu-west-1:123456789012:f"]}`, "flock:aws.alarmActions: may list at most 5"},
 		{"small cidr counts the bus nodes", `{"agentCount": 105}`, `{"cidr":"10.9.0.0/22"}`, "holds 108 task addresses; 105 agents, 3 bus nodes and the operator need 109"},
 	}
 	for _, tc := range cases {

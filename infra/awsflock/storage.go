@@ -5,9 +5,11 @@ import (
 	"path"
 	"strconv"
 
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/cloudwatch"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/efs"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -47,6 +49,9 @@ func (d *declarer) storage() error {
 	}, d.parent)
 	if err != nil {
 		return fmt.Errorf("file system: %w", err)
+	}
+	if err := d.storageAlarm(); err != nil {
+		return err
 	}
 	for i, sub := range d.subnets {
 		mt, err := efs.NewMountTarget(d.ctx, d.n("efs-mount", strconv.Itoa(i+1)), &efs.MountTargetArgs{
@@ -106,4 +111,48 @@ func (d *declarer) accessPoint(name, role, agent, dir string, uid, gid int, perm
 		return nil, fmt.Errorf("access point %s: %w", name, err)
 	}
 	return ap, nil
+}
+
+// DefaultStorageAlarmBytes is where the file system's size alarm fires when
+// flock:aws.storageAlarmGiB is not set: every agent's diskMiB (a quota on
+// the docker target, a planning figure here) and 1 GiB for common, the logs
+// and a single bus's store.
+func DefaultStorageAlarmBytes(m flock.Model) int64 {
+	total := int64(1) << 30
+	for _, a := range m.Agents {
+		total += int64(a.Limits.DiskMiB) << 20
+	}
+	return total
+}
+
+// storageAlarm is the bound EFS does not have: an alarm on the file
+// system's size. It cannot stop a write (EFS takes hundreds of MB/s, and
+// its size is reported every 15 minutes); it makes a full file system a
+// page to the operator rather than a bill.
+func (d *declarer) storageAlarm() error {
+	var actions pulumi.Array
+	for _, arn := range d.args.AlarmActions {
+		actions = append(actions, pulumi.String(arn))
+	}
+	gib := float64(d.args.StorageAlarmBytes) / (1 << 30)
+	_, err := cloudwatch.NewMetricAlarm(d.ctx, d.n("efs-size"), &cloudwatch.MetricAlarmArgs{
+		AlarmDescription: pulumi.Sprintf("The flock's EFS file system holds more than %.1f GiB (flock:aws.storageAlarmGiB): EFS has no quota per agent, so an agent may be filling it", gib),
+		// StorageBytes is published every 15 minutes; Total is every class.
+		Namespace:          pulumi.String("AWS/EFS"),
+		MetricName:         pulumi.String("StorageBytes"),
+		Dimensions:         pulumi.StringMap{"FileSystemId": d.fs.ID().ToStringOutput(), "StorageClass": pulumi.String("Total")},
+		Statistic:          pulumi.String("Maximum"),
+		Period:             pulumi.Int(900),
+		EvaluationPeriods:  pulumi.Int(1),
+		ComparisonOperator: pulumi.String("GreaterThanThreshold"),
+		Threshold:          pulumi.Float64(float64(d.args.StorageAlarmBytes)),
+		TreatMissingData:   pulumi.String("missing"),
+		AlarmActions:       actions,
+		OkActions:          actions,
+		Tags:               d.tags("storage", ""),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("file system size alarm: %w", err)
+	}
+	return nil
 }

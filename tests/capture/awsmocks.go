@@ -81,6 +81,7 @@ const (
 	TypeAccessPoint       = "aws:efs/accessPoint:AccessPoint"
 	TypeRepository        = "aws:ecr/repository:Repository"
 	TypeLogGroup          = "aws:cloudwatch/logGroup:LogGroup"
+	TypeMetricAlarm       = "aws:cloudwatch/metricAlarm:MetricAlarm"
 	TypeSecret            = "aws:secretsmanager/secret:Secret"
 	TypeSecretVersion     = "aws:secretsmanager/secretVersion:SecretVersion"
 	TypeRole              = "aws:iam/role:Role"

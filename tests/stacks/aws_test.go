@@ -196,7 +196,9 @@ func checkAWSNoChurn(t *testing.T, b awsBus) {
 		t.Errorf("removed %v", removed)
 	}
 	sort.Strings(changed)
-	var allowed []string
+	// The file system's size alarm fires at every agent's diskMiB plus 1 GiB
+	// by default: an agent more moves its threshold, in place.
+	allowed := []string{"flock-efs-size"}
 	for _, k := range b.keys() {
 		allowed = append(allowed, "flock-"+k, "flock-"+k+"-config-1", "flock-"+k+"-topology-1")
 	}
@@ -204,6 +206,16 @@ func checkAWSNoChurn(t *testing.T, b awsBus) {
 		if !containsStr(allowed, c) {
 			t.Errorf("adding agent-4 changed %s", c)
 		}
+	}
+	before, _ := three.Get(capture.TypeMetricAlarm, "flock-efs-size")
+	after, _ := four.Get(capture.TypeMetricAlarm, "flock-efs-size")
+	for key, v := range before.Inputs {
+		if key != "threshold" && key != "alarmDescription" && !v.DeepEquals(after.Inputs[key]) {
+			t.Errorf("adding agent-4 changed the size alarm's %s", key)
+		}
+	}
+	if got, want := after.Inputs["threshold"].NumberValue()-before.Inputs["threshold"].NumberValue(), float64(1<<30); got != want {
+		t.Errorf("adding an agent of 1 GiB moved the size alarm by %v bytes, want %v", got, want)
 	}
 	for _, k := range b.keys() {
 		if !containsStr(changed, "flock-"+k+"-config-1") {
