@@ -204,7 +204,7 @@ func TestStorageIsolation(t *testing.T) {
 	mustFail(t, a1, "exists", protocol.ContainerLogFile(a2))
 	mustFail(t, a1, "read", protocol.ContainerLogFile(a2))
 	// And on the host, agent-2's log belongs to agent-2 alone.
-	st, err := os.Stat(filepath.Join(f.sharedRoot, "logs", a2+".log"))
+	st, err := os.Stat(filepath.Join(f.sharedRoot, "logs", a2, a2+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}

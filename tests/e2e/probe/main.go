@@ -354,6 +354,16 @@ func fill(path string, mib int) {
 		n, err = f.Write(buf)
 		written += n
 	}
+	// As a hostile agent would: the last bytes too, in ever smaller writes.
+	for chunk := len(buf) / 2; err != nil && chunk > 0; chunk /= 2 {
+		for {
+			n, werr := f.Write(buf[:chunk])
+			written += n
+			if werr != nil {
+				break
+			}
+		}
+	}
 	if err == nil {
 		err = f.Sync()
 	}
