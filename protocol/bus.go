@@ -45,6 +45,11 @@ type Topology struct {
 type PeerLimits struct {
 	BytesPerSecond int64 `json:"bytesPerSecond"`
 	BurstBytes     int64 `json:"burstBytes"`
+	// Connections is how many client connections one peer may hold open
+	// at once (0: no limit); peers in Uncounted (CIDR prefixes: the
+	// operator's side and the flock's services) are not counted.
+	Connections int      `json:"connections"`
+	Uncounted   []string `json:"uncounted,omitempty"`
 }
 
 // Consumer is a durable consumer of a stream.

@@ -2,6 +2,7 @@ package stacks
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -92,7 +93,15 @@ func runDocker(ctx *pulumi.Context, s Settings, keys Keys) error {
 		}
 		args.BusConfigs = append(args.BusConfigs, conf)
 	}
-	topology, err := busconfig.RenderTopology(s.Model)
+	// The operator's host reaches the bus from the bus network (published
+	// ports), the gateway from its own: neither counts against an agent's
+	// share of the bus's connections.
+	busNet, _ := dockerflock.BusAddress(s.Model)
+	uncounted := []netip.Prefix{busNet}
+	if s.Model.Gateway.Enabled() {
+		uncounted = append(uncounted, s.Model.Gateway.Net)
+	}
+	topology, err := busconfig.RenderTopology(s.Model, uncounted...)
 	if err != nil {
 		return err
 	}
@@ -131,7 +140,15 @@ func runAWS(ctx *pulumi.Context, s Settings, keys Keys) error {
 		}
 		args.BusConfigs = append(args.BusConfigs, conf)
 	}
-	if args.BusTopology, err = busconfig.RenderTopology(s.Model); err != nil {
+	// Every task has an address of its own and is counted; operators on
+	// flock:aws.operatorCidrs (a VPN, where many may share an address) are not.
+	var uncounted []netip.Prefix
+	for _, c := range args.OperatorCIDRs {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			uncounted = append(uncounted, p)
+		}
+	}
+	if args.BusTopology, err = busconfig.RenderTopology(s.Model, uncounted...); err != nil {
 		return err
 	}
 	args.Seeds = map[string]string{}

@@ -59,16 +59,17 @@ type Config struct {
 
 // Server is a running bus.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	ns    *server.Server
-	admin nkeys.KeyPair
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	sub   *nats.Subscription
-	rost  *nats.Subscription
-	ln    net.Listener // clients connect here (peers.go), not to the server's own listener
-	peers *peerLimits
+	cfg      Config
+	log      *slog.Logger
+	ns       *server.Server
+	admin    nkeys.KeyPair
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	sub      *nats.Subscription
+	rost     *nats.Subscription
+	ln       net.Listener // clients connect here (peers.go), not to the server's own listener
+	peers    *peerLimits
+	refusals refusalLog
 
 	clientHost string // the config's client listener, for the bus's own listener
 	clientPort int
@@ -128,7 +129,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.peers.set(topo.Peers)
+	if err := s.peers.set(topo.Peers); err != nil {
+		return nil, fmt.Errorf("bus: topology: %w", err)
+	}
 	host, port := s.listenAddr()
 	if s.ln, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port))); err != nil {
 		return nil, fmt.Errorf("bus: listen: %w", err)
@@ -279,10 +282,12 @@ func (s *Server) Reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.peers.set(topo.Peers); err != nil {
+		return fmt.Errorf("bus: reload: topology: %w", err)
+	}
 	if err := s.ns.ReloadOptions(opts); err != nil {
 		return fmt.Errorf("bus: reload: %w", err)
 	}
-	s.peers.set(topo.Peers)
 	if s.clustered {
 		if err := s.reconcileInBackground(ctx, topo); err != nil {
 			return err

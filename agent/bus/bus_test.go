@@ -666,3 +666,74 @@ func localIPv4(t *testing.T) string {
 	t.Fatal("this machine has no address but loopback")
 	return ""
 }
+
+// One peer holds at most its share of connections: the next is refused in
+// the protocol's words while the operator (loopback here) and other peers
+// still connect, and a connection closed makes room again.
+func TestConnectionsPerPeerAreBounded(t *testing.T) {
+	share := 3
+	cfg := bustest.Agents(1)
+	cfg.Bus.ConnectionsPerPeer = &share
+	f := bustest.Start(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := bus.Start(ctx, bus.Config{ConfigFile: f.ConfigFile, TopologyFile: f.TopologyFile, Host: "0.0.0.0", Port: -1, NoMonitor: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(b.ClientURL(), "nats://"))
+	ip := localIPv4(t)
+	nk, err := nats.NkeyOptionFromSeed(f.SeedFile(t, "agent-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(host string) (*nats.Conn, error) {
+		return nats.Connect("nats://"+net.JoinHostPort(host, port), nk, nats.CustomInboxPrefix(protocol.InboxPrefix("agent-1")),
+			nats.NoReconnect(), nats.Timeout(3*time.Second))
+	}
+	var held []*nats.Conn
+	defer func() {
+		for _, nc := range held {
+			nc.Close()
+		}
+	}()
+	for i := 0; i < share; i++ {
+		nc, err := dial(ip)
+		if err != nil {
+			t.Fatalf("connection %d of a share of %d refused: %v", i+1, share, err)
+		}
+		held = append(held, nc)
+	}
+	if nc, err := dial(ip); err == nil {
+		nc.Close()
+		t.Fatalf("connection %d from %s accepted past its share of %d", share+1, ip, share)
+	} else if !strings.Contains(err.Error(), "maximum connections per peer exceeded") {
+		t.Errorf("refused with %q, want the reason", err)
+	}
+	// Another peer (the operator, here over loopback) is not touched.
+	opKey, err := nats.NkeyOptionFromSeed(f.SeedFile(t, protocol.OperatorUser))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := nats.Connect(b.ClientURL(), opKey, nats.NoReconnect())
+	if err != nil {
+		t.Fatalf("the operator cannot connect while agent-1 holds its share: %v", err)
+	}
+	op.Close()
+	// A connection closed is room for the next.
+	held[0].Close()
+	held = held[1:]
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		nc, err := dial(ip)
+		if err == nil {
+			held = append(held, nc)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a connection closed did not make room: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

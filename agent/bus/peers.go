@@ -1,12 +1,16 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -23,19 +27,41 @@ import (
 // CPU than its share; the others are not touched. Replies to peers are not
 // limited. Loopback peers (the bus's own health check) are not limited.
 
-// peerLimits holds one token bucket per peer address.
+//
+// Each peer may also hold at most PeerLimits.Connections client connections
+// at once (the peers in PeerLimits.Uncounted and loopback aside): the
+// server's own max_connections is one figure for everyone, so without this
+// one agent opening connections until it is reached would lock out the
+// operator, the services and every other agent. The server's limit is set
+// above the agents' shares together (flock.Bus.MaxConnections).
+
+// peerLimits holds one token bucket and one connection count per peer address.
 type peerLimits struct {
-	mu    sync.Mutex
-	rate  rate.Limit
-	burst int
-	by    map[netip.Addr]*rate.Limiter
+	mu        sync.Mutex
+	rate      rate.Limit
+	burst     int
+	by        map[netip.Addr]*rate.Limiter
+	maxConns  int
+	uncounted []netip.Prefix
+	conns     map[netip.Addr]int
 }
 
-func newPeerLimits() *peerLimits { return &peerLimits{by: map[netip.Addr]*rate.Limiter{}} }
+func newPeerLimits() *peerLimits {
+	return &peerLimits{by: map[netip.Addr]*rate.Limiter{}, conns: map[netip.Addr]int{}}
+}
 
 // set applies the topology's limits to every bucket, existing ones too (a
-// reload). A zero rate means no limit.
-func (p *peerLimits) set(l protocol.PeerLimits) {
+// reload). A zero rate means no limit; zero connections too. Connections
+// already open stay open after a reload that lowers the bound.
+func (p *peerLimits) set(l protocol.PeerLimits) error {
+	var uncounted []netip.Prefix
+	for _, s := range l.Uncounted {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("peers.uncounted: %w", err)
+		}
+		uncounted = append(uncounted, pfx.Masked())
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.rate, p.burst = rate.Inf, 0
@@ -46,15 +72,58 @@ func (p *peerLimits) set(l protocol.PeerLimits) {
 		lim.SetLimit(p.rate)
 		lim.SetBurst(p.burst)
 	}
+	p.maxConns, p.uncounted = l.Connections, uncounted
+	return nil
+}
+
+// peerAddr is a connection's peer address; false for loopback or an address
+// that is not IP.
+func peerAddr(addr net.Addr) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil || ap.Addr().IsLoopback() {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap(), true
+}
+
+// admit counts a new connection of its peer: false when the peer already
+// holds its share (and then nothing is counted), else a release to call
+// when the connection ends.
+func (p *peerLimits) admit(addr net.Addr) (release func(), held int, ok bool) {
+	ip, limited := peerAddr(addr)
+	if !limited {
+		return func() {}, 0, true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pfx := range p.uncounted {
+		if pfx.Contains(ip) {
+			return func() {}, 0, true
+		}
+	}
+	held = p.conns[ip]
+	if p.maxConns > 0 && held >= p.maxConns {
+		return nil, held, false
+	}
+	p.conns[ip]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.conns[ip]--; p.conns[ip] <= 0 {
+				delete(p.conns, ip)
+			}
+		})
+	}, held + 1, true
 }
 
 // limiter is the bucket of a peer; nil for one that is not limited.
 func (p *peerLimits) limiter(addr net.Addr) *rate.Limiter {
-	ap, err := netip.ParseAddrPort(addr.String())
-	if err != nil || ap.Addr().IsLoopback() {
+	ip, limited := peerAddr(addr)
+	if !limited {
 		return nil
 	}
-	ip := ap.Addr().Unmap()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	lim, ok := p.by[ip]
@@ -83,6 +152,13 @@ func (s *Server) serveClients(l net.Listener) {
 // relay joins one client connection to the server, the peer's side read
 // through its bucket.
 func (s *Server) relay(c net.Conn) {
+	release, held, ok := s.peers.admit(c.RemoteAddr())
+	if !ok {
+		refuse(c, held)
+		s.refusals.note(s.log, c.RemoteAddr())
+		return
+	}
+	defer release()
 	sc, err := s.ns.InProcessConn()
 	if err != nil {
 		c.Close()
@@ -118,4 +194,63 @@ func (s *Server) relay(c net.Conn) {
 	}
 	sc.Close()
 	c.Close()
+}
+
+// refusalLog logs refused connections at most once a minute per peer, with
+// how many were refused since: a peer hammering the bus must not flood its log.
+type refusalLog struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+	n    map[string]int
+}
+
+func (r *refusalLog) note(log *slog.Logger, addr net.Addr) {
+	ip, _ := peerAddr(addr)
+	key := ip.String()
+	r.mu.Lock()
+	if r.last == nil {
+		r.last, r.n = map[string]time.Time{}, map[string]int{}
+	}
+	r.n[key]++
+	if time.Since(r.last[key]) < time.Minute {
+		r.mu.Unlock()
+		return
+	}
+	n := r.n[key]
+	r.last[key], r.n[key] = time.Now(), 0
+	r.mu.Unlock()
+	log.Warn("connections refused: the peer holds its share of the bus's connections", "peer", key, "refused", n)
+}
+
+// refusing bounds the refusals answered at once.
+var refusing = make(chan struct{}, 64)
+
+// refuse answers a connection past its peer's share in the protocol's own
+// words, so that the client reports why: an INFO (a client waits for one),
+// its CONNECT and PING read (at most 64 KiB, for at most 2 s: a closed
+// socket would break its write first), then -ERR, then close.
+func refuse(c net.Conn, held int) {
+	defer c.Close()
+	// A peer hammering the port gets the words only while few refusals are
+	// under way: each holds a socket and a buffer for up to 2 s.
+	select {
+	case refusing <- struct{}{}:
+		defer func() { <-refusing }()
+	default:
+		return
+	}
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(c, "INFO {\"server_id\":\"flock-bus\",\"proto\":1,\"max_payload\":1024,\"auth_required\":true,\"nonce\":\"refused\"}\r\n"); err != nil {
+		return
+	}
+	buf := make([]byte, 4<<10)
+	var seen []byte
+	for len(seen) < 64<<10 && !bytes.Contains(seen, []byte("PING\r\n")) {
+		n, err := c.Read(buf)
+		seen = append(seen, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	_, _ = fmt.Fprintf(c, "-ERR 'maximum connections per peer exceeded: %s holds %d'\r\n", c.RemoteAddr(), held)
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -191,7 +192,7 @@ func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
 	c.HTTP = net.JoinHostPort(host, strconv.Itoa(protocol.MonitorPort))
 	c.MaxPayload = m.Bus.MaxPayloadBytes
 	c.MaxPending = 64 << 20
-	c.MaxConn = len(m.Agents)*4 + 64
+	c.MaxConn = m.Bus.MaxConnections(len(m.Agents))
 	c.PingInterval = "20s"
 	c.WriteDeadline = "10s"
 	c.JetStream.StoreDir = opt.StoreDir
@@ -264,10 +265,16 @@ func marshal(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// BuildTopology derives the streams and consumers from the model.
-func BuildTopology(m flock.Model) protocol.Topology {
+// BuildTopology derives the streams and consumers from the model. The
+// peers in uncounted (the operator's side and the flock's services, as
+// each stack places them) hold connections beyond an agent's share.
+func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 	b := m.Bus
-	t := protocol.Topology{Peers: protocol.PeerLimits{BytesPerSecond: b.PeerBytesPerSecond, BurstBytes: b.PeerBurstBytes()}, Streams: []jetstream.StreamConfig{
+	peers := protocol.PeerLimits{BytesPerSecond: b.PeerBytesPerSecond, BurstBytes: b.PeerBurstBytes(), Connections: b.ConnectionsPerPeer}
+	for _, p := range uncounted {
+		peers.Uncounted = append(peers.Uncounted, p.Masked().String())
+	}
+	t := protocol.Topology{Peers: peers, Streams: []jetstream.StreamConfig{
 		{
 			// Interest retention: a task stays until every consumer that
 			// should run it has acked it; DiscardNew makes a full stream
@@ -334,6 +341,6 @@ func BuildTopology(m flock.Model) protocol.Topology {
 }
 
 // RenderTopology returns the topology as JSON.
-func RenderTopology(m flock.Model) ([]byte, error) {
-	return marshal(BuildTopology(m))
+func RenderTopology(m flock.Model, uncounted ...netip.Prefix) ([]byte, error) {
+	return marshal(BuildTopology(m, uncounted...))
 }

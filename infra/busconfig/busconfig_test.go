@@ -2,6 +2,7 @@ package busconfig
 
 import (
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -135,9 +136,35 @@ func TestTopologyHasAConsumerPerAgentAndThePool(t *testing.T) {
 	if err := json.Unmarshal(raw, &top); err != nil {
 		t.Fatal(err)
 	}
-	// Every peer of the bus is bounded by default (1 MiB/s, bursts of 4 MiB).
-	if top.Peers != (protocol.PeerLimits{BytesPerSecond: 1 << 20, BurstBytes: 4 << 20}) {
-		t.Errorf("peer limits %+v, want 1 MiB/s with a 4 MiB burst", top.Peers)
+	// Every peer of the bus is bounded by default (1 MiB/s, bursts of 4 MiB,
+	// 8 connections), and none is uncounted unless the stack says so.
+	if want := (protocol.PeerLimits{BytesPerSecond: 1 << 20, BurstBytes: 4 << 20, Connections: 8}); !reflect.DeepEqual(top.Peers, want) {
+		t.Errorf("peer limits %+v, want %+v", top.Peers, want)
+	}
+	raw, err = RenderTopology(m, netip.MustParsePrefix("10.210.0.9/29"), netip.MustParsePrefix("172.31.0.0/16"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var with protocol.Topology
+	if err := json.Unmarshal(raw, &with); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := with.Peers.Uncounted, []string{"10.210.0.8/29", "172.31.0.0/16"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("uncounted peers %v, want %v", got, want)
+	}
+	// The server's own limit leaves room beyond every agent's share.
+	conf, err := Render(m, keys(t, m), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		MaxConn int `json:"max_connections"`
+	}
+	if err := json.Unmarshal(conf, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxConn < 3*8+100 {
+		t.Errorf("max_connections %d: 3 agents of 8 connections leave the operator and services too little", c.MaxConn)
 	}
 	got := map[string][]string{}
 	for _, c := range top.Consumers {

@@ -82,6 +82,10 @@ type BusConfig struct {
 	// PeerKiBps bounds what the bus reads from one network peer, so that
 	// no agent's flood takes the bus from the others; 0 turns it off.
 	PeerKiBps *int `json:"peerKiBps"`
+	// ConnectionsPerPeer bounds the client connections one network peer
+	// (an agent) holds open at once, so that none can take the bus's
+	// connections from the others.
+	ConnectionsPerPeer *int `json:"connectionsPerPeer"`
 	// Replicas is 1 (one bus node) or 3 (a three-node cluster, every
 	// stream kept on all three).
 	Replicas *int         `json:"replicas"`
@@ -100,7 +104,7 @@ var (
 	DefaultBus    = Bus{
 		Heartbeat: 30 * time.Second, AckWait: 30 * time.Second, MaxDeliver: 5,
 		MaxPayloadBytes: 1 << 20, StreamMaxAge: 7 * 24 * time.Hour,
-		StreamMaxBytes: 1 << 30, JetStreamMaxBytes: 4 << 30, PeerBytesPerSecond: 1 << 20, Replicas: 1,
+		StreamMaxBytes: 1 << 30, JetStreamMaxBytes: 4 << 30, PeerBytesPerSecond: 1 << 20, ConnectionsPerPeer: DefaultConnectionsPerPeer, Replicas: 1,
 		Limits: Limits{CPUs: 1, MemoryMiB: 512, Pids: 512, TmpfsMiB: 16, TaskTimeout: time.Minute, Concurrency: 1},
 	}
 	DefaultShared  = Shared{Root: "/srv/flock/shared", StateRoot: "/srv/flock/state"}
@@ -469,6 +473,7 @@ func (b BusConfig) validate(es *errs) Bus {
 			out.PeerBytesPerSecond = int64(v) << 10
 		}
 	}
+	intIn(es, "flock:bus.connectionsPerPeer", b.ConnectionsPerPeer, 2, 1024, "connections", &out.ConnectionsPerPeer)
 	if b.Replicas != nil {
 		if v := *b.Replicas; v != 1 && v != 3 {
 			es.add("flock:bus.replicas", "must be 1 (one bus node) or 3 (a three-node cluster that survives losing one) (got %d)", v)

@@ -88,12 +88,25 @@ type Bus struct {
 	// PeerBytesPerSecond is what the bus reads from any one network peer
 	// (an agent, the operator's host); 0: no limit.
 	PeerBytesPerSecond int64
+	// ConnectionsPerPeer is how many client connections any one network
+	// peer may hold open at once; peers the stack names (the operator's
+	// side, the flock's services) are not counted.
+	ConnectionsPerPeer int
 	// Replicas is the number of bus nodes, and of copies of every stream:
 	// 1, or 3 (a cluster that keeps every task and result through the loss
 	// of any one node).
 	Replicas int
 	Limits   Limits
 }
+
+// DefaultConnectionsPerPeer is flock:bus.connectionsPerPeer's default: an
+// agent's runtime holds one connection, its program and tools a few more.
+const DefaultConnectionsPerPeer = 8
+
+// MaxConnections is each bus node's limit on client connections: every
+// agent at its ConnectionsPerPeer, and room for the operator and the
+// flock's services beyond that, so that agents cannot exhaust it.
+func (b Bus) MaxConnections(agents int) int { return agents*b.ConnectionsPerPeer + 256 }
 
 // Clustered reports whether the bus runs as a cluster of nodes.
 func (b Bus) Clustered() bool { return b.Replicas > 1 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -228,6 +229,70 @@ func TestHostileLogFill(t *testing.T) {
 		}
 	}
 	roundTrip(t, a2)
+}
+
+// agent-1 opens as many bus connections as its key gets and holds them. It
+// gets its share (flock:bus.connectionsPerPeer, less what its runtime
+// holds) and the rest are refused by name; meanwhile the operator connects,
+// lists the agents and gets agent-2's results as when idle. Before the
+// share, the server's one limit for everyone was reached at about 70
+// connections and refused the operator too.
+func TestHostileBusConnections(t *testing.T) {
+	f := need(t)
+	a1, a2 := f.agents[0], f.agents[1]
+	cl := operatorClient(t)
+	roundTripTime := func(tag string) time.Duration {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		res, err := cl.Run(ctx, operator.Target{Agent: a2}, taskEcho(taskID(t, tag), "rt"), nil)
+		if err != nil || len(res) != 1 || !res[0].OK() {
+			t.Fatalf("%s: agent-2's round trip: %v %+v", tag, err, res)
+		}
+		return time.Since(start)
+	}
+	idle := roundTripTime("idle")
+	const attempt, share = 150, 8
+	hold := 20 * time.Second
+	done := probeAsync(a1, hold+2*time.Minute, "conns", "nats://bus:4222", protocol.ContainerCredsFile, strconv.Itoa(attempt), hold.String())
+	time.Sleep(8 * time.Second) // the probe opens and is refused within this
+
+	// The operator, as a new client, and agent-2, while agent-1 holds its share.
+	start := time.Now()
+	nc, err := fut.connect()
+	if err != nil {
+		t.Fatalf("the operator cannot connect while agent-1 holds its connections: %v", err)
+	}
+	nc.Close()
+	connect := time.Since(start)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	agents, err := cl.Agents(ctx)
+	cancel()
+	if err != nil || !slices.Contains(agents, a2) {
+		t.Errorf("the operator lists %v (%v) while agent-1 holds its connections", agents, err)
+	}
+	during := roundTripTime("during")
+
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("probe: %v", r.err)
+	}
+	var got struct {
+		Opened, Refused int
+		Error           string
+	}
+	if err := json.Unmarshal([]byte(lastLine(r.out)), &got); err != nil {
+		t.Fatalf("probe said %q: %v", r.out, err)
+	}
+	t.Logf("agent-1 tried %d connections: %d opened, %d refused (%q); meanwhile the operator connected in %s, agent-2's round trip %s (idle %s)",
+		attempt, got.Opened, got.Refused, got.Error, connect.Round(time.Millisecond), during.Round(time.Millisecond), idle.Round(time.Millisecond))
+	if got.Opened >= share || got.Opened == 0 {
+		t.Errorf("agent-1 opened %d connections beside its runtime's: want at least 1, fewer than its share of %d", got.Opened, share)
+	}
+	if got.Opened+got.Refused != attempt || !strings.Contains(got.Error, "maximum connections per peer exceeded") {
+		t.Errorf("agent-1's refusals: %d, first %q; want the rest refused with the reason", got.Refused, got.Error)
+	}
+	roundTrip(t, a1) // its own runtime kept its connection
 }
 
 // agent-1 publishes heartbeats and events on its own subjects as fast as it

@@ -159,6 +159,12 @@ func main() {
 		// each asking for a receipt, for a duration.
 		d, _ := time.ParseDuration(arg(5))
 		floodInbox(arg(2), arg(3), arg(4), d)
+	case "conns":
+		// A hostile agent: open as many bus connections as it can with its
+		// own key, and hold them.
+		n, _ := strconv.Atoi(arg(4))
+		d, _ := time.ParseDuration(arg(5))
+		holdConns(arg(2), arg(3), n, d)
 	case "forge-pool":
 		// A hostile agent: claim the next pool task another agent is given.
 		forgePool(arg(2), arg(3))
@@ -199,6 +205,34 @@ func hostileConn(url, seedFile string) (*nats.Conn, jetstream.JetStream) {
 		fail(err)
 	}
 	return nc, js
+}
+
+// holdConns opens up to n connections to the bus as this agent, holds those
+// it got for d, and prints {"opened":…,"refused":…,"error":"the first refusal"}.
+func holdConns(url, seedFile string, n int, d time.Duration) {
+	opt, err := nats.NkeyOptionFromSeed(seedFile)
+	if err != nil {
+		fail(err)
+	}
+	var held []*nats.Conn
+	refused, first := 0, ""
+	for i := 0; i < n; i++ {
+		nc, err := nats.Connect(url, opt, nats.CustomInboxPrefix("_INBOX."+os.Getenv("AGENT_ID")), nats.NoReconnect(), nats.Timeout(3*time.Second))
+		if err != nil {
+			refused++
+			if first == "" {
+				first = err.Error()
+			}
+			continue
+		}
+		held = append(held, nc)
+	}
+	time.Sleep(d)
+	for _, nc := range held {
+		nc.Close()
+	}
+	b, _ := json.Marshal(map[string]any{"opened": len(held), "refused": refused, "error": first})
+	fmt.Println(string(b))
 }
 
 func floodResults(url, seedFile string, mib int, d time.Duration) {
