@@ -7,14 +7,17 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	gw "github.com/ai-flock/ai-flock/agent/gateway"
 	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/e2e/replay"
@@ -506,5 +509,51 @@ func TestBringYourOwnImage(t *testing.T) {
 	}
 	if r := run("byo-write", "touch", "/usr/lib/written-by-the-agent"); r.OK() || !strings.Contains(r.Stderr, "Read-only file system") {
 		t.Errorf("writing the image's /usr: %+v, want a read-only file system", r)
+	}
+}
+
+// agent-1 opens 2,000 idle connections to the gateway and holds them: it
+// keeps at most its share (gw.DefaultMaxConnsPerPeer), the rest are
+// answered 429 and closed, and agent-2's calls meanwhile go through at
+// about their idle latency. Before the share, ~4,400 idle connections from
+// one agent took the gateway's file descriptors: agent-2's call timed out
+// and the gateway went unhealthy.
+func TestHostileGatewayConnections(t *testing.T) {
+	f := needGateway(t)
+	a1, a2 := f.agents[0], f.agents[1]
+	base50, base99, bad := latencyOf(t, a2, 20)
+	if bad != 0 {
+		t.Fatalf("baseline: %d calls failed", bad)
+	}
+	u, err := url.Parse(gatewayURL(t, a1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const attempt = 2000
+	hold := 30 * time.Second
+	done := probeAsync(a1, hold+time.Minute, "tcp-hold", u.Host, strconv.Itoa(attempt), hold.String())
+	time.Sleep(8 * time.Second) // dialed, counted, held
+	p50, p99, bad := latencyOf(t, a2, 20)
+	r := <-done
+	if r.err != nil || r.code != 0 {
+		t.Fatalf("probe: exit %d %v %q", r.code, r.err, r.out)
+	}
+	var got struct{ Dialed, DialFailed, Held, Closed int }
+	if err := json.Unmarshal([]byte(lastLine(r.out)), &got); err != nil {
+		t.Fatalf("probe said %q: %v", r.out, err)
+	}
+	t.Logf("agent-1 dialed %d idle connections (%d failed): %d held open, %d answered 429 and closed; agent-2 alone p50 %s p99 %s, meanwhile p50 %s p99 %s",
+		got.Dialed, got.DialFailed, got.Held, got.Closed, base50, base99, p50, p99)
+	if got.Held > gw.DefaultMaxConnsPerPeer || got.Held == 0 {
+		t.Errorf("agent-1 held %d connections open: want 1 to its share of %d", got.Held, gw.DefaultMaxConnsPerPeer)
+	}
+	if got.Dialed < attempt/2 {
+		t.Errorf("agent-1 dialed only %d of %d: the attack was not made", got.Dialed, attempt)
+	}
+	if bad != 0 {
+		t.Errorf("%d of agent-2's calls failed while agent-1 held its connections", bad)
+	}
+	if p50 > 10*base50+50*time.Millisecond {
+		t.Errorf("agent-2's median went from %s to %s while agent-1 held its connections", base50, p50)
 	}
 }

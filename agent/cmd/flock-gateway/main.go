@@ -121,6 +121,10 @@ func serve(ctx context.Context, s *setup, addr, healthAddr string, log *slog.Log
 	if err != nil {
 		return err
 	}
+	// Each agent (its address) holds its share of connections, no more:
+	// thousands of idle ones from one agent must not exhaust the
+	// descriptors the others' calls need.
+	ln = gateway.LimitPeers(ln, gateway.DefaultMaxConnsPerPeer, log)
 	hln, err := net.Listen("tcp", healthAddr)
 	if err != nil {
 		ln.Close()

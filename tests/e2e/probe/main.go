@@ -165,6 +165,12 @@ func main() {
 		n, _ := strconv.Atoi(arg(4))
 		d, _ := time.ParseDuration(arg(5))
 		holdConns(arg(2), arg(3), n, d)
+	case "tcp-hold":
+		// A hostile agent: open n idle TCP connections to an address and
+		// hold them; say how many the other side kept open.
+		n, _ := strconv.Atoi(arg(3))
+		d, _ := time.ParseDuration(arg(4))
+		holdTCP(arg(2), n, d)
 	case "forge-pool":
 		// A hostile agent: claim the next pool task another agent is given.
 		forgePool(arg(2), arg(3))
@@ -232,6 +238,41 @@ func holdConns(url, seedFile string, n int, d time.Duration) {
 		nc.Close()
 	}
 	b, _ := json.Marshal(map[string]any{"opened": len(held), "refused": refused, "error": first})
+	fmt.Println(string(b))
+}
+
+// holdTCP opens up to n connections to addr, sends nothing, and after two
+// seconds counts those still open (a read times out) and those the other
+// side answered or closed; it holds the open ones until d has passed and
+// prints {"dialed":…,"dialFailed":…,"held":…,"closed":…}.
+func holdTCP(addr string, n int, d time.Duration) {
+	start := time.Now()
+	var conns []net.Conn
+	failed := 0
+	for i := 0; i < n; i++ {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			failed++
+			continue
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(2 * time.Second)
+	held, closed := 0, 0
+	buf := make([]byte, 1)
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := c.Read(buf); err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			held++
+		} else {
+			closed++
+		}
+	}
+	time.Sleep(time.Until(start.Add(d)))
+	for _, c := range conns {
+		c.Close()
+	}
+	b, _ := json.Marshal(map[string]int{"dialed": len(conns), "dialFailed": failed, "held": held, "closed": closed})
 	fmt.Println(string(b))
 }
 
