@@ -202,8 +202,17 @@ func TestCPULimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	used := (cpuUsed(t, container(a1)) - before).Seconds() / got["wall"]
-	t.Logf("CPU burn on %v CPUs for %.1fs: %.2f cores used (host cgroup), quota %.2f", got["cpus"], got["wall"], used, quota)
-	if used > quota*1.25+0.05 {
+	bound := quota*1.25 + 0.05
+	if os.Getenv("FLOCK_E2E_EMULATED") == "1" {
+		// A VM under software emulation (QEMU's TCG, no KVM): its kernel
+		// charges a task for the time its vCPU was not run by the host as
+		// well, and its CFS timer fires late, so the quota reads loose (0.55
+		// to 0.89 cores of 0.50 measured). Still the quota, not the burn's
+		// every CPU, is what it shows: at most half the CPUs it burned on.
+		bound = max(bound, min(quota*2.5, 0.5*got["cpus"]))
+	}
+	t.Logf("CPU burn on %v CPUs for %.1fs: %.2f cores used (host cgroup), quota %.2f, bound %.2f", got["cpus"], got["wall"], used, quota, bound)
+	if used > bound {
 		t.Errorf("used %.2f cores with a quota of %.2f", used, quota)
 	}
 }

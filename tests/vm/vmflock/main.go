@@ -293,7 +293,13 @@ func runProbes(ctx context.Context, cfg config, root, work string, stack *captur
 	}
 	// In the VM's copy of the repository (the synced folder), as the tests
 	// look for the project root from their directory.
-	script := fmt.Sprintf("cd /vagrant/tests/e2e && sudo env FLOCK_E2E=1 FLOCK_REQUIRE_DOCKER=1 FLOCK_E2E_TARGET=pulumi "+
+	// Under software emulation the CPU probe's bound is the emulated one
+	// (TestCPULimit says why).
+	emulated := ""
+	if os.Getenv("FLOCK_VM_LIBVIRT_DRIVER") == "qemu" {
+		emulated = "FLOCK_E2E_EMULATED=1 "
+	}
+	script := fmt.Sprintf("cd /vagrant/tests/e2e && sudo env FLOCK_E2E=1 FLOCK_REQUIRE_DOCKER=1 FLOCK_E2E_TARGET=pulumi "+emulated+
 		"FLOCK_E2E_OUTPUTS=%[1]s/outputs.json FLOCK_E2E_PROBE=%[1]s/probe FLOCK_E2E_NAME=%[2]s "+
 		"%[1]s/e2e.test -test.count=1 -test.timeout=20m -test.v -test.run '^(%[3]s)$'", dir, name, cfg.probes)
 	t0 := time.Now()
