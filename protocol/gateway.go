@@ -1,6 +1,9 @@
 package protocol
 
-import "time"
+import (
+	"regexp"
+	"time"
+)
 
 // The model gateway's contract: what the stacks give the gateway (its config
 // file, its keys), what they give agents (the variables below), and what the
@@ -92,12 +95,17 @@ const (
 // GatewayUpstream is one model API: /<Name>/<path> goes to <URL>/<path> with
 // the key in KeyHeader (after KeyPrefix).
 type GatewayUpstream struct {
-	Name      string `json:"name"`
-	URL       string `json:"url"`
-	KeyHeader string `json:"keyHeader"`
-	KeyPrefix string `json:"keyPrefix,omitempty"`
-	KeyFile   string `json:"keyFile,omitempty"`
-	KeyEnv    string `json:"keyEnv,omitempty"`
+	Name string `json:"name"`
+	API  string `json:"api,omitempty"` // "anthropic" or "openai"; empty: the name, when it is one
+	// Prices are the operator's flat prices in tokens per call
+	// (GatewayPriceKey): an endpoint outside the kind's allow-list, or a
+	// server-side tool billed per use.
+	Prices    map[string]int64 `json:"prices,omitempty"`
+	URL       string           `json:"url"`
+	KeyHeader string           `json:"keyHeader"`
+	KeyPrefix string           `json:"keyPrefix,omitempty"`
+	KeyFile   string           `json:"keyFile,omitempty"`
+	KeyEnv    string           `json:"keyEnv,omitempty"`
 }
 
 // GatewayAgent is what the gateway knows of one agent.
@@ -139,3 +147,10 @@ type Usage struct {
 	SpentTokens      int64     `json:"spent_tokens"` // the agent's total so far, this call included
 	BudgetTokens     int64     `json:"budget_tokens,omitempty"`
 }
+
+// GatewayPriceKey is the rule for a gateway price's key: "METHOD /path" (an
+// endpoint outside the upstream kind's allow-list, priced per call) or
+// "tool:<type prefix>" (a server-side tool billed per use, priced per call
+// that offers it: web_search, code_execution, code_interpreter,
+// file_search, image_generation).
+var GatewayPriceKey = regexp.MustCompile(`^((GET|POST|PUT|PATCH|DELETE) /[A-Za-z0-9._~/:-]+|tool:[a-z_]+)$`)

@@ -6,10 +6,12 @@ import (
 )
 
 // ledger keeps each agent's tokens spent since the gateway started, and
-// checks them against its budget before a call. A call is charged once its
-// response is complete, so calls already in flight when an agent reaches its
-// budget still finish: the agent can overshoot by what those calls cost.
-// The counts live in memory only; a restarted gateway starts from zero.
+// checks them against its budget before a call. A metered call reserves its
+// bound (output cap and input estimate) before it is forwarded and is
+// admitted only while the agent's spent and reserved tokens are below its
+// budget; when it ends the reservation is replaced by what it cost. So
+// concurrent calls overshoot a budget by at most one call's bound. The
+// counts live in memory only; a restarted gateway starts from zero.
 type ledger struct {
 	limits map[string]int64 // absent: unlimited
 	*Spending
@@ -19,12 +21,57 @@ type ledger struct {
 // configuration (a reload) is given the old one's, so that no agent's total
 // starts over.
 type Spending struct {
-	mu    sync.Mutex
-	spent map[string]int64
+	mu       sync.Mutex
+	spent    map[string]int64
+	reserved map[string]int64 // the bounds of calls in flight
 }
 
 // NewSpending is an empty Spending.
-func NewSpending() *Spending { return &Spending{spent: map[string]int64{}} }
+func NewSpending() *Spending {
+	return &Spending{spent: map[string]int64{}, reserved: map[string]int64{}}
+}
+
+// reserve admits a call of the given bound for agent if its spent and
+// reserved tokens are below its budget (always, without a budget), and
+// holds the bound until settle.
+func (l *ledger) reserve(agent string, bound int64) (limit, used int64, ok bool) {
+	limit, capped := l.limits[agent]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	used = sat(l.spent[agent], l.reserved[agent])
+	if capped && used >= limit {
+		return limit, used, false
+	}
+	l.reserved[agent] = sat(l.reserved[agent], bound)
+	return limit, used, true
+}
+
+// settle ends a reservation of bound: agent is charged cost instead. It
+// returns the agent's total spent.
+func (l *ledger) settle(agent string, bound, cost int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.reserved[agent] -= bound; l.reserved[agent] <= 0 {
+		delete(l.reserved, agent)
+	}
+	l.spent[agent] = sat(l.spent[agent], max(cost, 0))
+	return l.spent[agent]
+}
+
+// reservedOf is what agent's calls in flight hold.
+func (l *ledger) reservedOf(agent string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reserved[agent]
+}
+
+// sat adds two non-negative counts, saturating at MaxInt64.
+func sat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
 
 func newLedger(limits map[string]int64, s *Spending) *ledger {
 	if s == nil {

@@ -40,6 +40,15 @@ var headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
 
 // Upstream is one model API the gateway forwards to.
 type Upstream struct {
+	// API is the upstream's kind, APIAnthropic or APIOpenAI: it fixes which
+	// endpoints are forwarded and how each is metered. Empty: the
+	// upstream's name, when that is a kind.
+	API string
+	// Prices are the operator's flat prices in tokens per call: "METHOD
+	// /path" forwards an endpoint outside the kind's allow-list, "tool:<type
+	// prefix>" a server-side tool billed per use (web_search, ...). Without
+	// a price both are refused.
+	Prices    map[string]int64
 	URL       string // absolute http(s) base URL; /<name>/<path> goes to URL/<path>
 	KeyHeader string // the header the key goes in: "x-api-key", "Authorization"
 	KeyPrefix string // put before the key: "Bearer " for Authorization
@@ -78,6 +87,11 @@ type Config struct {
 	// for CONNECT). Every credential header is stripped before forwarding all
 	// the same. Exactly one of CallerOf and CallerOfRequest must be set.
 	CallerOfRequest func(r *http.Request) (agentID string, ok bool)
+	// DefaultMaxOutputTokens is written into a metered request that names
+	// no output cap (max_tokens, max_completion_tokens, max_output_tokens),
+	// so the upstream cannot bill more than was reserved. 0:
+	// DefaultMaxOutputTokens.
+	DefaultMaxOutputTokens int64
 	// MaxInFlight caps each agent's requests in flight (model calls and
 	// tunnels); over it the gateway answers 429. 0: DefaultMaxInFlight.
 	MaxInFlight int
@@ -113,6 +127,16 @@ func (c *Config) Validate() error {
 			bad(field, "name must match %s: it is the first path element agents call", namePattern)
 		}
 		errs = append(errs, CheckUpstream(field, up)...)
+		for _, k := range sortedKeys(up.Prices) {
+			if !PriceKey.MatchString(k) {
+				bad(fmt.Sprintf("%s.prices[%q]", field, k), "must be \"METHOD /path\" or \"tool:<type prefix>\" (%s)", PriceKey)
+			} else if v := up.Prices[k]; v < 0 || v > maxTokens {
+				bad(fmt.Sprintf("%s.prices[%q]", field, k), "must be 0 to %d tokens per call (got %d)", int64(maxTokens), v)
+			}
+		}
+		if _, ok := endpoints[up.Kind(name)]; !ok {
+			bad(field+".api", "must be %q or %q: the API kind fixes the endpoints the gateway forwards and meters (got %q)", APIAnthropic, APIOpenAI, up.API)
+		}
 		if up.Key == "" {
 			bad(field+".key", "must not be empty: the gateway holds the key so agents do not")
 		} else if strings.ContainsAny(up.Key, "\r\n") {
@@ -124,6 +148,9 @@ func (c *Config) Validate() error {
 		bad("callerOf", "required: set CallerOf (callers known by source address) or CallerOfRequest (by token)")
 	case c.CallerOf != nil && c.CallerOfRequest != nil:
 		bad("callerOf", "set only one of CallerOf and CallerOfRequest: a caller is known one way")
+	}
+	if c.DefaultMaxOutputTokens < 0 {
+		bad("defaultMaxOutputTokens", "must be >= 0 (0: %d) (got %d)", DefaultMaxOutputTokens, c.DefaultMaxOutputTokens)
 	}
 	if c.MaxInFlight < 0 {
 		bad("maxInFlight", "must be >= 0 (0: %d) (got %d)", DefaultMaxInFlight, c.MaxInFlight)
@@ -222,4 +249,15 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Kind is the upstream's API kind: API, or its name when that names a kind.
+func (u Upstream) Kind(name string) string {
+	if u.API != "" {
+		return u.API
+	}
+	if _, ok := endpoints[name]; ok {
+		return name
+	}
+	return ""
 }

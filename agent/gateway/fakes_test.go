@@ -63,12 +63,17 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	f.seen = append(f.seen, seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), string(body)})
 	f.mu.Unlock()
 	var req struct {
-		Stream bool `json:"stream"`
+		Stream    bool `json:"stream"`
+		Malformed bool `json:"malformed"`
 	}
 	_ = json.Unmarshal(body, &req)
 	w.Header().Set("Set-Cookie", "session=upstream-cookie")
 	switch r.URL.Path {
-	case "/v1/messages":
+	case "/v1/messages", "/v1/messages/count_tokens": // the same answer: benchmarks compare the two
+		if req.Malformed {
+			writeJSON(w, `{"id":"msg_01","usage":{"input_tokens":5,`)
+			return
+		}
 		if req.Stream {
 			f.stream(w, r, anthropicEvents)
 			return

@@ -1,17 +1,20 @@
 package gateway
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +35,7 @@ type Gateway struct {
 	callerReq func(*http.Request) (string, bool)
 	inFlight  *inFlight
 	ledger    *ledger
+	outCap    int64 // DefaultMaxOutputTokens
 	allow     map[string][]allowRule
 	log       *slog.Logger
 	onUsage   func(Usage)
@@ -41,6 +45,8 @@ type Gateway struct {
 
 type upstream struct {
 	name   string
+	api    string           // APIAnthropic or APIOpenAI
+	prices map[string]int64 // Upstream.Prices
 	url    *url.URL
 	header string // the key header
 	value  string // prefix + key
@@ -54,6 +60,12 @@ type call struct {
 	rest   string // the path after /<upstream>, escaped
 	status int
 	meter  *meter
+	// A metered call's bound, reserved in the ledger until finish settles it.
+	bound    int64
+	reserved bool
+	flat     bool     // an operator-priced endpoint: its price is its cost
+	tools    int64    // the operator's price of the per-use tools it offered
+	notes    []string // what the gateway changed in the request
 }
 
 type callKey struct{}
@@ -70,6 +82,7 @@ func New(cfg Config) (*Gateway, error) {
 		callerReq: cfg.CallerOfRequest,
 		inFlight:  newInFlight(cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)),
 		ledger:    newLedger(cfg.Budgets, cfg.Spending),
+		outCap:    cmp.Or(cfg.DefaultMaxOutputTokens, DefaultMaxOutputTokens),
 		allow:     make(map[string][]allowRule, len(cfg.AllowConnect)),
 		log:       cfg.Logger,
 		onUsage:   cfg.OnUsage,
@@ -81,7 +94,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.strip = append(g.strip, agentCredentials...)
 	for name, up := range cfg.Upstreams {
 		u, _ := url.Parse(up.URL) // Validate parsed it
-		g.upstreams[name] = &upstream{name: name, url: u, header: up.KeyHeader, value: up.KeyPrefix + up.Key}
+		g.upstreams[name] = &upstream{name: name, api: up.Kind(name), prices: up.Prices, url: u, header: up.KeyHeader, value: up.KeyPrefix + up.Key}
 		// One upstream's key header may not carry an agent's value to another.
 		g.strip = append(g.strip, up.KeyHeader)
 	}
@@ -162,6 +175,48 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &call{agent: agent, up: up, rest: rest}
+	// Matched on the upstream's own path: its base URL's path and the rest
+	// (/openai/v1/chat/completions and an upstream at …/v1 with
+	// /openai/chat/completions are the same endpoint).
+	unescaped, _ := url.PathUnescape(rest) // hasDotDot refused what does not unescape
+	e, ok := endpointOf(up.api, up.prices, r.Method, path.Join("/", up.url.Path, unescaped))
+	if !ok {
+		g.accessLog(agent, name, r, http.StatusForbidden, start, nil, "")
+		writeError(w, http.StatusForbidden, apiError{Type: "endpoint_not_allowed",
+			Message: fmt.Sprintf("%s %s is not an endpoint the gateway meters on a %s upstream, so it is not forwarded: %s", r.Method, r.URL.Path, up.api, allowedOf(up.api))})
+		return
+	}
+	if e.meter == flat {
+		limit, used, ok := g.ledger.reserve(agent, e.price)
+		if !ok {
+			g.accessLog(agent, name, r, http.StatusTooManyRequests, start, nil, "")
+			writeError(w, http.StatusTooManyRequests, apiError{Type: "budget_exceeded", Budget: "tokens",
+				Limit: &limit, Spent: &used, Agent: agent,
+				Message: fmt.Sprintf("agent %s has spent or reserved %d of its %d tokens", agent, used, limit)})
+			return
+		}
+		c.bound, c.reserved, c.flat = e.price, true, true
+	}
+	if e.meter == metered {
+		p, ref := prepare(e, r.Body, g.outCap, up.prices)
+		if ref != nil {
+			g.accessLog(agent, name, r, ref.status, start, nil, "")
+			writeError(w, ref.status, ref.err)
+			return
+		}
+		limit, used, ok := g.ledger.reserve(agent, p.bound)
+		if !ok {
+			g.accessLog(agent, name, r, http.StatusTooManyRequests, start, nil, "")
+			writeError(w, http.StatusTooManyRequests, apiError{Type: "budget_exceeded", Budget: "tokens",
+				Limit: &limit, Spent: &used, Agent: agent,
+				Message: fmt.Sprintf("agent %s has spent or reserved %d of its %d tokens", agent, used, limit)})
+			return
+		}
+		c.bound, c.reserved, c.notes, c.tools = p.bound, true, p.notes, p.tools
+		r.Body = io.NopCloser(bytes.NewReader(p.body))
+		r.ContentLength = int64(len(p.body))
+		r.Header.Set("Content-Length", strconv.Itoa(len(p.body)))
+	}
 	defer func() {
 		// The proxy aborts a response cut short with a panic; what was seen
 		// of it is still charged and logged before the panic goes on.
@@ -266,12 +321,43 @@ func (g *Gateway) finish(c *call, r *http.Request, start time.Time, aborted bool
 		problem string
 		extra   []any
 	)
+	if aborted {
+		problem = "response cut short"
+	}
 	if c.meter != nil {
 		got, ok, p := c.meter.result()
-		problem = p
-		if ok {
+		if p != "" {
+			problem = p
+		}
+		if c.reserved {
+			// A complete, readable usage is the cost. An answer the upstream
+			// bills but whose usage the gateway could not read all of (cut
+			// short, unreadable, absent) costs the call's bound, never less
+			// than what was read; an error answer without usage, nothing
+			// (the upstreams bill no refused call).
+			cost := got.Total + c.tools
+			switch {
+			case c.flat:
+				cost, problem = c.bound, ""
+				extra = append(extra, "charged_price", c.bound)
+			case ok && problem == "":
+			case !ok && c.status >= 400:
+				cost = 0
+			default:
+				cost = max(c.bound, got.Total+c.tools)
+				extra = append(extra, "charged_bound", c.bound)
+			}
 			got.Agent, got.Upstream, got.Status = c.agent, c.up.name, c.status
-			got.SpentTokens = g.ledger.charge(c.agent, got.Total)
+			if !ok || cost != got.Total {
+				got.Total = cost
+			}
+			got.SpentTokens = g.ledger.settle(c.agent, c.bound, cost)
+			c.reserved = false
+			ok = true
+		} else {
+			ok = false // a free endpoint (token counting): nothing to charge or report
+		}
+		if ok {
 			got.BudgetTokens = g.ledger.budget(c.agent)
 			u = &got
 			if g.onUsage != nil {
@@ -284,8 +370,11 @@ func (g *Gateway) finish(c *call, r *http.Request, start time.Time, aborted bool
 			extra = append(extra, "clamped", cl)
 		}
 	}
-	if aborted && problem == "" {
-		problem = "response cut short"
+	if c.reserved { // no answer at all (the upstream unreachable, the agent gone first)
+		g.ledger.settle(c.agent, c.bound, 0)
+	}
+	if len(c.notes) > 0 {
+		extra = append(extra, "request_changed", strings.Join(c.notes, "; "))
 	}
 	g.accessLog(c.agent, c.up.name, r, c.status, start, u, problem, extra...)
 }

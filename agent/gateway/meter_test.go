@@ -58,18 +58,22 @@ func TestMeteredFormats(t *testing.T) {
 	}
 }
 
-func TestMalformedJSONPassesThroughUnmetered(t *testing.T) {
+// A body whose usage cannot be read passes through as it is, and the call is
+// charged its bound: never nothing.
+func TestMalformedJSONPassesThroughChargedItsBound(t *testing.T) {
 	tg := newTestGateway(t, nil)
-	st, _, body := tg.post(t, "/anthropic/v1/malformed", `{}`)
+	st, _, body := tg.post(t, "/anthropic/v1/messages", `{"malformed":true}`)
 	if st != 200 || body != `{"id":"msg_01","usage":{"input_tokens":5,` {
 		t.Fatalf("the agent did not get the upstream's body as it was: %d %q", st, body)
 	}
 	waitFor(t, func() bool { return strings.Contains(tg.logs.String(), `"msg":"model call"`) }, "the access log")
-	if s := tg.gw.Spent("agent-1"); s != 0 {
-		t.Errorf("a malformed body was charged %d", s)
+	if s, want := tg.gw.Spent("agent-1"), boundOf(`{"malformed":true}`); s != want {
+		t.Errorf("a malformed body was charged %d, want its bound %d", s, want)
 	}
-	if u := tg.reported(); len(u) != 0 {
-		t.Errorf("a malformed body was reported: %+v", u)
+	// Reported as what it was charged, so the operator's view of spend
+	// agrees with the ledger's.
+	if u := tg.reported(); len(u) != 1 || u[0].Total != boundOf(`{"malformed":true}`) || u[0].InputTokens != 0 {
+		t.Errorf("the bound charged was reported as %+v", u)
 	}
 	if !strings.Contains(tg.logs.String(), `"unmetered":"malformed JSON body`) {
 		t.Errorf("the log does not say the body was malformed:\n%s", tg.logs.String())

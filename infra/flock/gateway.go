@@ -2,6 +2,7 @@ package flock
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Gateway is the model gateway: the one container (dev) or service (aws)
@@ -40,6 +43,11 @@ type Upstream struct {
 	KeyHeader string
 	KeyPrefix string
 	KeySecret string
+	// API is the upstream's kind ("anthropic" or "openai"): which endpoints
+	// the gateway forwards and how it meters them.
+	API string
+	// Prices are flat prices in tokens per call (protocol.GatewayPriceKey).
+	Prices map[string]int64
 }
 
 // GatewayAccess is one agent's part of the gateway.
@@ -77,13 +85,17 @@ type UpstreamConfig struct {
 	KeyHeader string  `json:"keyHeader"`
 	KeyPrefix *string `json:"keyPrefix"`
 	KeySecret string  `json:"keySecret"`
+	API       string  `json:"api"`
+	// Prices lets the gateway forward what it cannot meter, at a flat
+	// price in tokens per call.
+	Prices map[string]int64 `json:"prices"`
 }
 
 // Well-known upstreams: their URL and key header are the defaults under
 // their name, and the stacks point the SDKs' base-URL variables at them.
 var knownUpstreams = map[string]Upstream{
-	"anthropic": {URL: "https://api.anthropic.com", KeyHeader: "x-api-key"},
-	"openai":    {URL: "https://api.openai.com", KeyHeader: "Authorization", KeyPrefix: "Bearer "},
+	"anthropic": {URL: "https://api.anthropic.com", KeyHeader: "x-api-key", API: "anthropic"},
+	"openai":    {URL: "https://api.openai.com", KeyHeader: "Authorization", KeyPrefix: "Bearer ", API: "openai"},
 }
 
 // DefaultGatewayLimits bound the gateway container.
@@ -135,6 +147,26 @@ func (g GatewayConfig) validate(es *errs, net Network, uidBase int) Gateway {
 			up.KeySecret = DefaultKeySecret(name)
 		}
 		ok := true
+		if c.API != "" {
+			up.API = c.API
+		}
+		for _, k := range slices.Sorted(maps.Keys(c.Prices)) {
+			switch v := c.Prices[k]; {
+			case !protocol.GatewayPriceKey.MatchString(k):
+				es.add(fmt.Sprintf("%s.prices[%q]", key, k), "must be \"METHOD /path\" (an endpoint outside the allow-list, such as \"POST /v1/messages/batches\") or \"tool:<type prefix>\" (such as \"tool:web_search\")")
+				ok = false
+			case v < 0 || v > 1_000_000_000:
+				es.add(fmt.Sprintf("%s.prices[%q]", key, k), "must be 0 to 1000000000 tokens per call (got %d)", v)
+				ok = false
+			}
+		}
+		if len(c.Prices) > 0 {
+			up.Prices = maps.Clone(c.Prices)
+		}
+		if up.API != "anthropic" && up.API != "openai" {
+			es.add(key+".api", "must be \"anthropic\" or \"openai\": the API kind fixes the endpoints the gateway forwards and how it meters them (got %q)", up.API)
+			ok = false
+		}
 		if u, err := url.Parse(up.URL); up.URL == "" {
 			es.add(key+".url", "is required for an upstream other than %s", strings.Join(slices.Sorted(func(y func(string) bool) {
 				for k := range knownUpstreams {

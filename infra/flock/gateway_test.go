@@ -3,6 +3,7 @@ package flock
 import (
 	"errors"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -18,7 +19,8 @@ func TestGatewayConfig(t *testing.T) {
 			"anthropic": {},
 			"Bad_Name":  {},
 			"local":     {KeyHeader: "x-api-key"},
-			"evil":      {URL: "https://user:pw@example.com", KeyHeader: "x-api-key", KeySecret: "evil key"},
+			"evil":      {URL: "https://user:pw@example.com", KeyHeader: "x-api-key", KeySecret: "evil key", API: "anthropic", Prices: map[string]int64{"tool:web_search": 10}},
+			"priced":    {URL: "https://example.com", KeyHeader: "x-api-key", API: "openai", Prices: map[string]int64{"batches": 10, "GET /v1/models": -1}},
 		},
 		BudgetTokens: &budget,
 	}}
@@ -28,6 +30,9 @@ func TestGatewayConfig(t *testing.T) {
 		`flock:gateway.upstreams.evil.url: must be an absolute http(s) URL with no credentials`,
 		`flock:gateway.upstreams.evil.keySecret: must name a config key`,
 		`flock:gateway.upstreams.local.url: is required for an upstream other than anthropic and openai`,
+		`flock:gateway.upstreams.local.api: must be "anthropic" or "openai"`,
+		`flock:gateway.upstreams.priced.prices["batches"]: must be "METHOD /path"`,
+		`flock:gateway.upstreams.priced.prices["GET /v1/models"]: must be 0 to 1000000000 tokens per call (got -1)`,
 		`flock:agents[0].gateway.budgetTokens: must be between 0 (no cap) and`,
 		`flock:agents[0].gateway.allowHosts[0]: must be host:port`,
 	}
@@ -41,14 +46,14 @@ func TestGatewayConfig(t *testing.T) {
 		t.Errorf("want exactly %d errors (one per bad key), got:\n%v", len(want), err)
 	}
 
-	c.Gateway.Upstreams = map[string]UpstreamConfig{"anthropic": {}, "local": {URL: "http://10.0.0.1:9090", KeyHeader: "x-api-key", KeySecret: "localKey"}}
+	c.Gateway.Upstreams = map[string]UpstreamConfig{"anthropic": {}, "local": {URL: "http://10.0.0.1:9090", KeyHeader: "x-api-key", KeySecret: "localKey", API: "openai"}}
 	c.Agents[0].Gateway = &AgentGatewayConfig{AllowHosts: []string{"PyPI.org:443"}}
 	m, err := c.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := m.Gateway
-	if len(g.Upstreams) != 2 || g.Upstreams[0] != (Upstream{Name: "anthropic", URL: "https://api.anthropic.com", KeyHeader: "x-api-key", KeySecret: "anthropicApiKey"}) || g.Upstreams[1].KeySecret != "localKey" {
+	if len(g.Upstreams) != 2 || !reflect.DeepEqual(g.Upstreams[0], Upstream{Name: "anthropic", URL: "https://api.anthropic.com", KeyHeader: "x-api-key", KeySecret: "anthropicApiKey", API: "anthropic"}) || g.Upstreams[1].KeySecret != "localKey" || g.Upstreams[1].API != "openai" {
 		t.Errorf("upstreams %+v", g.Upstreams)
 	}
 	if g.Slot != 8191 || g.UID != 28191 || g.Net != netip.MustParsePrefix("10.210.255.248/29") || g.Egress != netip.MustParsePrefix("10.210.255.240/29") {

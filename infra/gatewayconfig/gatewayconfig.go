@@ -46,7 +46,7 @@ func Config(m flock.Model, opt Options) (protocol.GatewayConfig, error) {
 	}
 	c := protocol.GatewayConfig{V: 1, Flock: m.Name, Callers: opt.Callers, NATSURL: opt.NATSURL, NkeyFile: opt.NkeyFile, NkeyEnv: opt.NkeyEnv}
 	for _, up := range m.Gateway.Upstreams {
-		u := protocol.GatewayUpstream{Name: up.Name, URL: up.URL, KeyHeader: up.KeyHeader, KeyPrefix: up.KeyPrefix}
+		u := protocol.GatewayUpstream{Name: up.Name, API: up.API, Prices: up.Prices, URL: up.URL, KeyHeader: up.KeyHeader, KeyPrefix: up.KeyPrefix}
 		if opt.KeyEnv != nil {
 			u.KeyEnv = opt.KeyEnv(up.Name)
 		} else {

@@ -309,18 +309,33 @@ func TestGatewayRefusals(t *testing.T) {
 func TestGatewayBudget(t *testing.T) {
 	f := needGateway(t)
 	url := messagesURL(t, budgetAgent)
-	var spent int
-	for spent < budgetTokens {
-		out := mustSucceed(t, budgetAgent, "http", url, "claude-sonnet-4-5")
-		if status(out) != "200" {
-			t.Fatalf("call within the budget: %q", out)
-		}
-		spent += fakeIn + fakeOut
+	// One call (19 of 30 tokens), then 40 streaming calls at once: the first
+	// reserves its bound (its max_tokens 64 and its input), which leaves no
+	// room, so the other 39 are refused before any is forwarded. Before
+	// reservations, all 40 were let through (each charged only when done).
+	if out := mustSucceed(t, budgetAgent, "http", url, "claude-sonnet-4-5"); status(out) != "200" {
+		t.Fatalf("call within the budget: %q", out)
+	}
+	var counts map[string]int
+	race := mustSucceed(t, budgetAgent, "race", url, "fake-slow", "40")
+	if err := json.Unmarshal([]byte(lastLine(race)), &counts); err != nil {
+		t.Fatalf("race probe: %q: %v", race, err)
+	}
+	if counts["200"] != 1 || counts["429"] != 39 {
+		t.Errorf("40 calls at once with 11 of 30 tokens left: %v, want one let through and 39 refused", counts)
 	}
 	out := mustFail(t, budgetAgent, "http", url, "claude-sonnet-4-5")
 	if status(out) != "429" || !strings.Contains(out, "budget") || !strings.Contains(out, fmt.Sprint(budgetTokens)) {
 		t.Errorf("the call past the budget: %q, want 429 naming the budget of %d", out, budgetTokens)
 	}
+	// Over by at most one call's bound (64 out and a few dozen in).
+	var refusal struct {
+		Error struct{ Spent int64 }
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[1]), &refusal); err != nil || refusal.Error.Spent > budgetTokens+64+100 {
+		t.Errorf("spent %d of a %d budget (%v): more than one call's bound over", refusal.Error.Spent, budgetTokens, err)
+	}
+	t.Logf("after the race: %v; spent %d of %d", counts, refusal.Error.Spent, budgetTokens)
 	if out := mustSucceed(t, f.agents[1], "http", messagesURL(t, f.agents[1]), "claude-sonnet-4-5"); status(out) != "200" {
 		t.Errorf("agent-2 after agent-3's budget ran out: %q", out)
 	}
@@ -556,4 +571,68 @@ func TestHostileGatewayConnections(t *testing.T) {
 	if p50 > 10*base50+50*time.Millisecond {
 		t.Errorf("agent-2's median went from %s to %s while agent-1 held its connections", base50, p50)
 	}
+}
+
+// agent-1 calls, with the gateway's key, every endpoint whose answer
+// carries no usage the gateway reads (batches, files, model listings,
+// legacy completions, images), a server-side tool billed per use, and an
+// OpenAI stream that does not ask for usage. The first are refused with a
+// 403 naming the endpoint, the tool with a 403 naming it; the stream is
+// asked for its usage by the gateway and charged. Before: 12 such calls
+// forwarded, all charged 0 tokens.
+func TestHostileGatewayFreeCalls(t *testing.T) {
+	f := needGateway(t)
+	a1 := f.agents[0]
+	base := gatewayURL(t, a1)
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/anthropic/v1/messages/batches", `{"requests":[]}`},
+		{"GET", "/anthropic/v1/messages/batches/msgbatch_01/results", ""},
+		{"POST", "/anthropic/v1/files", "x"},
+		{"GET", "/anthropic/v1/models", ""},
+		{"POST", "/anthropic/v1/complete", `{"model":"claude-2","prompt":"Human: hi Assistant:","max_tokens_to_sample":64}`},
+		{"POST", "/openai/v1/batches", `{}`},
+		{"POST", "/openai/v1/files", "x"},
+		{"GET", "/openai/v1/models", ""},
+		{"POST", "/openai/v1/completions", `{"model":"gpt-3.5-turbo-instruct","prompt":"hi"}`},
+		{"POST", "/openai/v1/images/generations", `{"prompt":"a flock"}`},
+	} {
+		out := mustFail(t, a1, "call", c.method, base+c.path, c.body)
+		if status(out) != "403" || !strings.Contains(out, "endpoint_not_allowed") || !strings.Contains(out, c.method+" "+c.path) {
+			t.Errorf("%s %s: %q, want the gateway's 403 naming it", c.method, c.path, out)
+		}
+	}
+	out := mustFail(t, a1, "call", "POST", base+"/anthropic/v1/messages",
+		`{"model":"claude-sonnet-4-5","max_tokens":64,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"hi"}]}`)
+	if status(out) != "403" || !strings.Contains(out, "tool_not_allowed") {
+		t.Errorf("a per-use tool: %q, want 403 tool_not_allowed", out)
+	}
+	nc, err := f.connect(nats.CustomInboxPrefix(protocol.InboxPrefix(protocol.OperatorInboxToken)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	usage, err := nc.SubscribeSync(protocol.UsageSubject(a1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	out = mustSucceed(t, a1, "call", "POST", base+"/openai/v1/chat/completions",
+		`{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if status(out) != "200" {
+		t.Fatalf("an OpenAI stream: %q", out)
+	}
+	msg, err := usage.NextMsg(15 * time.Second)
+	if err != nil {
+		t.Fatalf("no usage reported for the OpenAI stream: %v", err)
+	}
+	var u protocol.Usage
+	if err := json.Unmarshal(msg.Data, &u); err != nil {
+		t.Fatal(err)
+	}
+	if u.Total == 0 || u.OutputTokens == 0 {
+		t.Errorf("an OpenAI stream without include_usage was charged %+v: want what the upstream reported", u)
+	}
+	t.Logf("OpenAI stream without include_usage: charged %d tokens (%d in, %d out)", u.Total, u.InputTokens, u.OutputTokens)
 }

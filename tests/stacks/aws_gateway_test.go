@@ -310,7 +310,7 @@ func checkAWSGatewayTask(t *testing.T, s *capture.Stack, ids []string, b awsBus)
 	if conf.Callers != protocol.CallersByToken || conf.NATSURL != b.url() || conf.NkeyEnv != awsflock.GatewayNkeyEnv || conf.NkeyFile != "" || conf.Flock != "flock" {
 		t.Errorf("gateway config: callers %q nats %q nkeyEnv %q nkeyFile %q", conf.Callers, conf.NATSURL, conf.NkeyEnv, conf.NkeyFile)
 	}
-	if !reflect.DeepEqual(conf.Upstreams, []protocol.GatewayUpstream{{Name: "anthropic", URL: "https://api.anthropic.com", KeyHeader: "x-api-key", KeyEnv: "FLOCK_GATEWAY_KEY_ANTHROPIC"}}) {
+	if !reflect.DeepEqual(conf.Upstreams, []protocol.GatewayUpstream{{Name: "anthropic", API: "anthropic", URL: "https://api.anthropic.com", KeyHeader: "x-api-key", KeyEnv: "FLOCK_GATEWAY_KEY_ANTHROPIC"}}) {
 		t.Errorf("gateway upstreams %+v", conf.Upstreams)
 	}
 	if len(conf.Agents) != len(ids) {

@@ -173,7 +173,7 @@ func TestGatewayKeyRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c["flock:gateway"] = `{"upstreams": {"anthropic": {}, "local": {"url": "http://10.0.0.1:9090", "keyHeader": "x-api-key", "keySecret": "localKey"}}}`
+		c["flock:gateway"] = `{"upstreams": {"anthropic": {}, "local": {"url": "http://10.0.0.1:9090", "keyHeader": "x-api-key", "keySecret": "localKey", "api": "openai"}}}`
 		return c
 	}
 	c, secrets := capture.WithSecret(base())

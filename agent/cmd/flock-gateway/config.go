@@ -84,7 +84,7 @@ func check(c protocol.GatewayConfig, getenv func(string) string) (*setup, []erro
 		} else {
 			upIndex[u.Name] = i
 		}
-		up := gateway.Upstream{URL: u.URL, KeyHeader: u.KeyHeader, KeyPrefix: u.KeyPrefix}
+		up := gateway.Upstream{API: u.API, Prices: u.Prices, URL: u.URL, KeyHeader: u.KeyHeader, KeyPrefix: u.KeyPrefix}
 		errs = append(errs, gateway.CheckUpstream(field, up)...)
 		key, err := readSecret(field, "keyFile", "keyEnv", u.KeyFile, u.KeyEnv, getenv)
 		if err != nil {

@@ -125,3 +125,55 @@ func latency(url, model string, n int) {
 	})
 	os.Exit(0)
 }
+
+// race: probe race URL MODEL N: N streaming Messages calls at once; prints
+// how many got each status, as JSON.
+func race(url, model string, n int) {
+	var mu sync.Mutex
+	counts := map[string]int{}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, _, err := post(http.DefaultClient, url, model, true)
+			key := fmt.Sprint(st)
+			if err != nil {
+				key = "error"
+			}
+			mu.Lock()
+			counts[key]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	b, _ := json.Marshal(counts)
+	fmt.Println(string(b))
+}
+
+// call: probe call METHOD URL BODY: one request with a dummy key as both
+// SDKs send it; prints the status and the body's first KiB; exit 0 on 2xx.
+func call(method, url, body string) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		fail(err)
+	}
+	req.Header.Set("content-type", "application/json")
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("x-api-key", "dummy-the-gateway-holds-the-key")
+	req.Header.Set("Authorization", "Bearer dummy-the-gateway-holds-the-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fail(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	fmt.Printf("STATUS %d\n%s\n", resp.StatusCode, b)
+	if resp.StatusCode/100 != 2 {
+		os.Exit(1)
+	}
+}

@@ -182,6 +182,14 @@ func main() {
 		n, _ := strconv.Atoi(arg(4))
 		secs, _ := strconv.Atoi(arg(5))
 		flood(arg(2), arg(3), n, time.Duration(secs)*time.Second)
+	case "race":
+		// A hostile agent: N streaming calls at once, as its budget runs out.
+		n, _ := strconv.Atoi(arg(4))
+		race(arg(2), arg(3), n)
+	case "call":
+		// Any method, path and body through the gateway, as a stock SDK would
+		// send them: probe call METHOD URL BODY.
+		call(arg(2), arg(3), arg(4))
 	case "latency":
 		n, _ := strconv.Atoi(arg(4))
 		latency(arg(2), arg(3), n)

@@ -1,0 +1,296 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// API kinds: each fixes an upstream's allow-list of endpoints and how each
+// is metered.
+const (
+	APIAnthropic = "anthropic"
+	APIOpenAI    = "openai"
+)
+
+// DefaultMaxOutputTokens is the output cap the gateway writes into a
+// metered request that names none, so that what the upstream may bill is
+// what was reserved.
+const DefaultMaxOutputTokens = 4096
+
+// maxRequestBody bounds a metered request's body, which the gateway reads
+// whole to find its output cap and tools (images and documents included).
+const maxRequestBody = 32 << 20
+
+// metering is how the gateway accounts for one endpoint.
+type metering int
+
+const (
+	// metered: the response reports usage; the call reserves its bound
+	// and is charged what the response says (the bound when it cannot be
+	// read).
+	metered metering = iota + 1
+	// free: nothing is billed (token counting); forwarded, not charged.
+	free
+	// flat: outside the allow-list, priced by the operator: each call
+	// reserves and costs its price, whatever it answers (an error, nothing).
+	flat
+)
+
+// endpoint is one allowed method and path of an API kind.
+type endpoint struct {
+	method, path string
+	meter        metering
+	capField     string // the request's output-cap field; "" when the endpoint has no output
+	streamUsage  bool   // a streamed call must ask for usage (Chat Completions' stream_options)
+	price        int64  // flat: tokens per call
+}
+
+// endpoints are each API kind's allow-list. Everything else (batches,
+// files, fine-tuning, model listings, images, legacy completions, unknown
+// paths) is refused: its answers carry no usage the gateway reads, so
+// forwarding it would give the agent the gateway's key for free.
+var endpoints = map[string][]endpoint{
+	APIAnthropic: {
+		{method: http.MethodPost, path: "/v1/messages", meter: metered, capField: "max_tokens"},
+		{method: http.MethodPost, path: "/v1/messages/count_tokens", meter: free},
+	},
+	APIOpenAI: {
+		{method: http.MethodPost, path: "/v1/chat/completions", meter: metered, capField: "max_completion_tokens", streamUsage: true},
+		{method: http.MethodPost, path: "/v1/responses", meter: metered, capField: "max_output_tokens"},
+		{method: http.MethodPost, path: "/v1/embeddings", meter: metered},
+		{method: http.MethodPost, path: "/v1/responses/input_tokens", meter: free},
+	},
+}
+
+// endpointOf finds the endpoint a request calls on an upstream of kind api
+// (or one the operator priced); upstreamPath is the path the upstream is
+// asked for.
+func endpointOf(api string, prices map[string]int64, method, upstreamPath string) (endpoint, bool) {
+	p := path.Clean("/" + upstreamPath)
+	for _, e := range endpoints[api] {
+		if e.method == method && e.path == p {
+			return e, true
+		}
+	}
+	if price, ok := prices[method+" "+p]; ok {
+		return endpoint{method: method, path: p, meter: flat, price: price}, true
+	}
+	return endpoint{}, false
+}
+
+// PriceKey is the rule for Upstream.Prices' keys.
+var PriceKey = protocol.GatewayPriceKey
+
+// billedTools are the server-side tools an upstream bills per use, beyond
+// tokens, by the prefix of their type: refused, since no budget counts them.
+var billedToolTypes = []string{"web_search", "code_execution", "code_interpreter", "file_search", "image_generation"}
+
+// prepared is a metered request after the gateway read it: the body to
+// forward (changed only where the gateway wrote the output cap or asked for
+// a stream's usage) and the call's bound in tokens.
+type prepared struct {
+	body  []byte
+	bound int64
+	tools int64    // the operator's price of the per-use tools it offers, in bound and cost
+	notes []string // what the gateway changed, for the access log
+}
+
+// refusal is a request the gateway will not forward, with its answer.
+type refusal struct {
+	status int
+	err    apiError
+}
+
+func (r *refusal) Error() string { return r.err.Message }
+
+// prepare reads a metered request's body, refuses per-use tools and bodies
+// it cannot bound, writes the default output cap where none is named, asks
+// a Chat Completions stream for its usage, and computes the call's bound:
+// its output cap plus an estimate of its input (estimateInput).
+func prepare(e endpoint, body io.Reader, defaultCap int64, prices map[string]int64) (*prepared, *refusal) {
+	raw, err := io.ReadAll(io.LimitReader(body, maxRequestBody+1))
+	if err != nil {
+		return nil, &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error", Message: "the request body could not be read"}}
+	}
+	if len(raw) > maxRequestBody {
+		return nil, &refusal{http.StatusRequestEntityTooLarge, apiError{Type: "request_too_large",
+			Message: fmt.Sprintf("the gateway meters request bodies of at most %d MiB", maxRequestBody>>20)}}
+	}
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return nil, &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error",
+			Message: "a metered endpoint takes a JSON object: the gateway reads its output cap before forwarding it"}}
+	}
+	tools, refused := billedTools(req, prices)
+	if refused != "" {
+		return nil, &refusal{http.StatusForbidden, apiError{Type: "tool_not_allowed",
+			Message: fmt.Sprintf("tool %q is billed per use, which no token budget counts, and the operator has priced no %q: the gateway does not forward it", refused, "tool:"+billedPrefix(refused))}}
+	}
+	p := &prepared{tools: tools}
+	changed := false
+	var outCap int64
+	if e.capField != "" {
+		outCap, changed, p.notes = outputCap(req, e.capField, defaultCap)
+	}
+	if e.streamUsage && isTrue(req["stream"]) {
+		var opts map[string]json.RawMessage
+		_ = json.Unmarshal(req["stream_options"], &opts)
+		if !isTrue(opts["include_usage"]) {
+			if opts == nil {
+				opts = map[string]json.RawMessage{}
+			}
+			opts["include_usage"] = json.RawMessage("true")
+			req["stream_options"], _ = json.Marshal(opts)
+			changed = true
+			p.notes = append(p.notes, "stream_options.include_usage set")
+		}
+	}
+	p.bound = outCap + estimateInput(raw) + tools
+	p.body = raw
+	if changed {
+		if p.body, err = json.Marshal(req); err != nil {
+			return nil, &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error", Message: "the request could not be re-encoded"}}
+		}
+	}
+	return p, nil
+}
+
+// outputCap is the request's output cap: the field the API names (for Chat
+// Completions also the older max_tokens), or cap written into the request
+// when it names none (or names one that is not a positive number).
+func outputCap(req map[string]json.RawMessage, field string, def int64) (int64, bool, []string) {
+	fields := []string{field}
+	if field == "max_completion_tokens" {
+		fields = append(fields, "max_tokens")
+	}
+	for _, f := range fields {
+		var n int64
+		if v, ok := req[f]; ok && json.Unmarshal(v, &n) == nil && n > 0 {
+			return n, false, nil
+		}
+	}
+	req[field] = json.RawMessage(fmt.Sprint(def))
+	return def, true, []string{field + " set to the gateway's default"}
+}
+
+func isTrue(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("true")) }
+
+// billedTools adds up the operator's prices of the per-use billed tools the
+// request offers, or names the first one it has not priced.
+func billedTools(req map[string]json.RawMessage, prices map[string]int64) (price int64, refused string) {
+	var types []string
+	if _, ok := req["web_search_options"]; ok { // Chat Completions' search models
+		types = append(types, "web_search_options")
+	}
+	var tools []struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(req["tools"], &tools)
+	for _, t := range tools {
+		types = append(types, t.Type)
+	}
+	for _, t := range types {
+		b := billedPrefix(t)
+		if b == "" {
+			continue
+		}
+		p, ok := prices["tool:"+b]
+		if !ok {
+			return 0, t
+		}
+		price += p
+	}
+	return price, ""
+}
+
+// billedPrefix is the billed tool family a tool type belongs to ("").
+func billedPrefix(toolType string) string {
+	for _, b := range billedToolTypes {
+		if strings.HasPrefix(toolType, b) {
+			return b
+		}
+	}
+	return ""
+}
+
+// Input estimate. Text costs about a token per 4 bytes in these APIs'
+// tokenizers; the estimate takes 3, to err on the side of the budget. An
+// image or document sent inline is base64, whose bytes are not its tokens:
+// an image costs at most about 1,600 tokens (Anthropic bills width x height
+// / 750 after scaling to 1.15 megapixels; OpenAI's high detail is of the same
+// order), so each one counts imageTokens, however large; a PDF is billed per
+// page as text plus an image, so its estimate is its decoded size / 3 (about
+// what its pages' text and images cost), never its base64 / 3 x 4/3.
+const (
+	bytesPerToken = 3
+	imageTokens   = 1600
+	minInline     = 1 << 10 // strings shorter than this are never inline data
+)
+
+// estimateInput walks the request's JSON: every string counts its length /
+// 3, except inline data (a long base64 string under a "data" key, or a data:
+// URL), which counts as an image or a document.
+func estimateInput(raw []byte) int64 {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return int64(len(raw)) / bytesPerToken
+	}
+	var n int64
+	var walk func(key string, v any, mediaType string)
+	walk = func(key string, v any, mediaType string) {
+		switch x := v.(type) {
+		case map[string]any:
+			mt, _ := x["media_type"].(string)
+			for k, c := range x {
+				walk(k, c, mt)
+			}
+			n += int64(len(x)) // keys and punctuation: a token or so each
+		case []any:
+			for _, c := range x {
+				walk(key, c, mediaType)
+			}
+		case string:
+			switch {
+			case len(x) >= minInline && key == "data":
+				n += inlineTokens(mediaType, int64(len(x))*3/4)
+			case len(x) >= minInline && strings.HasPrefix(x, "data:"):
+				mt, _, _ := strings.Cut(strings.TrimPrefix(x, "data:"), ";")
+				n += inlineTokens(mt, int64(len(x))*3/4)
+			default:
+				n += int64(len(x))/bytesPerToken + 1
+			}
+		default:
+			n++
+		}
+	}
+	walk("", v, "")
+	return n
+}
+
+// inlineTokens is the estimate of one inline item of the given media type
+// and decoded size.
+func inlineTokens(mediaType string, size int64) int64 {
+	if strings.HasPrefix(mediaType, "image/") || mediaType == "" {
+		return imageTokens
+	}
+	return size / bytesPerToken
+}
+
+// allowedOf says which endpoints a kind forwards, for the refusal.
+func allowedOf(api string) string {
+	var list []string
+	for _, e := range endpoints[api] {
+		list = append(list, e.method+" "+e.path)
+	}
+	if len(list) == 0 {
+		return "this upstream's API kind is not known"
+	}
+	return "allowed are " + strings.Join(list, ", ")
+}
