@@ -26,7 +26,7 @@ const DefaultMaxOutputTokens = 4096
 
 // maxRequestBody bounds a metered request's body, which the gateway reads
 // whole to find its output cap and tools (images and documents included).
-const maxRequestBody = 32 << 20
+const maxRequestBody = 12 << 20
 
 // metering is how the gateway accounts for one endpoint.
 type metering int
@@ -114,15 +114,12 @@ func (r *refusal) Error() string { return r.err.Message }
 // it cannot bound, writes the default output cap where none is named, asks
 // a Chat Completions stream for its usage, and computes the call's bound:
 // its output cap plus an estimate of its input (estimateInput).
-func prepare(e endpoint, body io.Reader, defaultCap int64, prices map[string]int64) (*prepared, *refusal) {
-	raw, err := io.ReadAll(io.LimitReader(body, maxRequestBody+1))
-	if err != nil {
-		return nil, &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error", Message: "the request body could not be read"}}
-	}
-	if len(raw) > maxRequestBody {
-		return nil, &refusal{http.StatusRequestEntityTooLarge, apiError{Type: "request_too_large",
-			Message: fmt.Sprintf("the gateway meters request bodies of at most %d MiB", maxRequestBody>>20)}}
-	}
+//
+// Fields are found by their exact names, as the upstreams read them (Go's
+// struct decoding would also take "MAX_TOKENS", which an upstream ignores).
+// What the gateway writes in is spliced after the body's opening brace, so
+// the body is not encoded again.
+func prepare(e endpoint, raw []byte, defaultCap int64, prices map[string]int64) (*prepared, *refusal) {
 	var req map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &req); err != nil {
 		return nil, &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error",
@@ -134,38 +131,85 @@ func prepare(e endpoint, body io.Reader, defaultCap int64, prices map[string]int
 			Message: fmt.Sprintf("tool %q is billed per use, which no token budget counts, and the operator has priced no %q: the gateway does not forward it", refused, "tool:"+billedPrefix(refused))}}
 	}
 	p := &prepared{tools: tools}
-	changed := false
+	var insert []string
 	var outCap int64
 	if e.capField != "" {
-		outCap, changed, p.notes = outputCap(req, e.capField, defaultCap)
+		var written bool
+		outCap, written = outputCap(req, e.capField, defaultCap)
+		if written {
+			if _, present := req[e.capField]; present {
+				// Named, but not a positive number: the upstream would refuse
+				// it or take its own default; either way not forwarded so.
+				return nil, &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error",
+					Message: fmt.Sprintf("%s must be a positive integer: the gateway reserves it against the budget", e.capField)}}
+			}
+			insert = append(insert, fmt.Sprintf("%q:%d", e.capField, outCap))
+			p.notes = append(p.notes, e.capField+" set to the gateway's default")
+		}
 	}
+	rewrite := false
 	if e.streamUsage && isTrue(req["stream"]) {
 		var opts map[string]json.RawMessage
 		_ = json.Unmarshal(req["stream_options"], &opts)
-		if !isTrue(opts["include_usage"]) {
+		switch {
+		case isTrue(opts["include_usage"]):
+		case req["stream_options"] == nil:
+			insert = append(insert, `"stream_options":{"include_usage":true}`)
+			p.notes = append(p.notes, "stream_options.include_usage set")
+		default:
 			if opts == nil {
 				opts = map[string]json.RawMessage{}
 			}
 			opts["include_usage"] = json.RawMessage("true")
 			req["stream_options"], _ = json.Marshal(opts)
-			changed = true
+			rewrite = true
 			p.notes = append(p.notes, "stream_options.include_usage set")
 		}
 	}
 	p.bound = outCap + estimateInput(raw) + tools
-	p.body = raw
-	if changed {
+	switch {
+	case rewrite:
+		for _, kv := range insert {
+			k, v, _ := strings.Cut(kv, ":")
+			req[strings.Trim(k, `"`)] = json.RawMessage(v)
+		}
+		var err error
 		if p.body, err = json.Marshal(req); err != nil {
 			return nil, &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error", Message: "the request could not be re-encoded"}}
 		}
+	case len(insert) > 0:
+		brace := bytes.IndexByte(raw, '{') // a JSON object: its first byte that is not space
+		sep := ","
+		if len(req) == 0 {
+			sep = ""
+		}
+		p.body = make([]byte, 0, len(raw)+64)
+		p.body = append(p.body, raw[:brace+1]...)
+		p.body = append(p.body, strings.Join(insert, ",")+sep...)
+		p.body = append(p.body, raw[brace+1:]...)
+	default:
+		p.body = raw
 	}
 	return p, nil
 }
 
+// readBody reads a metered request's body whole, at most maxRequestBody.
+func readBody(body io.Reader) ([]byte, *refusal) {
+	raw, err := io.ReadAll(io.LimitReader(body, maxRequestBody+1))
+	if err != nil {
+		return nil, &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error", Message: "the request body could not be read"}}
+	}
+	if len(raw) > maxRequestBody {
+		return nil, &refusal{http.StatusRequestEntityTooLarge, apiError{Type: "request_too_large",
+			Message: fmt.Sprintf("the gateway meters request bodies of at most %d MiB", maxRequestBody>>20)}}
+	}
+	return raw, nil
+}
+
 // outputCap is the request's output cap: the field the API names (for Chat
-// Completions also the older max_tokens), or cap written into the request
-// when it names none (or names one that is not a positive number).
-func outputCap(req map[string]json.RawMessage, field string, def int64) (int64, bool, []string) {
+// Completions also the older max_tokens), or def, to be written into the
+// request (true), when it names none that is a positive number.
+func outputCap(req map[string]json.RawMessage, field string, def int64) (int64, bool) {
 	fields := []string{field}
 	if field == "max_completion_tokens" {
 		fields = append(fields, "max_tokens")
@@ -173,11 +217,10 @@ func outputCap(req map[string]json.RawMessage, field string, def int64) (int64, 
 	for _, f := range fields {
 		var n int64
 		if v, ok := req[f]; ok && json.Unmarshal(v, &n) == nil && n > 0 {
-			return n, false, nil
+			return n, false
 		}
 	}
-	req[field] = json.RawMessage(fmt.Sprint(def))
-	return def, true, []string{field + " set to the gateway's default"}
+	return def, true
 }
 
 func isTrue(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("true")) }
@@ -234,43 +277,85 @@ const (
 	minInline     = 1 << 10 // strings shorter than this are never inline data
 )
 
-// estimateInput walks the request's JSON: every string counts its length /
-// 3, except inline data (a long base64 string under a "data" key, or a data:
-// URL), which counts as an image or a document.
+// estimateInput walks the request's JSON token by token (no copy of the
+// whole is made): every string counts its length / 3, except inline data (a
+// long base64 string under a "data" key, or a data: URL), which counts as an
+// image or a document by its object's media_type.
 func estimateInput(raw []byte) int64 {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return int64(len(raw)) / bytesPerToken
+	type frame struct {
+		object    bool
+		key       string // the key whose value comes next (objects)
+		wantKey   bool
+		mediaType string
+		inline    []int64 // decoded sizes of "data" strings, priced when the object ends
 	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var stack []*frame
 	var n int64
-	var walk func(key string, v any, mediaType string)
-	walk = func(key string, v any, mediaType string) {
-		switch x := v.(type) {
-		case map[string]any:
-			mt, _ := x["media_type"].(string)
-			for k, c := range x {
-				walk(k, c, mt)
-			}
-			n += int64(len(x)) // keys and punctuation: a token or so each
-		case []any:
-			for _, c := range x {
-				walk(key, c, mediaType)
-			}
-		case string:
-			switch {
-			case len(x) >= minInline && key == "data":
-				n += inlineTokens(mediaType, int64(len(x))*3/4)
-			case len(x) >= minInline && strings.HasPrefix(x, "data:"):
-				mt, _, _ := strings.Cut(strings.TrimPrefix(x, "data:"), ";")
-				n += inlineTokens(mt, int64(len(x))*3/4)
-			default:
-				n += int64(len(x))/bytesPerToken + 1
-			}
-		default:
-			n++
+	value := func(f *frame) { // after a value in f: an object expects a key again
+		if f != nil && f.object {
+			f.wantKey = true
 		}
 	}
-	walk("", v, "")
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				stack = append(stack, &frame{object: true, wantKey: true})
+				n++
+			case '[':
+				key := ""
+				if top != nil {
+					key = top.key
+				}
+				stack = append(stack, &frame{key: key})
+			case '}', ']':
+				f := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				for _, size := range f.inline {
+					n += inlineTokens(f.mediaType, size)
+				}
+				if len(stack) > 0 {
+					value(stack[len(stack)-1])
+				}
+			}
+		case string:
+			if top != nil && top.object && top.wantKey {
+				top.key, top.wantKey = t, false
+				n++
+				continue
+			}
+			key := ""
+			if top != nil {
+				key = top.key
+			}
+			switch {
+			case top != nil && top.object && key == "media_type":
+				top.mediaType = t
+				n++
+			case len(t) >= minInline && key == "data" && top != nil && top.object:
+				top.inline = append(top.inline, int64(len(t))*3/4)
+			case len(t) >= minInline && strings.HasPrefix(t, "data:"):
+				mt, _, _ := strings.Cut(strings.TrimPrefix(t, "data:"), ";")
+				n += inlineTokens(mt, int64(len(t))*3/4)
+			default:
+				n += int64(len(t))/bytesPerToken + 1
+			}
+			value(top)
+		default:
+			n++
+			value(top)
+		}
+	}
 	return n
 }
 

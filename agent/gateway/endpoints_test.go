@@ -241,3 +241,63 @@ func TestOperatorPrices(t *testing.T) {
 		t.Errorf("bad prices: %v", err)
 	}
 }
+
+// Fields are read by their exact names, as the upstreams read them: a cap
+// under another case is no cap (the default is written in); a cap that is
+// not a positive number is refused; what is written in keeps the body JSON.
+func TestOutputCapByExactName(t *testing.T) {
+	tg := newTestGateway(t, nil)
+	last := func() map[string]any {
+		rs := tg.up.requests()
+		var m map[string]any
+		if err := json.Unmarshal([]byte(rs[len(rs)-1].Body), &m); err != nil {
+			t.Fatalf("the upstream got %q: %v", rs[len(rs)-1].Body, err)
+		}
+		return m
+	}
+	tg.post(t, "/openai/chat/completions", `{"MAX_COMPLETION_TOKENS":1,"model":"m"}`)
+	if got := last()["max_completion_tokens"]; got != float64(DefaultMaxOutputTokens) {
+		t.Errorf("a cap under another case: the upstream saw max_completion_tokens %v, want the default written in", got)
+	}
+	tg.post(t, "/openai/chat/completions", ` {}`)
+	if m := last(); m["max_completion_tokens"] != float64(DefaultMaxOutputTokens) || len(m) != 1 {
+		t.Errorf("an empty object: the upstream saw %v", m)
+	}
+	for _, body := range []string{`{"max_tokens":-5}`, `{"max_tokens":"many"}`, `{"max_tokens":0}`} {
+		if st, _, b := tg.post(t, "/anthropic/v1/messages", body); st != http.StatusBadRequest || !strings.Contains(b, "max_tokens must be a positive integer") {
+			t.Errorf("%s: %d %s", body, st, b)
+		}
+	}
+	if st, _, b := tg.post(t, "/anthropic/v1/messages", `[1,2]`); st != http.StatusBadRequest {
+		t.Errorf("a body that is not an object: %d %s", st, b)
+	}
+}
+
+// Request bodies held at once are bounded in all and per agent: one agent at
+// its share is refused more (retryable), another still gets its own.
+func TestBodyBudget(t *testing.T) {
+	b := newBodyBudget(100, 60)
+	r1, ok := b.acquire("agent-1", 50)
+	if !ok {
+		t.Fatal("a first body refused")
+	}
+	if _, ok := b.acquire("agent-1", 20); ok {
+		t.Error("agent-1 held 70 of a share of 60")
+	}
+	r2, ok := b.acquire("agent-2", 40)
+	if !ok {
+		t.Error("agent-2 refused while agent-1 holds its share")
+	}
+	if _, ok := b.acquire("agent-3", 20); ok {
+		t.Error("110 of 100 held in all")
+	}
+	r1()
+	r1() // once only
+	if _, ok := b.acquire("agent-3", 50); !ok {
+		t.Error("a released body made no room")
+	}
+	r2()
+	if b.used != 50 {
+		t.Errorf("held %d after the releases, want 50", b.used)
+	}
+}

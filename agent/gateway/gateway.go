@@ -36,6 +36,7 @@ type Gateway struct {
 	inFlight  *inFlight
 	ledger    *ledger
 	outCap    int64 // DefaultMaxOutputTokens
+	buffers   *bodyBudget
 	allow     map[string][]allowRule
 	log       *slog.Logger
 	onUsage   func(Usage)
@@ -83,6 +84,7 @@ func New(cfg Config) (*Gateway, error) {
 		inFlight:  newInFlight(cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)),
 		ledger:    newLedger(cfg.Budgets, cfg.Spending),
 		outCap:    cmp.Or(cfg.DefaultMaxOutputTokens, DefaultMaxOutputTokens),
+		buffers:   newBodyBudget(maxBufferedBodies, maxBufferedPerAgent),
 		allow:     make(map[string][]allowRule, len(cfg.AllowConnect)),
 		log:       cfg.Logger,
 		onUsage:   cfg.OnUsage,
@@ -198,7 +200,29 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.bound, c.reserved, c.flat = e.price, true, true
 	}
 	if e.meter == metered {
-		p, ref := prepare(e, r.Body, g.outCap, up.prices)
+		// Held whole while it is read, bounded and forwarded: against the
+		// gateway's memory, each agent may hold a share of what it has.
+		held := int64(maxRequestBody)
+		if r.ContentLength >= 0 && r.ContentLength <= maxRequestBody {
+			held = r.ContentLength
+		}
+		release, ok := g.buffers.acquire(agent, bodyCost(held))
+		if !ok {
+			g.accessLog(agent, name, r, http.StatusServiceUnavailable, start, nil, "")
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, apiError{Type: "overloaded_error", retry: true,
+				Message: "the gateway holds as many request bodies as its memory allows: retry"})
+			return
+		}
+		defer release()
+		raw, ref := readBody(r.Body)
+		if ref == nil && int64(len(raw)) > held { // a body longer than it said: the server refuses that first
+			ref = &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error", Message: "the body is longer than its Content-Length"}}
+		}
+		var p *prepared
+		if ref == nil {
+			p, ref = prepare(e, raw, g.outCap, up.prices)
+		}
 		if ref != nil {
 			g.accessLog(agent, name, r, ref.status, start, nil, "")
 			writeError(w, ref.status, ref.err)
