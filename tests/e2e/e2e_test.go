@@ -191,12 +191,13 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 		"flock:agents":     e2eAgents(),
 		"flock:gateway":    e2eGateway,
 		gatewayKeyConfig:   e2eKey,
+		openaiKeyConfig:    e2eKey,
 		"flock:shared":     fmt.Sprintf(`{"root": %q, "stateRoot": %q}`, shared, filepath.Join(work, "state")),
 		"flock:network":    `{"pool": "10.211.0.0/16", "prefixLength": 29}`,
 		"flock:limits":     `{"cpus": 0.5, "memoryMiB": 128, "pids": 64, "tmpfsMiB": 16, "taskTimeout": "60s", "concurrency": 2, "diskMiB": 64}`,
 		"flock:bus":        `{"heartbeatInterval": "2s", "ackWait": "5s", "maxDeliver": 4, "resultsMiBPerAgent": 8}`,
 		"flock:docker":     `{"baseImage": "scratch"}`,
-	}, gatewayKeyConfig)
+	}, gatewayKeyConfig, openaiKeyConfig)
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
 	}

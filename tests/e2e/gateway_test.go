@@ -43,7 +43,10 @@ const (
 	ownImageAgent    = "agent-6" // runs the user's own image: Python on Debian (tests/e2e/byo)
 )
 
-var e2eGateway = fmt.Sprintf(`{"upstreams": {"anthropic": {"url": "http://%s"}}}`, fakeModelAddr)
+var e2eGateway = fmt.Sprintf(`{"upstreams": {"anthropic": {"url": "http://%s"}, "openai": {"url": "http://%s"}}}`, fakeModelAddr, fakeModelAddr)
+
+// openaiKeyConfig holds the OpenAI upstream's key: the same fake key.
+const openaiKeyConfig = "flock:openaiApiKey"
 
 func e2eAgents() string {
 	var as []string
