@@ -183,7 +183,7 @@ func TestHostileLogFill(t *testing.T) {
 	}
 	const attempt = 512 // MiB
 	start := time.Now()
-	out := mustFail(t, a1, "fill", protocol.ContainerLogFile(a1), strconv.Itoa(attempt))
+	out := mustFail(t, a1, "fill", protocol.ContainerLogFile(a1), strconv.Itoa(attempt), "last")
 	took := time.Since(start)
 	if err := syscall.Statfs(hostDisk, &after); err != nil {
 		t.Fatal(err)
