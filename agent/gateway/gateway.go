@@ -414,7 +414,12 @@ func (g *Gateway) accessLog(agent, upstream string, r *http.Request, status int,
 	}
 	attrs = append(attrs, extra...)
 	level := slog.LevelInfo
-	if problem != "" || len(extra) > 0 {
+	for i := 0; i+1 < len(extra); i += 2 {
+		if k, _ := extra[i].(string); k != "request_changed" && k != "charged_price" {
+			level = slog.LevelWarn // clamped counts, a bound charged
+		}
+	}
+	if problem != "" {
 		attrs = append(attrs, "unmetered", problem)
 		level = slog.LevelWarn
 	}
