@@ -37,7 +37,10 @@ func AgentUser(id string) string { return "agent/" + id }
 type Topology struct {
 	Streams   []jetstream.StreamConfig `json:"streams"`
 	Consumers []Consumer               `json:"consumers"`
-	Peers     PeerLimits               `json:"peers"`
+	// KeyValues are the buckets the flock keeps its state in (the spending
+	// ledger), created and updated like the streams.
+	KeyValues []jetstream.KeyValueConfig `json:"keyValues,omitempty"`
+	Peers     PeerLimits                 `json:"peers"`
 }
 
 // PeerLimits bound what the bus reads from any one network peer (an agent,

@@ -27,7 +27,8 @@ const (
 	GatewayCredsFile = GatewayConfigDir + "/nats.nk"
 )
 
-// GatewayUser is the gateway's bus user: it may publish usage, nothing else.
+// GatewayUser is the gateway's bus user: it may publish usage and read and
+// write the spending ledger's entries, nothing else.
 const GatewayUser = "gateway"
 
 // The gateway's environment.
@@ -80,7 +81,9 @@ type GatewayConfig struct {
 	// GatewayAgent.TokenSHA256).
 	Callers string `json:"callers"`
 	// NATSURL and NkeyFile (or NkeyEnv) reach the bus as GatewayUser, to
-	// publish usage. Empty NATSURL: no usage on the bus.
+	// keep the spending ledger there and publish usage. Empty NATSURL: a
+	// ledger in memory (a restart starts every agent over), no usage on the
+	// bus.
 	NATSURL  string `json:"natsUrl,omitempty"`
 	NkeyFile string `json:"nkeyFile,omitempty"`
 	NkeyEnv  string `json:"nkeyEnv,omitempty"`
@@ -120,6 +123,9 @@ type GatewayAgent struct {
 	// BudgetTokens caps the tokens the agent may spend (input + output, as
 	// the upstreams report them); 0: no cap.
 	BudgetTokens int64 `json:"budgetTokens,omitempty"`
+	// BudgetWindow starts the budget over each UTC day or month (WindowDay,
+	// WindowMonth); empty: never.
+	BudgetWindow string `json:"budgetWindow,omitempty"`
 	// AllowConnect lists the host:port the agent may CONNECT to ("*.name"
 	// allows names under name); empty: none.
 	AllowConnect []string `json:"allowConnect,omitempty"`
@@ -143,9 +149,11 @@ type Usage struct {
 	OutputTokens     int64     `json:"output_tokens"`
 	CacheReadTokens  int64     `json:"cache_read_tokens,omitempty"`
 	CacheWriteTokens int64     `json:"cache_write_tokens,omitempty"`
-	Total            int64     `json:"total"`        // input + output: what the budget is charged
-	SpentTokens      int64     `json:"spent_tokens"` // the agent's total so far, this call included
-	BudgetTokens     int64     `json:"budget_tokens,omitempty"`
+	Total            int64     `json:"total"` // input + output: what the budget is charged
+	// SpentTokens is the agent's total in its budget's period, this call
+	// included, and the bounds of its calls still in flight.
+	SpentTokens  int64 `json:"spent_tokens"`
+	BudgetTokens int64 `json:"budget_tokens,omitempty"`
 }
 
 // GatewayPriceKey is the rule for a gateway price's key: "METHOD /path" (an

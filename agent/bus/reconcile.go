@@ -42,6 +42,14 @@ func (s *Server) reconcile(ctx context.Context, topo protocol.Topology) error {
 			errs = append(errs, fmt.Errorf("stream %s: %w", sc.Name, err))
 		}
 	}
+	for _, kc := range topo.KeyValues {
+		rctx, cancel := bounded(ctx)
+		_, err := s.js.CreateOrUpdateKeyValue(rctx, kc)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bucket %s: %w", kc.Bucket, err))
+		}
+	}
 	want := map[string]map[string]bool{} // stream -> consumer names
 	for _, c := range topo.Consumers {
 		if want[c.Stream] == nil {

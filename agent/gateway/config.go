@@ -22,6 +22,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ai-flock/ai-flock/agent/ledger"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Defaults of Config's limits.
@@ -98,11 +101,15 @@ type Config struct {
 	// ResponseHeaderTimeout bounds the wait for an upstream's response
 	// headers. 0: DefaultResponseHeaderTimeout.
 	ResponseHeaderTimeout time.Duration
-	// Budgets caps each agent's total tokens; an agent absent is unlimited.
-	Budgets map[string]int64
-	// Spending carries the agents' totals over from an earlier gateway (a
-	// reload); nil starts from zero.
-	Spending *Spending
+	// Budgets caps each agent's tokens; an agent absent, or with 0, has no
+	// cap. BudgetWindows start an agent's budget over each UTC day or
+	// month (protocol.WindowDay, WindowMonth); absent: never.
+	Budgets       map[string]int64
+	BudgetWindows map[string]string
+	// Ledger is where spending is kept: the bus's (ledger.Bus), shared by
+	// every gateway and kept across restarts, or an earlier gateway's (a
+	// reload). nil: a new ledger.Memory, which starts from zero.
+	Ledger ledger.Ledger
 	// AllowConnect lists, per agent, the "host:port" it may CONNECT to;
 	// "*.example.com:443" allows any name under example.com (not example.com).
 	AllowConnect map[string][]string
@@ -164,7 +171,12 @@ func (c *Config) Validate() error {
 			bad(field, "must be an agent ID matching %s", namePattern)
 		}
 		if n := c.Budgets[agent]; n < 0 {
-			bad(field, "must be >= 0 tokens (got %d)", n)
+			bad(field, "must be >= 0 tokens (0: no cap) (got %d)", n)
+		}
+	}
+	for _, agent := range sortedKeys(c.BudgetWindows) {
+		if w := c.BudgetWindows[agent]; !protocol.ValidWindow(w) {
+			bad(fmt.Sprintf("budgetWindows[%q]", agent), "must be %q, %q or empty (no window) (got %q)", protocol.WindowDay, protocol.WindowMonth, w)
 		}
 	}
 	for _, agent := range sortedKeys(c.AllowConnect) {

@@ -191,7 +191,7 @@ func TestConcurrentCallsOvershootByAtMostOneBound(t *testing.T) {
 	for st := range statuses {
 		counts[st]++
 	}
-	waitFor(t, func() bool { return tg.gw.ledger.reservedOf("agent-1") == 0 }, "every reservation settled")
+	waitFor(t, func() bool { return tg.gw.inFlightOf("agent-1") == 0 }, "every reservation settled")
 	spent := tg.gw.Spent("agent-1")
 	bound := boundOf(body) - DefaultMaxOutputTokens + 200
 	t.Logf("spent %d before, %d after 40 concurrent calls (%v); one call's bound %d", spentBefore, spent, counts, bound)
@@ -218,7 +218,7 @@ func TestOperatorPrices(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	waitFor(t, func() bool { return tg.gw.ledger.reservedOf("agent-1") == 0 && tg.gw.Spent("agent-1") > 0 }, "the priced call settled")
+	waitFor(t, func() bool { return tg.gw.inFlightOf("agent-1") == 0 && tg.gw.Spent("agent-1") > 0 }, "the priced call settled")
 	if s := tg.gw.Spent("agent-1"); s != 5 {
 		t.Errorf("a priced endpoint (answered %d) cost %d, want its price 5", resp.StatusCode, s)
 	}
@@ -226,7 +226,7 @@ func TestOperatorPrices(t *testing.T) {
 	if st, _, b := tg.post(t, "/anthropic/v1/messages", body); st != 200 {
 		t.Fatalf("a priced tool: %d %s", st, b)
 	}
-	waitFor(t, func() bool { return tg.gw.Spent("agent-1") > 5 }, "the call with a tool charged")
+	waitFor(t, func() bool { return tg.gw.inFlightOf("agent-1") == 0 && tg.gw.Spent("agent-1") > 5 }, "the call with a tool charged")
 	if s := tg.gw.Spent("agent-1"); s != 5+46+100 {
 		t.Errorf("a call offering a priced tool cost %d, want its 46 tokens and the tool's 100", s-5)
 	}

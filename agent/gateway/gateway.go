@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ai-flock/ai-flock/agent/ledger"
 )
 
 // agentCredentials are the request headers that could carry a credential.
@@ -34,8 +36,9 @@ type Gateway struct {
 	callerOf  func(netip.Addr) (string, bool)
 	callerReq func(*http.Request) (string, bool)
 	inFlight  *inFlight
-	ledger    *ledger
-	outCap    int64 // DefaultMaxOutputTokens
+	ledger    ledger.Ledger
+	budgets   map[string]ledger.Budget // absent: no cap
+	outCap    int64                    // DefaultMaxOutputTokens
 	buffers   *bodyBudget
 	allow     map[string][]allowRule
 	log       *slog.Logger
@@ -64,6 +67,7 @@ type call struct {
 	// A metered call's bound, reserved in the ledger until finish settles it.
 	bound    int64
 	reserved bool
+	res      ledger.Reservation
 	flat     bool     // an operator-priced endpoint: its price is its cost
 	tools    int64    // the operator's price of the per-use tools it offered
 	notes    []string // what the gateway changed in the request
@@ -82,7 +86,8 @@ func New(cfg Config) (*Gateway, error) {
 		callerOf:  cfg.CallerOf,
 		callerReq: cfg.CallerOfRequest,
 		inFlight:  newInFlight(cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)),
-		ledger:    newLedger(cfg.Budgets, cfg.Spending),
+		ledger:    cfg.Ledger,
+		budgets:   make(map[string]ledger.Budget, len(cfg.Budgets)),
 		outCap:    cmp.Or(cfg.DefaultMaxOutputTokens, DefaultMaxOutputTokens),
 		buffers:   newBodyBudget(maxBufferedBodies, maxBufferedPerAgent),
 		allow:     make(map[string][]allowRule, len(cfg.AllowConnect)),
@@ -92,6 +97,12 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if g.log == nil {
 		g.log = slog.Default()
+	}
+	if g.ledger == nil {
+		g.ledger = ledger.NewMemory()
+	}
+	for agent, n := range cfg.Budgets {
+		g.budgets[agent] = ledger.Budget{Tokens: n, Window: cfg.BudgetWindows[agent]}
 	}
 	g.strip = append(g.strip, agentCredentials...)
 	for name, up := range cfg.Upstreams {
@@ -123,12 +134,17 @@ func New(cfg Config) (*Gateway, error) {
 	return g, nil
 }
 
-// Spent is the tokens agent has been charged since the gateway started.
-func (g *Gateway) Spent(agent string) int64 { return g.ledger.get(agent) }
+// Spent is the tokens agent has been charged in its budget's current
+// period, as far as this gateway knows.
+func (g *Gateway) Spent(agent string) int64 { return g.ledger.Known(agent, g.budgets[agent]).Spent }
 
-// Spending is the gateway's record of what each agent spent, for the next
-// gateway of a reload (Config.Spending).
-func (g *Gateway) Spending() *Spending { return g.ledger.Spending }
+// inFlightOf is how many of agent's requests are in flight: 0 once every
+// call it made has been settled and logged.
+func (g *Gateway) inFlightOf(agent string) int { return g.inFlight.of(agent) }
+
+// Ledger is what the gateway meters with, for the next gateway of a reload
+// (Config.Ledger).
+func (g *Gateway) Ledger() ledger.Ledger { return g.ledger }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -169,11 +185,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "the path must not contain \"..\": it could leave the upstream's base path"})
 		return
 	}
-	if limit, spent, over := g.ledger.over(agent); over {
+	if e := g.ledger.Known(agent, g.budgets[agent]); e.Limit() > 0 && e.Spent >= e.Limit() {
 		g.accessLog(agent, name, r, http.StatusTooManyRequests, start, nil, "")
-		writeError(w, http.StatusTooManyRequests, apiError{Type: "budget_exceeded", Budget: "tokens",
-			Limit: &limit, Spent: &spent, Agent: agent,
-			Message: fmt.Sprintf("agent %s has spent %d of its %d tokens", agent, spent, limit)})
+		refuseBudget(w, agent, ledger.Admission{Limit: e.Limit(), Used: e.Spent, Reset: e.Reset})
 		return
 	}
 	c := &call{agent: agent, up: up, rest: rest}
@@ -189,15 +203,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if e.meter == flat {
-		limit, used, ok := g.ledger.reserve(agent, e.price)
+		res, ok := g.reserve(w, r, c, e.price, start)
 		if !ok {
-			g.accessLog(agent, name, r, http.StatusTooManyRequests, start, nil, "")
-			writeError(w, http.StatusTooManyRequests, apiError{Type: "budget_exceeded", Budget: "tokens",
-				Limit: &limit, Spent: &used, Agent: agent,
-				Message: fmt.Sprintf("agent %s has spent or reserved %d of its %d tokens", agent, used, limit)})
 			return
 		}
-		c.bound, c.reserved, c.flat = e.price, true, true
+		c.bound, c.reserved, c.res, c.flat = e.price, true, res, true
 	}
 	if e.meter == metered {
 		// Held whole while it is read, bounded and forwarded: against the
@@ -228,15 +238,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, ref.status, ref.err)
 			return
 		}
-		limit, used, ok := g.ledger.reserve(agent, p.bound)
+		res, ok := g.reserve(w, r, c, p.bound, start)
 		if !ok {
-			g.accessLog(agent, name, r, http.StatusTooManyRequests, start, nil, "")
-			writeError(w, http.StatusTooManyRequests, apiError{Type: "budget_exceeded", Budget: "tokens",
-				Limit: &limit, Spent: &used, Agent: agent,
-				Message: fmt.Sprintf("agent %s has spent or reserved %d of its %d tokens", agent, used, limit)})
 			return
 		}
-		c.bound, c.reserved, c.notes, c.tools = p.bound, true, p.notes, p.tools
+		c.bound, c.reserved, c.res, c.notes, c.tools = p.bound, true, res, p.notes, p.tools
 		r.Body = io.NopCloser(bytes.NewReader(p.body))
 		r.ContentLength = int64(len(p.body))
 		r.Header.Set("Content-Length", strconv.Itoa(len(p.body)))
@@ -251,6 +257,39 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
+}
+
+// reserve holds bound against the call's agent's budget, or answers the
+// request itself: 429 when the budget is spent, 503 when the ledger cannot
+// be reached (a call is never forwarded unmetered).
+func (g *Gateway) reserve(w http.ResponseWriter, r *http.Request, c *call, bound int64, start time.Time) (ledger.Reservation, bool) {
+	adm, err := g.ledger.Reserve(r.Context(), c.agent, g.budgets[c.agent], bound)
+	switch {
+	case err != nil:
+		g.log.Warn("refused: the ledger cannot be reached", "agent", c.agent, "err", err.Error())
+		g.accessLog(c.agent, c.up.name, r, http.StatusServiceUnavailable, start, nil, "")
+		w.Header().Set("Retry-After", "2")
+		writeError(w, http.StatusServiceUnavailable, apiError{Type: "ledger_unavailable", retry: true,
+			Message: "the gateway cannot record what the call would cost (the bus is unreachable), so it does not forward it: retry"})
+		return ledger.Reservation{}, false
+	case !adm.OK:
+		g.accessLog(c.agent, c.up.name, r, http.StatusTooManyRequests, start, nil, "")
+		refuseBudget(w, c.agent, adm)
+		return ledger.Reservation{}, false
+	}
+	return adm.Reservation, true
+}
+
+// refuseBudget answers 429 for an agent whose budget is spent.
+func refuseBudget(w http.ResponseWriter, agent string, adm ledger.Admission) {
+	msg := fmt.Sprintf("agent %s has spent or reserved %d of its %d tokens", agent, adm.Used, adm.Limit)
+	var reset string
+	if !adm.Reset.IsZero() {
+		reset = adm.Reset.UTC().Format(time.RFC3339)
+		msg += "; its budget starts over at " + reset
+	}
+	writeError(w, http.StatusTooManyRequests, apiError{Type: "budget_exceeded", Budget: "tokens",
+		Limit: &adm.Limit, Spent: &adm.Used, Agent: agent, Reset: reset, Message: msg})
 }
 
 // caller names the request's agent: by its token if the gateway is
@@ -375,14 +414,14 @@ func (g *Gateway) finish(c *call, r *http.Request, start time.Time, aborted bool
 			if !ok || cost != got.Total {
 				got.Total = cost
 			}
-			got.SpentTokens = g.ledger.settle(c.agent, c.bound, cost)
+			got.SpentTokens = g.ledger.Settle(c.res, cost)
 			c.reserved = false
 			ok = true
 		} else {
 			ok = false // a free endpoint (token counting): nothing to charge or report
 		}
 		if ok {
-			got.BudgetTokens = g.ledger.budget(c.agent)
+			got.BudgetTokens = g.budgets[c.agent].Tokens
 			u = &got
 			if g.onUsage != nil {
 				g.onUsage(got)
@@ -395,7 +434,7 @@ func (g *Gateway) finish(c *call, r *http.Request, start time.Time, aborted bool
 		}
 	}
 	if c.reserved { // no answer at all (the upstream unreachable, the agent gone first)
-		g.ledger.settle(c.agent, c.bound, 0)
+		g.ledger.Settle(c.res, 0)
 	}
 	if len(c.notes) > 0 {
 		extra = append(extra, "request_changed", strings.Join(c.notes, "; "))
@@ -455,6 +494,7 @@ type apiError struct {
 	Limit   *int64 `json:"limit,omitempty"`
 	Spent   *int64 `json:"spent,omitempty"`
 	Agent   string `json:"agent,omitempty"`
+	Reset   string `json:"reset,omitempty"` // when a windowed budget starts over (RFC 3339)
 	Host    string `json:"host,omitempty"`
 	retry   bool   // x-should-retry: true (it may pass), else false (it will not)
 }

@@ -183,10 +183,20 @@ func TestBudgetRefusesWithoutCallingUpstream(t *testing.T) {
 	}
 }
 
-func TestBudgetZeroRefusesFirstCallAndOthersUnlimited(t *testing.T) {
+// A budget of 0 is no cap, as in the flock's config; a budget of 1 refuses
+// the second call (the first is admitted below its limit).
+func TestBudgetZeroIsNoCapAndOthersUnlimited(t *testing.T) {
 	tg := newTestGateway(t, func(c *Config) { c.Budgets = map[string]int64{"agent-1": 0} })
-	if st, _, _ := tg.post(t, "/anthropic/v1/messages", `{}`); st != http.StatusTooManyRequests {
-		t.Fatalf("budget 0: status %d, want 429", st)
+	for i := range 3 {
+		if st, _, _ := tg.post(t, "/anthropic/v1/messages", `{}`); st != 200 {
+			t.Fatalf("budget 0, call %d: status %d, want 200", i, st)
+		}
+	}
+	tg1 := newTestGateway(t, func(c *Config) { c.Budgets = map[string]int64{"agent-1": 1} })
+	tg1.post(t, "/anthropic/v1/messages", `{}`)
+	waitFor(t, func() bool { return tg1.gw.inFlightOf("agent-1") == 0 }, "the first call settled")
+	if st, _, _ := tg1.post(t, "/anthropic/v1/messages", `{}`); st != http.StatusTooManyRequests {
+		t.Fatalf("budget 1, second call: status %d, want 429", st)
 	}
 	tg2 := newTestGateway(t, func(c *Config) { c.Budgets = map[string]int64{"agent-2": 1} })
 	for i := 0; i < 3; i++ {
@@ -334,7 +344,7 @@ func TestConfigValidate(t *testing.T) {
 		`upstreams["rel"].key: must not be empty`,
 		`upstreams["creds"].url: must not carry credentials`,
 		`callerOf: required`,
-		`budgets["agent-1"]: must be >= 0 tokens (got -1)`,
+		`budgets["agent-1"]: must be >= 0 tokens (0: no cap) (got -1)`,
 		`budgets["Agent 2"]: must be an agent ID`,
 		`allowConnect["agent-1"][0]: must be host:port (got "example.com")`,
 		`allowConnect["agent-1"][2]: port must be 1-65535`,

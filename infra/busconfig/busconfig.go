@@ -149,13 +149,13 @@ func AgentPermissions(id string) Permissions {
 
 // OperatorPermissions: send tasks, inbox messages (as "operator") and
 // broadcasts, ask for the roster, use the JetStream API (results, dead
-// letters); watch results, events, heartbeats and the gateway's usage. It cannot publish as an agent
+// letters), raise and reset budgets in the ledger; watch results, events, heartbeats and the gateway's usage. It cannot publish as an agent
 // (results, events, heartbeats, inbox messages).
 func OperatorPermissions() Permissions {
 	return Permissions{
 		Publish: Rule{Allow: []string{
 			protocol.SubjectTasks, protocol.InboxFrom(protocol.OperatorUser), protocol.SubjectBroadcast, protocol.SubjectRoster,
-			"$JS.API.>", "$JS.ACK.>", "$JS.FC.>",
+			"$JS.API.>", "$JS.ACK.>", "$JS.FC.>", protocol.LedgerPutSubjects,
 		}},
 		Subscribe: Rule{Allow: []string{
 			protocol.InboxPrefix(protocol.OperatorInboxToken) + ".>",
@@ -166,12 +166,20 @@ func OperatorPermissions() Permissions {
 }
 
 // GatewayPermissions: the model gateway publishes what each agent's calls
-// cost (agent.<id>.usage, any agent's: it meters them all) and nothing else;
-// it may only subscribe to its own reply inbox (an empty allow list would
-// allow everything).
+// cost (agent.<id>.usage, any agent's: it meters them all), and reads and
+// writes the entries of the spending ledger's bucket (binding it, a direct
+// get, a compare-and-set put), nothing else of JetStream; it may only
+// subscribe to its own reply inbox (an empty allow list would allow
+// everything).
 func GatewayPermissions() Permissions {
 	return Permissions{
-		Publish:   Rule{Allow: []string{protocol.SubjectUsage}},
+		Publish: Rule{Allow: []string{
+			protocol.SubjectUsage,
+			protocol.LedgerPutSubjects,
+			"$JS.API.STREAM.INFO." + protocol.LedgerStream,
+			"$JS.API.DIRECT.GET." + protocol.LedgerStream + ".>",
+			"$JS.API.STREAM.MSG.GET." + protocol.LedgerStream,
+		}},
 		Subscribe: Rule{Allow: []string{protocol.InboxPrefix(protocol.GatewayUser) + ".>"}},
 	}
 }
@@ -300,6 +308,14 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 			MaxBytes: flock.StatusStreamBytes, MaxMsgSize: 64 << 10, Replicas: b.Replicas,
 		},
 	}}
+	// The spending ledger: one entry per agent, replicated like the
+	// streams, so a gateway that restarts (or a second one) continues from
+	// the same totals.
+	t.KeyValues = append(t.KeyValues, jetstream.KeyValueConfig{
+		Bucket: protocol.LedgerBucket, Description: "tokens each agent spent against its budget (the model gateway's ledger)",
+		History: 1, MaxBytes: protocol.LedgerBucketBytes, MaxValueSize: 4 << 10,
+		Storage: jetstream.FileStorage, Replicas: b.Replicas,
+	})
 	// One results stream per agent, each bounded on its own: an agent that
 	// floods its result subject evicts only its own oldest results (the
 	// operator still sees every result live on task.result.>).

@@ -84,7 +84,7 @@ func TestRenderedConfigLoadsInNatsServer(t *testing.T) {
 }
 
 // The gateway's user, when given a key, may publish usage and nothing else.
-func TestGatewayUserPublishesUsageOnly(t *testing.T) {
+func TestGatewayUserPublishesUsageAndLedgerOnly(t *testing.T) {
 	m := model(t, 2)
 	k := keys(t, m)
 	gw, _ := credentials.Derive([]byte(strings.Repeat("k", 32)), protocol.GatewayUser)
@@ -108,7 +108,9 @@ func TestGatewayUserPublishesUsageOnly(t *testing.T) {
 		if u.Nkey != gw.Public {
 			continue
 		}
-		if !reflect.DeepEqual(u.Permissions.Publish.Allow, []string{"agent.*.usage"}) ||
+		want := []string{"agent.*.usage", "$KV.FLOCK_LEDGER.>", "$JS.API.STREAM.INFO.KV_FLOCK_LEDGER",
+			"$JS.API.DIRECT.GET.KV_FLOCK_LEDGER.>", "$JS.API.STREAM.MSG.GET.KV_FLOCK_LEDGER"}
+		if !reflect.DeepEqual(u.Permissions.Publish.Allow, want) ||
 			!reflect.DeepEqual(u.Permissions.Subscribe.Allow, []string{"_INBOX.gateway.>"}) {
 			t.Errorf("the gateway's permissions as loaded:\n%v\n%v", u.Permissions.Publish.Allow, u.Permissions.Subscribe.Allow)
 		}

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Config is the flock's stack configuration as written in Pulumi.<stack>.yaml
@@ -459,8 +461,8 @@ func (b BusConfig) validate(es *errs) Bus {
 	intIn(es, "flock:bus.jetStreamMaxMiB", b.JetStreamMaxMiB, 16, 1<<22, "MiB", &jsMiB)
 	out.MaxPayloadBytes, out.StreamMaxBytes, out.JetStreamMaxBytes = kib<<10, int64(streamMiB)<<20, int64(jsMiB)<<20
 	// The task and dead-letter streams share the JetStream store with the
-	// agents' results streams (resultsShare) and the status stream.
-	if out.StreamMaxBytes*2+StatusStreamBytes > out.JetStreamMaxBytes {
+	// agents' results streams (resultsShare), the status stream and the spending ledger.
+	if out.StreamMaxBytes*2+StatusStreamBytes+protocol.LedgerBucketBytes > out.JetStreamMaxBytes {
 		es.add("flock:bus.streamMaxMiB", "two streams (tasks, dead letters) of %d MiB must fit in flock:bus.jetStreamMaxMiB %d", streamMiB, jsMiB)
 	}
 	if int64(out.MaxPayloadBytes) > out.StreamMaxBytes {
@@ -493,7 +495,7 @@ func (b BusConfig) validate(es *errs) Bus {
 // most DefaultResultsPerAgent). Each share must hold a few of the largest
 // results, and all of them must fit in the store.
 func (b BusConfig) resultsShare(es *errs, bus Bus, agents int) int64 {
-	left := bus.JetStreamMaxBytes - 2*bus.StreamMaxBytes - StatusStreamBytes
+	left := bus.JetStreamMaxBytes - 2*bus.StreamMaxBytes - StatusStreamBytes - protocol.LedgerBucketBytes
 	share := min(DefaultResultsPerAgent, left/int64(agents))
 	if b.ResultsMiBPerAgent != nil {
 		mib := *b.ResultsMiBPerAgent
@@ -503,7 +505,7 @@ func (b BusConfig) resultsShare(es *errs, bus Bus, agents int) int64 {
 		}
 		share = int64(mib) << 20
 		if share*int64(agents) > left {
-			es.add("flock:bus.resultsMiBPerAgent", "%d agents × %d MiB must fit in flock:bus.jetStreamMaxMiB %d after the task and dead-letter streams (2 × %d MiB) and the status stream: at most %d MiB each",
+			es.add("flock:bus.resultsMiBPerAgent", "%d agents × %d MiB must fit in flock:bus.jetStreamMaxMiB %d after the task and dead-letter streams (2 × %d MiB) the status stream and the ledger: at most %d MiB each",
 				agents, mib, bus.JetStreamMaxBytes>>20, bus.StreamMaxBytes>>20, max(left/int64(agents), 0)>>20)
 		}
 		return share

@@ -66,9 +66,10 @@ func check(c protocol.GatewayConfig, getenv func(string) string) (*setup, []erro
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, args...)...))
 	}
 	s := &setup{cfg: c, gw: gateway.Config{
-		Upstreams:    map[string]gateway.Upstream{},
-		Budgets:      map[string]int64{},
-		AllowConnect: map[string][]string{},
+		Upstreams:     map[string]gateway.Upstream{},
+		Budgets:       map[string]int64{},
+		BudgetWindows: map[string]string{},
+		AllowConnect:  map[string][]string{},
 	}}
 	if c.V != configVersion {
 		bad("v", "must be %d (got %d)", configVersion, c.V)
@@ -120,6 +121,11 @@ func check(c protocol.GatewayConfig, getenv func(string) string) (*setup, []erro
 			bad(field+".budgetTokens", "must be >= 0 (0: no cap) (got %d)", a.BudgetTokens)
 		} else if a.BudgetTokens > 0 {
 			s.gw.Budgets[a.ID] = a.BudgetTokens
+		}
+		if !protocol.ValidWindow(a.BudgetWindow) {
+			bad(field+".budgetWindow", "must be %q, %q or empty (no window) (got %q)", protocol.WindowDay, protocol.WindowMonth, a.BudgetWindow)
+		} else if a.BudgetWindow != "" {
+			s.gw.BudgetWindows[a.ID] = a.BudgetWindow
 		}
 		errs = append(errs, gateway.CheckAllowConnect(field+".allowConnect", a.AllowConnect)...)
 		if len(a.AllowConnect) > 0 {

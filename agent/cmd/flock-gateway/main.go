@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/gateway"
+	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -98,7 +99,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // serve runs the gateway until ctx ends, then lets calls in flight finish.
 func serve(ctx context.Context, s *setup, addr, healthAddr string, log *slog.Logger, hup <-chan os.Signal, reload func() (*setup, []error)) error {
-	var pub *publisher
+	var (
+		pub       *publisher
+		ledgerBus *ledger.Bus
+	)
 	if s.cfg.NATSURL != "" {
 		nc, err := connectBus(s.cfg.NATSURL, s.nkey, log)
 		if err != nil {
@@ -107,6 +111,12 @@ func serve(ctx context.Context, s *setup, addr, healthAddr string, log *slog.Log
 		pub = newPublisher(nc, log)
 		defer pub.close()
 		s.gw.OnUsage = pub.offer
+		// Spending lives in the bus: a restart, a redeploy or a second
+		// gateway continues from the same totals.
+		if ledgerBus, err = ledger.NewBus(nc, log); err != nil {
+			return fmt.Errorf("ledger: %w", err)
+		}
+		s.gw.Ledger = ledgerBus
 	}
 	s.gw.Logger = log
 	first, err := gateway.New(s.gw)
@@ -155,7 +165,7 @@ wait:
 		case <-hup:
 			next, errs := reload()
 			if errs == nil {
-				next.gw.Logger, next.gw.Spending = log, gw.Load().Spending()
+				next.gw.Logger, next.gw.Ledger = log, gw.Load().Ledger()
 				if pub != nil {
 					next.gw.OnUsage = pub.offer
 				}
@@ -182,6 +192,13 @@ wait:
 		srv.Close()
 	}
 	health.Close()
+	if ledgerBus != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if derr := ledgerBus.Drain(dctx); derr != nil {
+			log.Warn("stopping with costs not written to the ledger: those calls stay charged their bound", "err", derr.Error())
+		}
+		cancel()
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/ai-flock/ai-flock/agent/gateway"
+	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 	"github.com/ai-flock/ai-flock/tests/fakemodel"
@@ -499,7 +500,8 @@ func TestConfigFromTheEnvironment(t *testing.T) {
 	}
 }
 
-// A bus that is down never fails a model call, and health says so.
+// A bus that is down never fails the call of an agent without a budget (its
+// cost is written when the bus is back), and health says so.
 func TestBusDownNeverFailsACall(t *testing.T) {
 	_, upURL := fakeUpstream(t, fakemodel.Options{})
 	kp, _ := nkeys.CreateUser()
@@ -665,5 +667,75 @@ func TestReloadOnSIGHUPKeepsWhatAgentsSpent(t *testing.T) {
 	}
 	if st, _ := call(t, g.url+"/anthropic/v1/messages", "X-Api-Key", dummyKey, body); st != 429 {
 		t.Errorf("after a refused reload: %d, want the config in use (budget spent: 429)", st)
+	}
+}
+
+// The ledger is the bus's: a gateway stopped and started again (a restart,
+// a redeploy) refuses an agent whose budget the first one spent; the
+// operator's raise lets it call again.
+func TestRestartContinuesFromTheBusLedger(t *testing.T) {
+	f := bustest.Start(t, bustest.Agents(2))
+	fm, upURL := fakeUpstream(t, fakemodel.Options{RequireKey: realKey})
+	dir := t.TempDir()
+	env := configEnv(t, protocol.GatewayConfig{V: 1, Flock: "test", Callers: protocol.CallersByNetwork,
+		Upstreams: []protocol.GatewayUpstream{{Name: "anthropic", URL: upURL, KeyHeader: "x-api-key",
+			KeyFile: writeFile(t, dir, "anthropic", realKey)}},
+		Agents:  []protocol.GatewayAgent{{ID: "agent-1", Network: "127.0.0.0/8", BudgetTokens: 19, BudgetWindow: protocol.WindowDay}},
+		NATSURL: f.URL, NkeyFile: f.SeedFile(t, protocol.GatewayUser),
+	})
+	body := `{"model":"claude-x","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
+	first := start(t, env)
+	if st, b := call(t, first.url+"/anthropic/v1/messages", "", "", body); st != 200 {
+		t.Fatalf("first call: %d %s", st, b)
+	}
+	first.cancel() // SIGTERM: calls end, what they cost is written, then it stops
+	<-first.code
+	first.code <- 0
+	again := start(t, env)
+	st, b := call(t, again.url+"/anthropic/v1/messages", "", "", body)
+	if st != 429 || !strings.Contains(b, `"spent":19`) || !strings.Contains(b, `"reset":"`) {
+		t.Errorf("a restarted gateway: %d %s, want 429 with spent 19 and the window's reset", st, b)
+	}
+	if n := len(fm.Seen()); n != 1 {
+		t.Errorf("the upstream saw %d calls, want 1", n)
+	}
+	kv, err := ledger.Bucket(context.Background(), bustest.JetStream(t, f.Connect(t, protocol.OperatorUser)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.Raise(context.Background(), kv, "agent-1", 100, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway learns of the raise on its next write (its cached entry
+	// still says spent): the quick refusal reads only what it knows, so the
+	// first call after a raise may need the gateway to read the entry again.
+	waitFor(t, func() bool {
+		st, _ := call(t, again.url+"/anthropic/v1/messages", "", "", body)
+		return st == 200
+	}, "a call after the operator's raise")
+}
+
+// A call of an agent with a budget is refused (503, retry) while the ledger
+// cannot be reached: never forwarded unmetered.
+func TestBudgetedCallRefusedWithoutTheBus(t *testing.T) {
+	fm, upURL := fakeUpstream(t, fakemodel.Options{})
+	kp, _ := nkeys.CreateUser()
+	seed, _ := kp.Seed()
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadURL := "nats://" + dead.Addr().String()
+	dead.Close()
+	env := configEnv(t, protocol.GatewayConfig{V: 1, Callers: "network",
+		Upstreams: []protocol.GatewayUpstream{{Name: "anthropic", URL: upURL, KeyHeader: "x-api-key", KeyEnv: "K"}},
+		Agents:    []protocol.GatewayAgent{{ID: "agent-1", Network: "127.0.0.1/32", BudgetTokens: 1000}},
+		NATSURL:   deadURL, NkeyEnv: "SEED",
+	})
+	env["K"], env["SEED"] = realKey, string(seed)
+	g := start(t, env)
+	st, body := call(t, g.url+"/anthropic/v1/messages", "", "", `{"model":"m"}`)
+	if st != 503 || !strings.Contains(body, "ledger_unavailable") {
+		t.Errorf("bus down, budgeted agent: %d %s, want 503 ledger_unavailable", st, body)
+	}
+	if n := len(fm.Seen()); n != 0 {
+		t.Errorf("the upstream saw %d calls, want none", n)
 	}
 }

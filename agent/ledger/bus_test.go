@@ -1,0 +1,248 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ai-flock/ai-flock/agent/ledger"
+	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/bustest"
+)
+
+var capped = ledger.Budget{Tokens: 1000}
+
+func newBus(t *testing.T, nc *nats.Conn) *ledger.Bus {
+	t.Helper()
+	l, err := ledger.NewBus(nc, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// entry reads agent's entry as the operator sees it.
+func entry(t *testing.T, f *bustest.Flock, agent string) protocol.LedgerEntry {
+	t.Helper()
+	kv, err := ledger.Bucket(context.Background(), bustest.JetStream(t, f.Connect(t, protocol.OperatorUser)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := ledger.List(context.Background(), kv, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range all {
+		if e.Agent == agent {
+			return e
+		}
+	}
+	return protocol.LedgerEntry{}
+}
+
+func drain(t *testing.T, l *ledger.Bus) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two gateways (two connections as the gateway's user) share one ledger:
+// what one charged, the other sees; a gateway made again (a restart)
+// continues from the total; a call whose gateway died before it settled
+// stays charged its bound.
+func TestBusLedgerIsSharedAndSurvives(t *testing.T) {
+	f := bustest.Start(t, bustest.Agents(2))
+	ctx := context.Background()
+	g1 := newBus(t, f.Connect(t, protocol.GatewayUser))
+	adm, err := g1.Reserve(ctx, "agent-1", capped, 600)
+	if err != nil || !adm.OK {
+		t.Fatalf("%+v %v", adm, err)
+	}
+	g1.Settle(adm.Reservation, 450)
+	drain(t, g1)
+	if e := entry(t, f, "agent-1"); e.Spent != 450 || e.Budget != 1000 || e.By != "gateway" {
+		t.Fatalf("entry after one call: %+v", e)
+	}
+	// A second gateway: its first call is charged on top.
+	g2 := newBus(t, f.Connect(t, protocol.GatewayUser))
+	adm2, err := g2.Reserve(ctx, "agent-1", capped, 560)
+	if err != nil || !adm2.OK || adm2.Used != 450 {
+		t.Fatalf("second gateway: %+v %v", adm2, err)
+	}
+	// ...and it dies before it settles: the bound stays charged, so the
+	// first gateway (which last saw 450) refuses the next call.
+	if adm, err := g1.Reserve(ctx, "agent-1", capped, 1); err != nil || adm.OK || adm.Used != 1010 {
+		t.Errorf("after a dead gateway's reservation: %+v %v, want refused at 1010", adm, err)
+	}
+	if e := entry(t, f, "agent-1"); e.Spent != 1010 {
+		t.Errorf("entry %+v, want the dead call's bound charged (1010)", e)
+	}
+	// A gateway made again on a new connection continues from there.
+	g3 := newBus(t, f.Connect(t, protocol.GatewayUser))
+	if adm, err := g3.Reserve(ctx, "agent-1", capped, 1); err != nil || adm.OK || adm.Used != 1010 {
+		t.Errorf("a restarted gateway: %+v %v, want refused at 1010", adm, err)
+	}
+	// A new gateway is not slower to refuse an agent it has not seen: it
+	// reads the entry before its first reservation.
+	if adm, err := g3.Reserve(ctx, "agent-2", capped, 10); err != nil || !adm.OK || adm.Used != 0 {
+		t.Errorf("agent-2's first call: %+v %v", adm, err)
+	}
+}
+
+// 40 calls at once through two gateways at 995 of 1,000 tokens: one is
+// admitted, whichever gateway carries it.
+func TestBusLedgerRaceAcrossGateways(t *testing.T) {
+	f := bustest.Start(t, bustest.Agents(1))
+	ctx := context.Background()
+	gws := []*ledger.Bus{newBus(t, f.Connect(t, protocol.GatewayUser)), newBus(t, f.Connect(t, protocol.GatewayUser))}
+	adm, _ := gws[0].Reserve(ctx, "agent-1", capped, 995)
+	gws[0].Settle(adm.Reservation, 995)
+	drain(t, gws[0])
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			adm, err := gws[i%2].Reserve(ctx, "agent-1", capped, 200)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if adm.OK {
+				admitted++
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted != 1 {
+		t.Errorf("%d of 40 admitted, want 1", admitted)
+	}
+	if e := entry(t, f, "agent-1"); e.Spent != 1195 {
+		t.Errorf("spent or reserved %d, want 995 + one bound of 200", e.Spent)
+	}
+}
+
+// Without the bus a call of an agent with a cap is refused (ErrUnavailable),
+// never admitted unmetered; an agent without a cap is admitted, and its cost
+// is written once the bus is back.
+func TestBusLedgerFailsClosed(t *testing.T) {
+	f := bustest.Start(t, bustest.Agents(2))
+	nc := f.Connect(t, protocol.GatewayUser, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	l := newBus(t, nc)
+	f.Bus.Shutdown()
+	ctx := context.Background()
+	start := time.Now()
+	if adm, err := l.Reserve(ctx, "agent-1", capped, 10); !errors.Is(err, ledger.ErrUnavailable) || adm.OK {
+		t.Errorf("bus down, capped agent: %+v %v, want ErrUnavailable", adm, err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the refusal took %v", d)
+	}
+	adm, err := l.Reserve(ctx, "agent-2", ledger.Budget{}, 10)
+	if err != nil || !adm.OK {
+		t.Fatalf("bus down, agent without a cap: %+v %v", adm, err)
+	}
+	l.Settle(adm.Reservation, 7)
+	f.RestartBus(t)
+	drain(t, l)
+	if e := entry(t, f, "agent-2"); e.Spent != 7 {
+		t.Errorf("agent-2's cost after the bus came back: %+v", e)
+	}
+}
+
+// The operator raises and resets; a call in flight across a reset is
+// charged its cost in the new period. Raising an agent without a budget is
+// refused, naming the config key.
+func TestOperatorRaisesAndResets(t *testing.T) {
+	f := bustest.Start(t, bustest.Agents(2))
+	ctx := context.Background()
+	g := newBus(t, f.Connect(t, protocol.GatewayUser))
+	kv, err := ledger.Bucket(ctx, bustest.JetStream(t, f.Connect(t, protocol.OperatorUser)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := g.Reserve(ctx, "agent-1", capped, 1000)
+	if b, _ := g.Reserve(ctx, "agent-1", capped, 1); b.OK {
+		t.Fatal("admitted over the budget")
+	}
+	if _, err := ledger.Raise(ctx, kv, "agent-1", 500, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway reads an entry that refuses again once it is a second
+	// old: the raise is in force within about a second.
+	raised := time.Now()
+	for {
+		b, err := g.Reserve(ctx, "agent-1", capped, 1)
+		if err == nil && b.OK && b.Limit == 1500 {
+			break
+		}
+		if time.Since(raised) > 3*time.Second {
+			t.Fatalf("3 s after a raise of 500: %+v %v", b, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the raise was in force after %v", time.Since(raised).Round(time.Millisecond))
+	e, err := ledger.Reset(ctx, kv, "agent-1", time.Now())
+	if err != nil || e.Spent != 0 || e.Raised != 0 || e.By != "operator" {
+		t.Fatalf("reset: %+v %v", e, err)
+	}
+	g.Settle(a.Reservation, 30) // reserved before the reset
+	drain(t, g)
+	if e := entry(t, f, "agent-1"); e.Spent != 30 {
+		t.Errorf("after the reset, a call reserved before it: spent %d, want its cost 30", e.Spent)
+	}
+	b, _ := g.Reserve(ctx, "agent-2", ledger.Budget{}, 5) // no cap
+	g.Settle(b.Reservation, 5)
+	drain(t, g)
+	if _, err := ledger.Raise(ctx, kv, "agent-2", 5, time.Now()); err == nil || !strings.Contains(err.Error(), "flock:agents[].gateway.budgetTokens") {
+		t.Errorf("raising an agent without a budget: %v", err)
+	}
+	if _, err := ledger.Raise(ctx, kv, "agent-9", 5, time.Now()); !errors.Is(err, ledger.ErrNoEntry) {
+		t.Errorf("raising an agent with no entry: %v", err)
+	}
+	if _, err := ledger.Reset(ctx, kv, "../x", time.Now()); err == nil {
+		t.Error("a key that is no agent ID was accepted")
+	}
+}
+
+// Only the gateway and the operator may write the ledger: an agent can
+// neither put its own entry nor read another's.
+func TestAgentsCannotTouchTheLedger(t *testing.T) {
+	f := bustest.Start(t, bustest.Agents(2))
+	ctx := context.Background()
+	g := newBus(t, f.Connect(t, protocol.GatewayUser))
+	adm, _ := g.Reserve(ctx, "agent-1", capped, 900)
+	g.Settle(adm.Reservation, 900)
+	drain(t, g)
+	a1 := f.Connect(t, "agent-1")
+	js := bustest.JetStream(t, a1)
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := js.KeyValue(cctx, protocol.LedgerBucket); err == nil {
+		t.Error("agent-1 bound the ledger's bucket")
+	}
+	// A raw put with a zero spend, as a JetStream publish and as a plain one.
+	body := []byte(`{"v":1,"agent":"agent-1","epoch":9,"spent":0}`)
+	if _, err := js.Publish(cctx, "$KV."+protocol.LedgerBucket+".agent-1", body); err == nil {
+		t.Error("agent-1 wrote its ledger entry")
+	}
+	a1.Publish("$KV."+protocol.LedgerBucket+".agent-1", body)
+	a1.Flush()
+	time.Sleep(200 * time.Millisecond)
+	if e := entry(t, f, "agent-1"); e.Spent != 900 {
+		t.Errorf("agent-1's entry after its writes: %+v", e)
+	}
+}
