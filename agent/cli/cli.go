@@ -55,8 +55,11 @@ Operator (common flags: --nats URL, --nkey FILE, --json):
   watch             print heartbeats, events, results and dead letters live
   agents            list the agents with their last heartbeat
   dead              list parked (dead-letter) tasks
+  budget [list | raise AGENT TOKENS | reset AGENT]
+                    the agents' model spending against their budgets (the
+                    gateway's ledger); raise and reset are here only
   mcp --operator    the operator's MCP server on stdio: run_task, list_agents,
-                    send, broadcast, recent_events, dead_letters
+                    send, broadcast, recent_events, dead_letters, budgets
   version           print the version
 
 Exit codes: 0 ok, 1 task failed (health: unhealthy), 2 usage, 3 bus error,
@@ -89,6 +92,8 @@ func Main(ctx context.Context, args []string, env Env, sio IO) int {
 		return watchCmd(ctx, args, env, sio)
 	case "agents":
 		return agentsCmd(ctx, args, env, sio)
+	case "budget":
+		return budgetCmd(ctx, args, env, sio)
 	case "dead":
 		return deadCmd(ctx, args, env, sio)
 	case "version", "--version":

@@ -21,6 +21,9 @@ import (
 // made no metered call yet.
 var ErrNoEntry = errors.New("no ledger entry: the agent has made no metered call")
 
+// ErrNoBudget is returned for a raise of an agent without a budget.
+var ErrNoBudget = errors.New("no budget to raise")
+
 // Bucket binds the ledger's bucket on js.
 func Bucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, protocol.LedgerBucket)
@@ -64,7 +67,7 @@ func Raise(ctx context.Context, kv jetstream.KeyValue, agent string, tokens int6
 	}
 	return change(ctx, kv, agent, now, func(e *protocol.LedgerEntry) error {
 		if e.Budget <= 0 {
-			return fmt.Errorf("agent %s has no budget to raise: set flock:agents[].gateway.budgetTokens (or flock:gateway.budgetTokens)", agent)
+			return fmt.Errorf("agent %s has %w: set flock:agents[].gateway.budgetTokens (or flock:gateway.budgetTokens)", agent, ErrNoBudget)
 		}
 		e.Raised = sat(e.Raised, tokens)
 		return nil

@@ -43,7 +43,8 @@ func NewOperator(ctx context.Context, cl *operator.Client, version string) (*Ope
 	o := &Operator{cl: cl, more: make(chan struct{})}
 	o.Server = mcp.NewServer(&mcp.Implementation{Name: "flock-operator", Title: "AI Flock operator", Version: version}, &mcp.ServerOptions{
 		Instructions: "You operate an AI Flock: run tasks on one agent, the pool (exactly one agent) or all agents and read their results; " +
-			"list agents with their last heartbeat; message an agent (as the operator) or broadcast; read recent events and dead-lettered tasks.",
+			"list agents with their last heartbeat; message an agent (as the operator) or broadcast; read recent events and dead-lettered tasks; " +
+			"read each agent's model spending against its budget (you cannot change budgets).",
 	})
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "run_task", Description: "Run a command (or an echo task) on one agent, the pool or all agents, and return the results."}, o.runTask)
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "list_agents", Description: "The flock's agents with their last heartbeat, pending and running tasks."}, o.listAgents)
@@ -51,6 +52,7 @@ func NewOperator(ctx context.Context, cl *operator.Client, version string) (*Ope
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "broadcast", Description: "Announce a message to every agent."}, o.broadcast)
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "recent_events", Description: "Agents' lifecycle events seen since this server started (oldest first), after a cursor; optionally wait for one."}, o.recentEvents)
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "dead_letters", Description: "Tasks the bus parked after their deliveries ran out, most recent last."}, o.deadLetters)
+	mcp.AddTool(o.Server, &mcp.Tool{Name: "budgets", Description: "Each agent's model spending against its token budget (read-only: budgets are raised or reset by the human operator, on the CLI)."}, o.budgets)
 
 	started := make(chan error, 1)
 	go func() {
@@ -348,6 +350,42 @@ func (o *Operator) deadLetters(ctx context.Context, _ *mcp.CallToolRequest, in D
 			d.Headers[k] = strings.Join(m.Header.Values(k), ", ")
 		}
 		out.DeadLetters = append(out.DeadLetters, d)
+	}
+	return nil, out, err
+}
+
+// BudgetsIn is the budgets tool's input: none.
+type BudgetsIn struct{}
+
+// BudgetOut is one agent's spending as the budgets tool reports it.
+type BudgetOut struct {
+	Agent  string `json:"agent"`
+	Spent  int64  `json:"spent"`           // tokens, with the bounds of calls in flight
+	Limit  int64  `json:"limit,omitempty"` // budget and raises; absent: no cap
+	Left   int64  `json:"left"`
+	Window string `json:"window,omitempty"` // day or month; absent: never starts over
+	Period string `json:"period,omitempty"`
+	// StartsOver is when the window starts over.
+	StartsOver *time.Time `json:"starts_over,omitempty"`
+}
+
+// BudgetsOut is the budgets tool's output.
+type BudgetsOut struct {
+	Budgets []BudgetOut `json:"budgets"`
+}
+
+// budgets reads the gateway's ledger. It is the only budget tool: raising
+// or resetting a budget is the human operator's, on the CLI.
+func (o *Operator) budgets(ctx context.Context, _ *mcp.CallToolRequest, _ BudgetsIn) (*mcp.CallToolResult, BudgetsOut, error) {
+	all, err := o.cl.Budgets(ctx)
+	out := BudgetsOut{Budgets: []BudgetOut{}}
+	for _, e := range all {
+		b := BudgetOut{Agent: e.Agent, Spent: e.Spent, Limit: e.Limit(), Left: e.Left(), Window: e.Window, Period: e.Period}
+		if !e.Reset.IsZero() {
+			r := e.Reset
+			b.StartsOver = &r
+		}
+		out.Budgets = append(out.Budgets, b)
 	}
 	return nil, out, err
 }

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/agent/mcpserver"
 	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/agent/worker"
@@ -36,7 +38,7 @@ func TestOperatorServerDrivesTheFlock(t *testing.T) {
 	t.Parallel()
 	tf := startFlock(t, 2)
 	op := operatorServer(t, tf)
-	if got, want := toolNames(t, op), []string{"broadcast", "dead_letters", "list_agents", "recent_events", "run_task", "send"}; !slices.Equal(got, want) {
+	if got, want := toolNames(t, op), []string{"broadcast", "budgets", "dead_letters", "list_agents", "recent_events", "run_task", "send"}; !slices.Equal(got, want) {
 		t.Fatalf("tools %v, want %v", got, want)
 	}
 
@@ -101,6 +103,30 @@ func TestOperatorServerDrivesTheFlock(t *testing.T) {
 	t.Run("dead_letters", func(t *testing.T) {
 		if out := call[mcpserver.DeadLettersOut](t, op, "dead_letters", nil); len(out.DeadLetters) != 0 {
 			t.Fatalf("dead letters in a healthy flock: %+v", out)
+		}
+	})
+
+	// Budgets are read here, never changed: the ledger's entries as the
+	// gateway wrote them (made here by the gateway's own ledger code).
+	t.Run("budgets", func(t *testing.T) {
+		gw, err := ledger.NewBus(tf.f.Connect(t, protocol.GatewayUser), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		adm, err := gw.Reserve(context.Background(), "agent-1", ledger.Budget{Tokens: 500, Window: protocol.WindowMonth}, 120)
+		if err != nil || !adm.OK {
+			t.Fatalf("%+v %v", adm, err)
+		}
+		gw.Settle(adm.Reservation, 100)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := gw.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		out := call[mcpserver.BudgetsOut](t, op, "budgets", nil)
+		if len(out.Budgets) != 1 || out.Budgets[0].Agent != "agent-1" || out.Budgets[0].Spent != 100 || out.Budgets[0].Limit != 500 ||
+			out.Budgets[0].Left != 400 || out.Budgets[0].Window != "month" || out.Budgets[0].StartsOver == nil {
+			t.Fatalf("budgets %+v", out)
 		}
 	})
 

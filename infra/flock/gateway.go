@@ -54,6 +54,9 @@ type Upstream struct {
 type GatewayAccess struct {
 	// BudgetTokens caps the tokens the agent may spend; 0: no cap.
 	BudgetTokens int64
+	// BudgetWindow starts the budget over at 00:00 UTC each day or on the
+	// first of each month (protocol.WindowDay, WindowMonth); empty: never.
+	BudgetWindow string
 	// AllowHosts are the host:port the agent may reach through the
 	// gateway's CONNECT proxy (HTTPS_PROXY); none: no proxy.
 	AllowHosts []string
@@ -69,6 +72,7 @@ type GatewayConfig struct {
 	// BudgetTokens and AllowHosts are every agent's unless its
 	// flock:agents entry says otherwise.
 	BudgetTokens *int64       `json:"budgetTokens"`
+	BudgetWindow *string      `json:"budgetWindow"`
 	AllowHosts   []string     `json:"allowHosts"`
 	Limits       LimitsConfig `json:"limits"`
 }
@@ -76,6 +80,7 @@ type GatewayConfig struct {
 // AgentGatewayConfig is flock:agents[].gateway.
 type AgentGatewayConfig struct {
 	BudgetTokens *int64   `json:"budgetTokens"`
+	BudgetWindow *string  `json:"budgetWindow"`
 	AllowHosts   []string `json:"allowHosts"`
 }
 
@@ -207,8 +212,11 @@ func (g GatewayConfig) validate(es *errs, net Network, uidBase int) Gateway {
 	if g.AllowHosts != nil {
 		out.Defaults.AllowHostsKey = "flock:gateway.allowHosts"
 	}
-	if len(g.Upstreams) == 0 && (g.BudgetTokens != nil || g.AllowHosts != nil) {
-		es.add("flock:gateway.upstreams", "is required with budgetTokens or allowHosts: a flock without upstreams has no gateway")
+	if g.BudgetWindow != nil {
+		out.Defaults.BudgetWindow = window(es, "flock:gateway.budgetWindow", *g.BudgetWindow)
+	}
+	if len(g.Upstreams) == 0 && (g.BudgetTokens != nil || g.BudgetWindow != nil || g.AllowHosts != nil) {
+		es.add("flock:gateway.upstreams", "is required with budgetTokens, budgetWindow or allowHosts: a flock without upstreams has no gateway")
 	}
 	capacity := net.Capacity()
 	out.Slot = capacity - 1
@@ -234,6 +242,9 @@ func (g GatewayConfig) access(es *errs, key string, own *AgentGatewayConfig, gw 
 	if own.BudgetTokens != nil {
 		out.BudgetTokens = budget(es, key+".gateway.budgetTokens", *own.BudgetTokens)
 	}
+	if own.BudgetWindow != nil {
+		out.BudgetWindow = window(es, key+".gateway.budgetWindow", *own.BudgetWindow)
+	}
 	if own.AllowHosts != nil {
 		out.AllowHosts = allowHosts(es, key+".gateway.allowHosts", own.AllowHosts)
 		out.AllowHostsKey = key + ".gateway.allowHosts"
@@ -247,6 +258,18 @@ func budget(es *errs, key string, v int64) int64 {
 		return 0
 	}
 	return v
+}
+
+func window(es *errs, key, w string) string {
+	if w == "none" {
+		return protocol.WindowNone
+	}
+	if !protocol.ValidWindow(w) {
+		es.add(key, "must be %q (the budget starts over at 00:00 UTC each day), %q (on the first of each month) or %q (never) (got %q)",
+			protocol.WindowDay, protocol.WindowMonth, "none", w)
+		return protocol.WindowNone
+	}
+	return w
 }
 
 func allowHosts(es *errs, key string, hosts []string) []string {

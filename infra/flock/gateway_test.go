@@ -97,3 +97,30 @@ func TestGatewayReservesItsSlots(t *testing.T) {
 		t.Errorf("agent gateway settings without a gateway: %v", err)
 	}
 }
+
+// A budget window is the stack's unless an agent has its own; "none" turns
+// the stack's off for one agent; anything else is refused naming the key.
+func TestGatewayBudgetWindow(t *testing.T) {
+	day, none, bad := "day", "none", "weekly"
+	c := Config{Target: "docker", Agents: []AgentConfig{
+		{ID: "agent-1"},
+		{ID: "agent-2", Gateway: &AgentGatewayConfig{BudgetWindow: &none}},
+		{ID: "agent-3", Gateway: &AgentGatewayConfig{BudgetWindow: &bad}},
+	}, Gateway: GatewayConfig{Upstreams: map[string]UpstreamConfig{"anthropic": {}}, BudgetWindow: &day}}
+	_, err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), `flock:agents[2].gateway.budgetWindow: must be "day"`) || !strings.Contains(err.Error(), `(got "weekly")`) {
+		t.Fatalf("a bad window: %v", err)
+	}
+	c.Agents[2].Gateway = nil
+	m, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := []string{m.Agents[0].Gateway.BudgetWindow, m.Agents[1].Gateway.BudgetWindow, m.Agents[2].Gateway.BudgetWindow}; !reflect.DeepEqual(w, []string{"day", "", "day"}) {
+		t.Errorf("windows %q", w)
+	}
+	c.Gateway = GatewayConfig{BudgetWindow: &day}
+	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "flock:gateway.upstreams: is required with budgetTokens, budgetWindow or allowHosts") {
+		t.Errorf("a window without a gateway: %v", err)
+	}
+}

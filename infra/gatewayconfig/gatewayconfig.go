@@ -55,7 +55,7 @@ func Config(m flock.Model, opt Options) (protocol.GatewayConfig, error) {
 		c.Upstreams = append(c.Upstreams, u)
 	}
 	for _, a := range m.Agents {
-		ga := protocol.GatewayAgent{ID: a.ID, BudgetTokens: a.Gateway.BudgetTokens, AllowConnect: a.Gateway.AllowHosts}
+		ga := protocol.GatewayAgent{ID: a.ID, BudgetTokens: a.Gateway.BudgetTokens, BudgetWindow: a.Gateway.BudgetWindow, AllowConnect: a.Gateway.AllowHosts}
 		switch opt.Callers {
 		case protocol.CallersByNetwork:
 			ga.Network = a.Subnet.String()

@@ -12,9 +12,9 @@ import (
 )
 
 func model(t *testing.T) flock.Model {
-	budget := int64(500)
+	budget, month := int64(500), "month"
 	m, err := flock.Config{Target: "docker", Agents: []flock.AgentConfig{
-		{ID: "agent-1", Gateway: &flock.AgentGatewayConfig{BudgetTokens: &budget, AllowHosts: []string{"pypi.org:443"}}},
+		{ID: "agent-1", Gateway: &flock.AgentGatewayConfig{BudgetTokens: &budget, BudgetWindow: &month, AllowHosts: []string{"pypi.org:443"}}},
 		{ID: "agent-2"},
 	}, Gateway: flock.GatewayConfig{Upstreams: map[string]flock.UpstreamConfig{"anthropic": {}, "openai": {}}}}.Validate()
 	if err != nil {
@@ -36,7 +36,7 @@ func TestRenderByNetworkAndByToken(t *testing.T) {
 	if len(c.Upstreams) != 2 || c.Upstreams[0].KeyFile != "/etc/flock/gateway/keys/anthropic" || c.Upstreams[1].KeyPrefix != "Bearer " {
 		t.Errorf("upstreams %+v", c.Upstreams)
 	}
-	if a := c.Agents[0]; a.ID != "agent-1" || a.Network != "10.210.0.8/29" || a.BudgetTokens != 500 || a.TokenSHA256 != "" ||
+	if a := c.Agents[0]; a.ID != "agent-1" || a.Network != "10.210.0.8/29" || a.BudgetTokens != 500 || a.BudgetWindow != "month" || a.TokenSHA256 != "" ||
 		strings.Join(c.Agents[0].AllowConnect, ",") != "pypi.org:443" || c.Agents[1].Network != "10.210.0.16/29" || c.Agents[1].BudgetTokens != 0 {
 		t.Errorf("agents %+v", c.Agents)
 	}
