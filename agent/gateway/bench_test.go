@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ai-flock/ai-flock/agent/ledger"
+	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
 // BenchmarkSmallJSONCall is one small non-streamed Anthropic call, straight to
@@ -91,5 +95,82 @@ func BenchmarkMeteredThroughput(b *testing.B) {
 			})
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
 		})
+	}
+}
+
+// BenchmarkLedger is what keeping the ledger in the bus costs a metered
+// call, against the same gateway with the ledger in its memory (what it was
+// before) and against a call forwarded free, in one run: sequential calls
+// (p50, p99) and 32 calls of one agent at once (calls/s), on a one-node and
+// a three-node bus (replicated bucket: each write waits for a quorum).
+//
+//	go test -run '^$' -bench Ledger -benchtime 2000x ./agent/gateway
+func BenchmarkLedger(b *testing.B) {
+	one := bustest.Start(b, bustest.Agents(1))
+	three := bustest.StartCluster(b, bustest.Agents(1))
+	three.WaitReady(b, time.Minute)
+	for _, lc := range []struct {
+		name   string
+		ledger func() ledger.Ledger
+		path   string
+	}{
+		{"free (no reservation)", func() ledger.Ledger { return nil }, "/anthropic/v1/messages/count_tokens"},
+		{"memory ledger", func() ledger.Ledger { return ledger.NewMemory() }, "/anthropic/v1/messages"},
+		{"bus ledger, 1 node", func() ledger.Ledger { return busLedger(b, one) }, "/anthropic/v1/messages"},
+		{"bus ledger, 3 nodes", func() ledger.Ledger { return busLedger(b, three) }, "/anthropic/v1/messages"},
+	} {
+		tg := newTestGateway(b, func(c *Config) {
+			c.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+			c.OnUsage = nil
+			c.Budgets = map[string]int64{"agent-1": 1 << 50}
+			c.Ledger = lc.ledger()
+		})
+		url := tg.url + lc.path
+		b.Run(lc.name+"/sequential", func(b *testing.B) {
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+			lat := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				start := time.Now()
+				benchCall(b, client, url)
+				lat = append(lat, time.Since(start))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+		b.Run(lc.name+"/32 at once", func(b *testing.B) {
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			b.SetParallelism(32 / max(1, runtime.GOMAXPROCS(0)))
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					benchCall(b, client, url)
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+		})
+	}
+}
+
+func busLedger(b *testing.B, f *bustest.Flock) ledger.Ledger {
+	l, err := ledger.NewBus(f.Connect(b, protocol.GatewayUser), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
+func benchCall(b *testing.B, client *http.Client, url string) {
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{"model":"claude-x","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b.Errorf("status %d", resp.StatusCode)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	gw "github.com/ai-flock/ai-flock/agent/gateway"
+	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/e2e/replay"
@@ -341,6 +342,40 @@ func TestGatewayBudget(t *testing.T) {
 	t.Logf("after the race: %v; spent %d of %d", counts, refusal.Error.Spent, budgetTokens)
 	if out := mustSucceed(t, f.agents[1], "http", messagesURL(t, f.agents[1]), "claude-sonnet-4-5"); status(out) != "200" {
 		t.Errorf("agent-2 after agent-3's budget ran out: %q", out)
+	}
+
+	// The spend is the bus's, not the gateway's memory: `docker restart` of
+	// the gateway (before the ledger, status 200 again) still refuses.
+	ctx := context.Background()
+	name := f.name + "-gateway"
+	if err := f.engine.Restart(ctx, name, 10); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, func() bool {
+		h, _ := inspect(t, name)["State"].(map[string]any)["Health"].(map[string]any)
+		return h != nil && h["Status"] == "healthy"
+	})
+	out = mustFail(t, budgetAgent, "http", url, "claude-sonnet-4-5")
+	if status(out) != "429" || !strings.Contains(out, "budget_exceeded") {
+		t.Errorf("after docker restart of the gateway: %q, want 429 budget_exceeded", out)
+	}
+	_, js := jsClient(t)
+	kv, err := ledger.Bucket(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := ledger.List(ctx, kv, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spent int64 = -1
+	for _, e := range entries {
+		if e.Agent == budgetAgent {
+			spent = e.Spent
+		}
+	}
+	if spent < budgetTokens {
+		t.Errorf("the ledger on the bus holds %d for %s (entries %+v), want at least its budget %d", spent, budgetAgent, entries, budgetTokens)
 	}
 }
 
