@@ -33,7 +33,8 @@ echo
 go run ./tests/bench/flock-bench
 echo
 # The model gateway: a small call straight to a fake model and through the
-# gateway in the same run (p50/p99), and the gateway's idle RSS.
+# gateway in the same run (p50/p99), the ledger in memory against the bus's on
+# one and three nodes (p50/p99, 32 calls at once), and the gateway's idle RSS.
 echo "gateway (go test -bench ./agent/gateway ./agent/cmd/flock-gateway):"
 go test -run '^$' -bench . -benchtime 2000x ./agent/gateway | grep '^Benchmark'
 go test -run '^$' -bench IdleRSS ./agent/cmd/flock-gateway | grep '^Benchmark'
