@@ -238,21 +238,20 @@ func (l *Bus) write(agent string, bk *book, budget Budget, owed map[int64]carry,
 	}
 	reread := false
 	for range maxConflicts {
-		if !bk.loaded {
+		e, rev, seen, loaded := l.snapshot(bk)
+		if !loaded {
 			if err := l.read(kv, agent, bk); err != nil {
 				return err
 			}
+			e, rev, seen, _ = l.snapshot(bk)
 		}
-		e := bk.entry
 		apply(&e, agent, l.now(), budget, owed, ops)
 		if len(owed) == 0 && !admitsAny(ops) {
 			// Only refusals: nothing to write. Unless the entry is old
 			// news: then read it and decide again.
-			if !reread && time.Since(bk.seen) > refreshAfter {
+			if !reread && time.Since(seen) > refreshAfter {
 				reread = true
-				l.mu.Lock()
-				bk.loaded = false
-				l.mu.Unlock()
+				l.forget(bk)
 				continue
 			}
 			return nil
@@ -262,20 +261,18 @@ func (l *Bus) write(agent string, bk *book, budget Budget, owed map[int64]carry,
 			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		var rev uint64
-		if bk.rev == 0 {
-			rev, err = kv.Create(ctx, agent, data)
+		var next uint64
+		if rev == 0 {
+			next, err = kv.Create(ctx, agent, data)
 		} else {
-			rev, err = kv.Update(ctx, agent, data, bk.rev)
+			next, err = kv.Update(ctx, agent, data, rev)
 		}
 		cancel()
 		if err == nil {
-			l.store(bk, e, rev)
+			l.store(bk, e, next)
 			return nil
 		}
-		l.mu.Lock()
-		bk.loaded = false // read it again: another writer was first, or the write's fate is unknown
-		l.mu.Unlock()
+		l.forget(bk) // read it again: another writer was first, or the write's fate is unknown
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			continue
 		}
@@ -315,6 +312,20 @@ func (l *Bus) store(bk *book, e protocol.LedgerEntry, rev uint64) {
 		return
 	}
 	bk.entry, bk.rev, bk.loaded, bk.seen = e, rev, true, time.Now()
+}
+
+// snapshot is the book's entry as last read or written.
+func (l *Bus) snapshot(bk *book) (e protocol.LedgerEntry, rev uint64, seen time.Time, loaded bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bk.entry, bk.rev, bk.seen, bk.loaded
+}
+
+// forget has the next write read the entry first.
+func (l *Bus) forget(bk *book) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	bk.loaded = false
 }
 
 func admitsAny(ops []*reserveOp) bool {
