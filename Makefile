@@ -16,7 +16,7 @@ OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
 PARALLEL ?= 16
 
 .PHONY: all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-fargate e2e-gvisor provision-check actionlint bench layer3 \
-        vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy vm-test flock-test flock-logs flock-watch
+        vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy vm-test flock-test flock-logs flock-watch flock-budget
 
 all: bin test
 
@@ -152,5 +152,7 @@ flock-test:
 	$(GO) run ./agent/cmd/flock-agent task --nkey $(OPERATOR_KEY) --all -- /flock-agent tool echo hello from the operator
 flock-watch:
 	$(GO) run ./agent/cmd/flock-agent watch --nkey $(OPERATOR_KEY)
+flock-budget:
+	$(GO) run ./agent/cmd/flock-agent budget --nkey $(OPERATOR_KEY)
 flock-logs:
 	@for c in $$(docker ps --filter label=ai-flock.flock --format '{{.Names}}'); do echo "== $$c"; docker logs --tail 20 $$c; done

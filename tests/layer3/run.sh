@@ -8,9 +8,12 @@
 #   4. pulumi preview --expect-no-changes (no churn)
 #   5. one agent more: the plan creates only its resources, pulumi up keeps
 #      the bus's and every other agent's container, and the preview after is clean
-#   6. the model gateway: flock:gateway with its key as a secret, pulumi up,
+#   6. the model gateway: flock:gateway with its key as a secret and a daily
+#      budget, pulumi up,
 #      a task running the example AI agent gets a fake model's answer through
-#      it, the fake saw the key no agent holds, and the preview after is clean
+#      it, the fake saw the key no agent holds, make flock-budget shows its
+#      spend, the same after docker restart of the gateway, and the preview
+#      after is clean
 #   7. make preview with the policy pack: clean, then blocking a container made writable
 #   8. make destroy: nothing of the flock left on the engine, no key on the host
 # Every step prints its time; a table of them closes the run.
@@ -211,6 +214,8 @@ fake_ip=10.210.255.245
 answer="layer3: an answer through the gateway"
 pulumi config set --path 'flock:gateway.upstreams.anthropic.url' "http://$fake_ip:9090" -s "$stack"
 pulumi config set --secret flock:anthropicApiKey "$gw_key" -s "$stack"
+pulumi config set --path 'flock:gateway.budgetTokens' 100000 -s "$stack"
+pulumi config set --path 'flock:gateway.budgetWindow' day -s "$stack"
 grep -q "$gw_key" Pulumi.dev.yaml && die "the gateway's key is in Pulumi.dev.yaml in plain text"
 common=$(sed -n 's/^    root: *//p' Pulumi.dev.yaml)/common
 run "build the example AI agent and the fake model" build-ai.log bash -c "
@@ -237,6 +242,19 @@ for c in $(docker ps -q --filter "label=ai-flock.flock=$flock" --filter label=ai
   docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$c" | grep -q "$gw_key" && die "an agent's environment holds the key"
 done
 echo "   agent-1: \"$(grep -m1 -o "$answer" "$logs/ask.log")\"; the fake saw the gateway's key; no agent holds it"
+# The spend is in the bus's ledger, as `make flock-budget` shows it, and a
+# restarted gateway keeps it.
+run "make flock-budget" budget-1.log make flock-budget
+spent=$(awk '$1 == "agent-1" {print $2}' "$logs/budget-1.log")
+if [ "${spent:-0}" -le 0 ] || ! grep -q "day $(date -u +%F)" "$logs/budget-1.log"; then
+  cat "$logs/budget-1.log" >&2; die "make flock-budget does not show agent-1's spend in today's window"
+fi
+docker restart "$flock-gateway" >/dev/null
+until [ "$(docker inspect -f '{{.State.Health.Status}}' "$flock-gateway" 2>/dev/null)" = healthy ]; do sleep 0.5; done
+run "make flock-budget (after docker restart of the gateway)" budget-2.log make flock-budget
+[ "$(awk '$1 == "agent-1" {print $2}' "$logs/budget-2.log")" = "$spent" ] ||
+  { cat "$logs/budget-2.log" >&2; die "agent-1's spend changed across a gateway restart (was $spent)"; }
+echo "   agent-1 spent $spent of 100000 tokens today; the same after docker restart of the gateway"
 run "pulumi preview --expect-no-changes (with the gateway)" preview-3.log pulumi preview --expect-no-changes -s "$stack"
 docker rm -f layer3-fake-model >/dev/null
 docker image rm -f ai-flock-layer3/fake-model:latest >/dev/null
