@@ -78,19 +78,7 @@ func BenchmarkMeteredThroughput(b *testing.B) {
 			start := time.Now()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					req, _ := http.NewRequest("POST", bc.url, strings.NewReader(`{"model":"claude-x","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`))
-					req.Header.Set("Content-Type", "application/json")
-					resp, err := client.Do(req)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						b.Errorf("status %d", resp.StatusCode)
-						return
-					}
+					benchCall(b, client, bc.url)
 				}
 			})
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
