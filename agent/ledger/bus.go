@@ -147,7 +147,9 @@ func (l *Bus) Known(agent string, b Budget) protocol.LedgerEntry {
 	e.Budget = b.Tokens
 	if e.Limit() > 0 && e.Spent >= e.Limit() && time.Since(seen) > refreshAfter {
 		if kv, err := l.bucket(); err == nil && l.read(kv, agent, bk) == nil {
-			return l.Known(agent, b)
+			e, _, _, _ = l.snapshot(bk)
+			e.Roll(b.Window, l.now())
+			e.Budget = b.Tokens
 		}
 	}
 	return e
@@ -303,14 +305,13 @@ func (l *Bus) read(kv jetstream.KeyValue, agent string, bk *book) error {
 	return nil
 }
 
-// store keeps what was read or written, unless the book already holds a
-// later revision (Known reads beside the writer; revisions only grow).
+// store keeps what was read or written. Known reads beside the writer: a
+// read it stores may be older than the writer's last write, and then the
+// writer's next compare-and-set fails and reads the entry again. (No
+// revision guard: a bucket made again starts its revisions over.)
 func (l *Bus) store(bk *book, e protocol.LedgerEntry, rev uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if bk.loaded && rev < bk.rev {
-		return
-	}
 	bk.entry, bk.rev, bk.loaded, bk.seen = e, rev, true, time.Now()
 }
 

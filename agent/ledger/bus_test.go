@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -244,5 +245,36 @@ func TestAgentsCannotTouchTheLedger(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if e := entry(t, f, "agent-1"); e.Spent != 900 {
 		t.Errorf("agent-1's entry after its writes: %+v", e)
+	}
+}
+
+// A bucket deleted and made again (revisions start over) neither wedges nor
+// crashes a gateway that knew the old one: its next write reads the new
+// bucket, and an entry it knew as over the limit is read again.
+func TestBusLedgerSurvivesABucketMadeAgain(t *testing.T) {
+	f := bustest.Start(t, bustest.Agents(1))
+	ctx := context.Background()
+	g := newBus(t, f.Connect(t, protocol.GatewayUser))
+	for range 3 {
+		adm, _ := g.Reserve(ctx, "agent-1", capped, 400)
+		g.Settle(adm.Reservation, 400)
+	}
+	drain(t, g)
+	if adm, _ := g.Reserve(ctx, "agent-1", capped, 1); adm.OK {
+		t.Fatal("admitted at 1,200 of 1,000")
+	}
+	js := bustest.JetStream(t, f.Connect(t, protocol.OperatorUser))
+	if err := js.DeleteKeyValue(ctx, protocol.LedgerBucket); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: protocol.LedgerBucket, History: 1}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // what this gateway knows is now more than a second old
+	if e := g.Known("agent-1", capped); e.Spent != 0 {
+		t.Errorf("known after the bucket was made again: %+v", e)
+	}
+	if adm, err := g.Reserve(ctx, "agent-1", capped, 10); err != nil || !adm.OK || adm.Used != 0 {
+		t.Errorf("a reservation in the new bucket: %+v %v", adm, err)
 	}
 }
