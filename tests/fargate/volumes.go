@@ -194,7 +194,11 @@ func (c *Cluster) efsVolume(t *Task, ctr Container, mp MountPoint, v *EFSVolume)
 			if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 				return "", "", err
 			}
-			if err := os.Mkdir(dir, 0o700); err != nil {
+			// Tasks start at once (every agent mounts common): EFS makes an
+			// access point's root once, whichever task mounts it first, so a
+			// directory another task just made is no error (seen in CI:
+			// "mkdir …/common: file exists").
+			if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
 				return "", "", err
 			}
 			if err := errors.Join(os.Chown(dir, ap.OwnerUID, ap.OwnerGID), os.Chmod(dir, os.FileMode(perm).Perm()|modeBits(int64(perm)))); err != nil {
