@@ -41,6 +41,8 @@ type Topology struct {
 	// ledger), created and updated like the streams.
 	KeyValues []jetstream.KeyValueConfig `json:"keyValues,omitempty"`
 	Peers     PeerLimits                 `json:"peers"`
+	// Pool is how the bus hands tasks.pool to agents (pool.go).
+	Pool Pool `json:"pool"`
 }
 
 // PeerLimits bound what the bus reads from any one network peer (an agent,

@@ -186,6 +186,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("bus: subscribe roster: %w", err)
 	}
+	s.done.Add(1)
+	go s.poolLoop()
 	// A single node serves clients only now: the topology is in place when
 	// the first agent binds (agents wait for their consumers either way).
 	s.done.Add(1)

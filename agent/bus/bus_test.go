@@ -248,6 +248,13 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 		}
 		_ = a1.Publish("$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+".agent-2", []byte(`{"batch":1}`))
 		a1.denied(t, "publish", "$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+".agent-2")
+		// Nor the pool: the bus hands pool tasks out, a slot's worth at a
+		// time; pulling the pool directly took as many as an agent asked for.
+		for _, api := range []string{"MSG.NEXT", "INFO"} {
+			subj := "$JS.API.CONSUMER." + api + "." + protocol.StreamTasks + "." + protocol.ConsumerPool
+			_ = a1.Publish(subj, []byte(`{"batch":50}`))
+			a1.denied(t, "publish", subj)
+		}
 		_ = a1.Publish("$JS.API.STREAM.PURGE."+protocol.StreamTasks, nil)
 		a1.denied(t, "publish", "$JS.API.STREAM.PURGE."+protocol.StreamTasks)
 	})
@@ -302,33 +309,37 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 }
 
 // The agent's whole JetStream round trip with its own credentials: pull from
-// its consumer and the pool, progress, ack (the 2.15 ack subject format), and
-// a result stored with a PubAck on its own reply inbox.
+// its consumer (its own task, and a pool task the bus gave it there, whose
+// headers name the pool task), progress, ack (the 2.15 ack subject format),
+// and a result stored with a PubAck on its own reply inbox.
 func TestAgentJetStreamRoundTripWithItsOwnCredentials(t *testing.T) {
 	t.Parallel()
-	f := bustest.Start(t, bustest.Agents(2))
+	f := bustest.Start(t, bustest.Agents(1))
 	op := connect(t, f, protocol.OperatorUser)
 	a1 := connect(t, f, "agent-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	jsop := bustest.JetStream(t, op.Conn)
 	js1 := bustest.JetStream(t, a1.Conn)
+	cons, err := js1.Consumer(ctx, protocol.StreamTasks, "agent-1")
+	if err != nil {
+		t.Fatalf("bind agent-1: %v", err)
+	}
 	for _, subj := range []string{protocol.TaskSubject("agent-1"), protocol.SubjectTasksPool} {
-		if _, err := jsop.Publish(ctx, subj, []byte(`{"v":1,"id":"x","kind":"echo"}`)); err != nil {
+		ack, err := jsop.Publish(ctx, subj, []byte(`{"v":1,"id":"x","kind":"echo"}`))
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	for _, name := range []string{"agent-1", protocol.ConsumerPool} {
-		cons, err := js1.Consumer(ctx, protocol.StreamTasks, name)
+		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 		if err != nil {
-			t.Fatalf("bind %s: %v", name, err)
-		}
-		msg, err := cons.Next(jetstream.FetchMaxWait(3 * time.Second))
-		if err != nil {
-			t.Fatalf("pull %s: %v", name, err)
+			t.Fatalf("pull the task sent to %s: %v", subj, err)
 		}
 		if !strings.HasPrefix(msg.Reply(), "$JS.ACK.") {
 			t.Fatalf("ack subject %q", msg.Reply())
+		}
+		seq, _, isPool := protocol.PoolOrigin(msg.Headers().Get)
+		if want := subj == protocol.SubjectTasksPool; isPool != want || (isPool && (seq != ack.Sequence || msg.Subject() != protocol.PoolTaskSubject("agent-1"))) {
+			t.Fatalf("task sent to %s (seq %d) arrived on %s with pool headers %v", subj, ack.Sequence, msg.Subject(), msg.Headers())
 		}
 		if err := msg.InProgress(); err != nil {
 			t.Fatal(err)
@@ -337,14 +348,14 @@ func TestAgentJetStreamRoundTripWithItsOwnCredentials(t *testing.T) {
 			t.Fatalf("store result: %v", err)
 		}
 		if err := msg.DoubleAck(ctx); err != nil {
-			t.Fatalf("ack on %s (%s): %v", name, msg.Reply(), err)
+			t.Fatalf("ack (%s): %v", msg.Reply(), err)
 		}
-		info, err := jsop.Consumer(ctx, protocol.StreamTasks, name)
+		info, err := jsop.Consumer(ctx, protocol.StreamTasks, "agent-1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ci := info.CachedInfo(); ci.NumAckPending != 0 || ci.AckFloor.Stream == 0 {
-			t.Fatalf("%s after ack: ack pending %d, ack floor %d", name, ci.NumAckPending, ci.AckFloor.Stream)
+			t.Fatalf("after ack: ack pending %d, ack floor %d", ci.NumAckPending, ci.AckFloor.Stream)
 		}
 	}
 	a1.noErrors(t)

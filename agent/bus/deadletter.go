@@ -88,30 +88,9 @@ func (s *Server) park(ctx context.Context, a advisory) error {
 		return fmt.Errorf("get task %d: %w", a.StreamSeq, err)
 	}
 	reason := fmt.Sprintf("max deliveries exhausted: consumer %s delivered it %d times without an ack", a.Consumer, a.Deliveries)
-	m := nats.NewMsg(protocol.DeadSubject(a.Consumer))
-	m.Data = raw.Data
-	for k, vs := range raw.Header {
-		if strings.HasPrefix(k, "Nats-") {
-			continue
-		}
-		m.Header[k] = vs
+	if err := s.deadLetter(ctx, raw, a.Consumer, a.Deliveries, reason); err != nil {
+		return err
 	}
-	m.Header.Set(protocol.HeaderDeadReason, reason)
-	m.Header.Set(protocol.HeaderDeadConsumer, a.Consumer)
-	m.Header.Set(protocol.HeaderDeadDeliveries, strconv.FormatUint(a.Deliveries, 10))
-	m.Header.Set(protocol.HeaderOriginalStream, protocol.StreamTasks)
-	m.Header.Set(protocol.HeaderOriginalSubject, raw.Subject)
-	m.Header.Set(protocol.HeaderOriginalSeq, strconv.FormatUint(a.StreamSeq, 10))
-	m.Header.Set(protocol.HeaderOriginalTime, raw.Time.UTC().Format(time.RFC3339Nano))
-	if id := raw.Header.Get(nats.MsgIdHdr); id != "" {
-		m.Header.Set("Flock-Original-Msg-Id", id)
-	}
-	// Idempotent: parking the same task twice (a retry) stores it once.
-	m.Header.Set(nats.MsgIdHdr, "dead."+a.Consumer+"."+strconv.FormatUint(a.StreamSeq, 10))
-	if _, err := s.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("publish dead letter: %w", err)
-	}
-	s.log.Warn("task parked on dead-letter stream", "consumer", a.Consumer, "seq", a.StreamSeq, "subject", raw.Subject, "reason", reason)
 
 	still, err := s.othersMayNeed(ctx, raw.Subject, a.Consumer, a.StreamSeq)
 	if err != nil {
@@ -124,6 +103,36 @@ func (s *Server) park(ctx context.Context, a advisory) error {
 	if err := stream.DeleteMsg(ctx, a.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("remove parked task %d: %w", a.StreamSeq, err)
 	}
+	return nil
+}
+
+// deadLetter stores a copy of raw on deadletter.<consumer> with the reason
+// and where it came from in its headers.
+func (s *Server) deadLetter(ctx context.Context, raw *jetstream.RawStreamMsg, consumer string, deliveries uint64, reason string) error {
+	m := nats.NewMsg(protocol.DeadSubject(consumer))
+	m.Data = raw.Data
+	for k, vs := range raw.Header {
+		if strings.HasPrefix(k, "Nats-") {
+			continue
+		}
+		m.Header[k] = vs
+	}
+	m.Header.Set(protocol.HeaderDeadReason, reason)
+	m.Header.Set(protocol.HeaderDeadConsumer, consumer)
+	m.Header.Set(protocol.HeaderDeadDeliveries, strconv.FormatUint(deliveries, 10))
+	m.Header.Set(protocol.HeaderOriginalStream, protocol.StreamTasks)
+	m.Header.Set(protocol.HeaderOriginalSubject, raw.Subject)
+	m.Header.Set(protocol.HeaderOriginalSeq, strconv.FormatUint(raw.Sequence, 10))
+	m.Header.Set(protocol.HeaderOriginalTime, raw.Time.UTC().Format(time.RFC3339Nano))
+	if id := raw.Header.Get(nats.MsgIdHdr); id != "" {
+		m.Header.Set("Flock-Original-Msg-Id", id)
+	}
+	// Idempotent: parking the same task twice (a retry) stores it once.
+	m.Header.Set(nats.MsgIdHdr, "dead."+consumer+"."+strconv.FormatUint(raw.Sequence, 10))
+	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("publish dead letter: %w", err)
+	}
+	s.log.Warn("task parked on dead-letter stream", "consumer", consumer, "seq", raw.Sequence, "subject", raw.Subject, "reason", reason)
 	return nil
 }
 

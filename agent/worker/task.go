@@ -27,6 +27,14 @@ func (a *Agent) handle(msg delivery, keep time.Duration) {
 
 	res := protocol.Result{V: protocol.Version, Agent: a.cfg.ID, Subject: msg.Subject(), Started: time.Now().UTC()}
 	res.Seq, res.Attempt = msg.Meta()
+	if msg.Subject() == protocol.PoolTaskSubject(a.cfg.ID) {
+		// A pool task the bus gave this agent: the result names it as the
+		// operator sent it (tasks.pool, its sequence there), and the bus
+		// alone can publish here, so its headers are to be believed.
+		if seq, attempt, ok := protocol.PoolOrigin(msg.Headers().Get); ok {
+			res.Subject, res.Seq, res.Attempt = protocol.SubjectTasksPool, seq, attempt
+		}
+	}
 	task, err := protocol.DecodeTask(msg.Data(), a.cfg.MaxTaskBytes)
 	res.TaskID, res.Kind, res.Nonce = task.ID, task.Kind, task.Nonce
 	log := a.log.With("task", task.ID, "seq", res.Seq, "subject", res.Subject, "attempt", res.Attempt)

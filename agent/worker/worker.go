@@ -65,7 +65,6 @@ type Agent struct {
 	inboxN   atomic.Uint64
 	pruneReq chan string
 	running  sync.Map // task IDs running now (never pruned)
-	poolKeep time.Duration
 	stopBG   func()
 }
 
@@ -179,7 +178,7 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 
 	a.runCtx, a.runCancel = context.WithCancel(context.Background())
 	defer a.runCancel()
-	own, pool, err := a.bind(ctx)
+	own, err := a.lookup(ctx, protocol.AgentConsumer(cfg.ID))
 	if err != nil {
 		// ctx ended while waiting for the bus to create the consumers.
 		a.stop(subs)
@@ -188,15 +187,13 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 	a.state.Store(protocol.StateReady)
 	a.confirm()
 	a.heartbeat()
-	a.event(protocol.EventReady, "", fmt.Sprintf("taking tasks from %s and %s", protocol.AgentConsumer(cfg.ID), protocol.ConsumerPool))
+	a.event(protocol.EventReady, "", fmt.Sprintf("taking tasks from consumer %s (its own, tasks.all and the pool tasks the bus gives it)", protocol.AgentConsumer(cfg.ID)))
 	log.Info("agent ready")
 
 	dctx, stopDispatch := context.WithCancel(context.Background())
 	var dWG sync.WaitGroup
-	dWG.Add(2)
+	dWG.Add(1)
 	go func() { defer dWG.Done(); a.ownLoop(dctx, own) }()
-	a.poolKeep = ackWaitOf(pool) / 3
-	go func() { defer dWG.Done(); a.poolLoop(dctx) }()
 
 	// The agent program, if there is one, runs while the agent takes tasks.
 	pctx, stopProgram := context.WithCancel(context.Background())
@@ -330,17 +327,8 @@ func (a *Agent) connect(ctx context.Context, nk nats.Option) (*nats.Conn, error)
 	}
 }
 
-// bind looks up the agent's own consumer and the pool consumer, which the bus
-// creates; it waits for them if the bus has not yet.
-func (a *Agent) bind(ctx context.Context) (own, pool jetstream.Consumer, err error) {
-	own, err = a.lookup(ctx, protocol.AgentConsumer(a.cfg.ID))
-	if err != nil {
-		return nil, nil, err
-	}
-	pool, err = a.lookup(ctx, protocol.ConsumerPool)
-	return own, pool, err
-}
-
+// lookup finds a consumer the bus creates; it waits for it if the bus has
+// not yet.
 func (a *Agent) lookup(ctx context.Context, name string) (jetstream.Consumer, error) {
 	backoff := 100 * time.Millisecond
 	for {

@@ -110,7 +110,8 @@ func ackSubjects(stream, consumer string) []string {
 
 // AgentPermissions is exactly what one agent may do on the bus: publish its
 // own results, events and heartbeats, message any agent's inbox as itself,
-// ask the bus for the roster, pull and ack its own consumer and the pool;
+// ask the bus for the roster, pull and ack its own consumer (which also
+// delivers the pool tasks the bus gives it);
 // read its own inbox, its own replies and broadcast; answer a message (the
 // delivery receipt) into a reply inbox (_INBOX.<user>.…), the only reply
 // subjects a legitimate requester gives.
@@ -131,12 +132,13 @@ func AgentPermissions(id string) Permissions {
 		protocol.SubjectRoster,
 		protocol.ReplyInboxes,
 	}
-	for _, c := range []string{protocol.AgentConsumer(id), protocol.ConsumerPool} {
-		pub = append(pub,
-			"$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+"."+c,
-			"$JS.API.CONSUMER.INFO."+protocol.StreamTasks+"."+c)
-		pub = append(pub, ackSubjects(protocol.StreamTasks, c)...)
-	}
+	// Its own consumer only: pool tasks reach it there, handed out by the
+	// bus (protocol.PoolTaskSubject), never pulled from the pool itself.
+	c := protocol.AgentConsumer(id)
+	pub = append(pub,
+		"$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+"."+c,
+		"$JS.API.CONSUMER.INFO."+protocol.StreamTasks+"."+c)
+	pub = append(pub, ackSubjects(protocol.StreamTasks, c)...)
 	return Permissions{
 		Publish: Rule{Allow: pub},
 		Subscribe: Rule{Allow: []string{
@@ -329,12 +331,14 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 		})
 	}
 	pending := 0
+	t.Pool.Grace = protocol.Duration(PoolGrace)
 	for _, a := range m.Agents {
 		pending += a.Limits.Concurrency
+		t.Pool.Agents = append(t.Pool.Agents, protocol.PoolAgent{ID: a.ID, Slots: a.Limits.Concurrency, TaskTimeout: protocol.Duration(a.Limits.TaskTimeout)})
 		t.Consumers = append(t.Consumers, protocol.Consumer{Stream: protocol.StreamTasks, Config: jetstream.ConsumerConfig{
 			Durable:         protocol.AgentConsumer(a.ID),
-			Description:     "tasks of agent " + a.ID + " (its own and tasks.all)",
-			FilterSubjects:  []string{protocol.TaskSubject(a.ID), protocol.SubjectTasksAll},
+			Description:     "tasks of agent " + a.ID + " (its own, tasks.all and the pool tasks the bus gives it)",
+			FilterSubjects:  []string{protocol.TaskSubject(a.ID), protocol.SubjectTasksAll, protocol.PoolTaskSubject(a.ID)},
 			DeliverPolicy:   jetstream.DeliverAllPolicy,
 			AckPolicy:       jetstream.AckExplicitPolicy,
 			AckWait:         b.AckWait,
@@ -345,7 +349,7 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 	}
 	t.Consumers = append(t.Consumers, protocol.Consumer{Stream: protocol.StreamTasks, Config: jetstream.ConsumerConfig{
 		Durable:       protocol.ConsumerPool,
-		Description:   "shared work queue: each tasks.pool task goes to one agent",
+		Description:   "shared work queue: the bus hands each tasks.pool task to one agent with a free slot",
 		FilterSubject: protocol.SubjectTasksPool,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -355,6 +359,11 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 	}})
 	return t
 }
+
+// PoolGrace is how long past a pool task's timeout the agent given it may
+// take to answer (its runtime stops the task at the timeout, then writes and
+// publishes the result) before the bus takes the task back.
+const PoolGrace = 15 * time.Second
 
 // RenderTopology returns the topology as JSON.
 func RenderTopology(m flock.Model, uncounted ...netip.Prefix) ([]byte, error) {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -177,11 +178,16 @@ func TestTopologyHasAConsumerPerAgentAndThePool(t *testing.T) {
 		got[c.Config.Durable] = f
 	}
 	want := map[string][]string{
-		"agent-1": {"tasks.agent-1", "tasks.all"}, "agent-2": {"tasks.agent-2", "tasks.all"},
-		"agent-3": {"tasks.agent-3", "tasks.all"}, "pool": {"tasks.pool"},
+		"agent-1": {"tasks.agent-1", "tasks.all", "tasks.pool.agent-1"}, "agent-2": {"tasks.agent-2", "tasks.all", "tasks.pool.agent-2"},
+		"agent-3": {"tasks.agent-3", "tasks.all", "tasks.pool.agent-3"}, "pool": {"tasks.pool"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("consumers %v, want %v", got, want)
+	}
+	// The bus hands out the pool: it knows each agent's slots and timeout.
+	if len(top.Pool.Agents) != 3 || top.Pool.Agents[1].ID != "agent-2" || top.Pool.Agents[1].Slots != m.Agents[1].Limits.Concurrency ||
+		time.Duration(top.Pool.Agents[1].TaskTimeout) != m.Agents[1].Limits.TaskTimeout || time.Duration(top.Pool.Grace) != PoolGrace {
+		t.Fatalf("pool %+v", top.Pool)
 	}
 }
 

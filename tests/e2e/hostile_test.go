@@ -78,12 +78,13 @@ func TestHostileResultsFlood(t *testing.T) {
 	}
 }
 
-// agent-1 watches the pool consumer's info and claims the pool task it sees
-// handed out; the operator counts only the result with the task's nonce.
+// agent-1, which may not read the pool's consumer, claims the pool task
+// another agent runs by its sequence (the test lets it guess right); the
+// operator counts only the result with the task's nonce.
 func TestHostileForgedPoolResult(t *testing.T) {
 	f := need(t)
 	a1 := f.agents[0]
-	nc, _ := jsClient(t)
+	nc, js := jsClient(t)
 	cl, err := operator.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -94,11 +95,17 @@ func TestHostileForgedPoolResult(t *testing.T) {
 	}
 	ready := filepath.Join(f.sharedRoot, "agents", a1, ".probe", "forger-ready")
 	_ = os.Remove(ready)
+	stream, err := js.Stream(context.Background(), protocol.StreamTasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := stream.CachedInfo().State.LastSeq + 1 // the pool task's sequence, give or take
 	forged := make(chan outcome, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		r, err := fut.engine.Exec(ctx, container(a1), []string{f.probe[a1], "forge-pool", "nats://bus:4222", protocol.ContainerCredsFile}, "AGENT_ID="+a1)
+		r, err := fut.engine.Exec(ctx, container(a1), []string{f.probe[a1], "forge-pool", "nats://bus:4222", protocol.ContainerCredsFile,
+			strconv.FormatUint(next, 10), "4"}, "AGENT_ID="+a1)
 		if err == nil && r.ExitCode != 0 {
 			err = errors.New("exit " + strconv.Itoa(r.ExitCode))
 		}
@@ -127,6 +134,95 @@ func TestHostileForgedPoolResult(t *testing.T) {
 		t.Fatalf("forged results reported: %+v", reported)
 	}
 	t.Logf("real result from %s; forged one from %s ignored", res[0].Agent, reported[0].Agent)
+}
+
+// agent-1 takes pool tasks and sits on them, as many as it can get, for 40 s:
+// it is given no more at once than its 2 slots (the bus hands the pool out
+// to agents' own consumers, whose bound the server keeps), and each is taken
+// back after its timeout and the pool's grace and run by another agent.
+// Before, agent-1 pulled the shared pool consumer and held what it asked for.
+func TestHostilePoolHoarder(t *testing.T) {
+	f := need(t)
+	a1 := f.agents[0]
+	nc, _ := jsClient(t)
+	cl, err := operator.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := filepath.Join(f.sharedRoot, "agents", a1, ".probe", "hoarder-ready")
+	_ = os.Remove(ready)
+	type outcome struct {
+		out string
+		err error
+	}
+	hoarded := make(chan outcome, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		r, err := fut.engine.Exec(ctx, container(a1), []string{f.probe[a1], "hoard-pool", "nats://bus:4222", protocol.ContainerCredsFile, "40s"}, "AGENT_ID="+a1)
+		if err == nil && r.ExitCode != 0 {
+			err = errors.New("exit " + strconv.Itoa(r.ExitCode))
+		}
+		hoarded <- outcome{r.Stdout + r.Stderr, err}
+	}()
+	waitFor(t, 45*time.Second, func() bool { _, err := os.Stat(ready); return err == nil })
+
+	// Six pool tasks of 2 s timeout, sent while agent-1's runtime and the
+	// hoarder both pull agent-1's consumer.
+	const n = 6
+	type run struct {
+		res  []protocol.Result
+		err  error
+		took time.Duration
+	}
+	runs := make(chan run, n)
+	for i := range n {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 75*time.Second)
+			defer cancel()
+			task := taskEcho(taskID(t, fmt.Sprint("hoard", i)), "pooled")
+			task.Timeout = protocol.Duration(2 * time.Second)
+			start := time.Now()
+			res, err := cl.Run(ctx, operator.Target{Pool: true}, task, nil)
+			runs <- run{res, err, time.Since(start)}
+		}()
+	}
+	bySeq := map[uint64]protocol.Result{}
+	var slowest time.Duration
+	for range n {
+		r := <-runs
+		if r.err != nil || len(r.res) != 1 || !r.res[0].OK() {
+			t.Fatalf("a pool task while agent-1 hoards: %v %+v", r.err, r.res)
+		}
+		bySeq[r.res[0].Seq] = r.res[0]
+		slowest = max(slowest, r.took)
+	}
+	o := <-hoarded
+	if o.err != nil {
+		t.Fatalf("the hoarder: %v: %s", o.err, o.out)
+	}
+	var got struct {
+		Given []string `json:"given"`
+		Most  int      `json:"most"`
+	}
+	if err := json.Unmarshal([]byte(lastLine(o.out)), &got); err != nil {
+		t.Fatalf("hoarder output %q: %v", o.out, err)
+	}
+	if got.Most > 2 {
+		t.Fatalf("agent-1 held %d pool tasks at once: more than its 2 slots", got.Most)
+	}
+	for _, s := range got.Given {
+		seq, _ := strconv.ParseUint(s, 10, 64)
+		if r, ok := bySeq[seq]; ok && r.Attempt < 2 {
+			t.Errorf("pool task %d, held by the hoarder, was answered at attempt %d by %s: it was never taken back", seq, r.Attempt, r.Agent)
+		}
+	}
+	// Taken back at timeout (2 s) + grace (15 s), found by a sweep (2 s).
+	if limit := 2*time.Second + 15*time.Second + 2*time.Second + 15*time.Second; slowest > limit {
+		t.Errorf("the slowest pool task took %s (limit %s)", slowest, limit)
+	}
+	t.Logf("agent-1 took %d pool tasks (%v), at most %d at once; all %d answered, the slowest after %s",
+		len(got.Given), got.Given, got.Most, n, slowest.Round(time.Millisecond))
 }
 
 // agent-1 writes four times its disk quota into its own directory: the write

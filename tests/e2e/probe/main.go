@@ -171,9 +171,16 @@ func main() {
 		n, _ := strconv.Atoi(arg(3))
 		d, _ := time.ParseDuration(arg(4))
 		holdTCP(arg(2), n, d)
+	case "hoard-pool":
+		// A hostile agent: take as many pool tasks as it can, never run them.
+		d, _ := time.ParseDuration(arg(4))
+		hoardPool(arg(2), arg(3), d)
 	case "forge-pool":
-		// A hostile agent: claim the next pool task another agent is given.
-		forgePool(arg(2), arg(3))
+		// A hostile agent: claim pool tasks another agent is given, by
+		// their sequence (guessed from arg 4 on, arg 5 of them).
+		from, _ := strconv.ParseUint(arg(4), 10, 64)
+		n, _ := strconv.Atoi(arg(5))
+		forgePool(arg(2), arg(3), from, n)
 	case "http":
 		httpCall(arg(2), arg(3), len(os.Args) > 4 && os.Args[4] == "stream")
 	case "connect":
@@ -357,35 +364,71 @@ func floodInbox(url, seedFile, to string, d time.Duration) {
 	ok(fmt.Sprintf("sent %d in %s: %d stored, %d refused, %d unanswered (the bus took %s more to read them)", sent, d, stored, refused, sent-stored-refused, waited.Round(time.Millisecond)))
 }
 
-func forgePool(url, seedFile string) {
+func forgePool(url, seedFile string, from uint64, n int) {
 	nc, js := hostileConn(url, seedFile)
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pool, err := js.Consumer(ctx, "FLOCK_TASKS", "pool")
-	if err != nil {
-		fail(err)
+	// The pool's consumer is out of its reach: the bus hands pool tasks out.
+	if _, err := js.Consumer(ctx, "FLOCK_TASKS", "pool"); err == nil {
+		fail(errors.New("read the pool consumer's info: it should be refused"))
 	}
-	before := pool.CachedInfo().Delivered.Stream
-	// Tell the test it is watching (beside this binary, in the agent's own
+	// Tell the test it is ready (beside this binary, in the agent's own
 	// directory): on a slow machine starting takes longer than any fixed wait.
 	if exe, err := os.Executable(); err == nil {
 		_ = os.WriteFile(filepath.Join(filepath.Dir(exe), "forger-ready"), nil, 0o644)
 	}
-	for ctx.Err() == nil {
-		info, err := pool.Info(ctx)
-		if err == nil && info.Delivered.Stream > before {
+	sent := 0
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		for seq := from; seq < from+uint64(n); seq++ {
 			b, _ := json.Marshal(map[string]any{"v": 1, "agent": os.Getenv("AGENT_ID"), "status": "ok", "subject": "tasks.pool",
-				"seq": info.Delivered.Stream, "nonce": "guessed", "stdout": "forged"})
+				"seq": seq, "nonce": "guessed", "stdout": "forged"})
 			if err := nc.Publish("task.result."+os.Getenv("AGENT_ID"), b); err != nil {
 				fail(err)
 			}
-			_ = nc.Flush()
-			ok(fmt.Sprintf("forged a result for pool task %d", info.Delivered.Stream))
+			sent++
 		}
-		time.Sleep(20 * time.Millisecond)
+		_ = nc.Flush()
 	}
-	fail(ctx.Err())
+	ok(fmt.Sprintf("pool consumer refused; forged %d results for pool tasks %d to %d", sent, from, from+uint64(n)-1))
+}
+
+// hoardPool pulls its own consumer (the only one it may: the bus hands pool
+// tasks out there), one task at a time, again and again, for d, never runs
+// or acks what it gets and keeps each alive with +WPI. It prints
+// {"given":[pool seqs],"most":the most held at once}.
+func hoardPool(url, seedFile string, d time.Duration) {
+	nc, js := hostileConn(url, seedFile)
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cons, err := js.Consumer(ctx, "FLOCK_TASKS", os.Getenv("AGENT_ID"))
+	if err != nil {
+		fail(err)
+	}
+	if exe, err := os.Executable(); err == nil {
+		_ = os.WriteFile(filepath.Join(filepath.Dir(exe), "hoarder-ready"), nil, 0o644)
+	}
+	held := map[string]jetstream.Msg{}
+	given := []string{}
+	most := 0
+	for ctx.Err() == nil {
+		if batch, err := cons.Fetch(1, jetstream.FetchMaxWait(200*time.Millisecond)); err == nil {
+			for m := range batch.Messages() {
+				if seq := m.Headers().Get("Flock-Pool-Seq"); seq != "" {
+					held[seq] = m
+					given = append(given, seq)
+					most = max(most, len(held))
+				}
+			}
+		}
+		for _, m := range held {
+			_ = m.InProgress()
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"given": given, "most": most})
+	fmt.Println(string(b))
+	os.Exit(0)
 }
 
 // mcpCall is an agent program using its agent's MCP server, as an AI agent
