@@ -424,7 +424,8 @@ func takenFrom(h nats.Header) map[string]bool {
 // (its own, or its agent's default) plus the grace, from when the copy was
 // stored. A copy acked by its agent is no longer in the stream.
 func (s *Server) sweepPool(ctx context.Context, d *dispatch) error {
-	pool := s.Topology().Pool
+	topo := s.Topology()
+	pool, maxDeliver := topo.Pool, poolMaxDeliver(topo)
 	agents := map[string]protocol.PoolAgent{}
 	for _, a := range pool.Agents {
 		agents[a.ID] = a
@@ -459,7 +460,8 @@ func (s *Server) sweepPool(ctx context.Context, d *dispatch) error {
 		if seq, _, ok := protocol.PoolOrigin(raw.Header.Get); ok {
 			d.forget(seq)
 		}
-		if err := s.takeBack(ctx, stream, raw, agent, timeout); err != nil {
+		reason := fmt.Sprintf("pool task taken back from agent %s: no answer within its timeout %s and the pool's grace %s", agent, timeout, time.Duration(pool.Grace))
+		if err := s.takeBack(ctx, stream, raw, agent, reason, maxDeliver); err != nil {
 			s.log.Warn("pool task not taken back yet", "copy", raw.Sequence, "agent", agent, "err", err)
 		}
 	}
@@ -469,7 +471,7 @@ func (s *Server) sweepPool(ctx context.Context, d *dispatch) error {
 // takeBack queues a copy's task on the pool again (or parks it once it was
 // given to maxDeliver agents), then deletes the copy: the agent's consumer
 // drops it, and the slot it held is free.
-func (s *Server) takeBack(ctx context.Context, stream jetstream.Stream, raw *jetstream.RawStreamMsg, agent string, timeout time.Duration) error {
+func (s *Server) takeBack(ctx context.Context, stream jetstream.Stream, raw *jetstream.RawStreamMsg, agent, reason string, maxDeliver int) error {
 	seq, attempt, ok := protocol.PoolOrigin(raw.Header.Get)
 	if !ok { // the operator wrote to tasks.pool.<id> itself: give it the same treatment
 		seq, attempt = raw.Sequence, 1
@@ -479,8 +481,7 @@ func (s *Server) takeBack(ctx context.Context, stream jetstream.Stream, raw *jet
 		taken += ","
 	}
 	taken += agent
-	reason := fmt.Sprintf("pool task taken back from agent %s: no answer within its timeout %s and the pool's grace %s", agent, timeout, time.Duration(s.Topology().Pool.Grace))
-	if attempt >= s.poolMaxDeliver() {
+	if attempt >= maxDeliver {
 		if err := s.deadLetter(ctx, raw, protocol.ConsumerPool, uint64(attempt),
 			fmt.Sprintf("%s; given to %d agents (%s), none answered", reason, attempt, taken)); err != nil {
 			return err
@@ -511,13 +512,37 @@ func (s *Server) takeBack(ctx context.Context, stream jetstream.Stream, raw *jet
 
 // poolMaxDeliver is how many agents a pool task is given to at most: the
 // pool consumer's maxDeliver.
-func (s *Server) poolMaxDeliver() int {
-	for _, c := range s.Topology().Consumers {
+func poolMaxDeliver(topo protocol.Topology) int {
+	for _, c := range topo.Consumers {
 		if c.Stream == protocol.StreamTasks && c.Config.Durable == protocol.ConsumerPool && c.Config.MaxDeliver > 0 {
 			return c.Config.MaxDeliver
 		}
 	}
 	return 5
+}
+
+// handBackCopies queues again the pool tasks given to agent, whose consumer
+// is about to be deleted (the agent left the flock): with no consumer
+// interested in them, interest retention would drop the copies, and the
+// tasks with them.
+func (s *Server) handBackCopies(ctx context.Context, stream jetstream.Stream, agent string, maxDeliver int) error {
+	subject := protocol.PoolTaskSubject(agent)
+	for seq := uint64(1); ctx.Err() == nil; seq++ {
+		gctx, cancel := bounded(ctx)
+		raw, err := stream.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(subject))
+		cancel()
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		seq = raw.Sequence
+		if err := s.takeBack(ctx, stream, raw, agent, "pool task taken back from agent "+agent+": it left the flock", maxDeliver); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
 }
 
 func sleepOrStop(ctx context.Context, d time.Duration) {

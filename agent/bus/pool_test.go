@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 )
@@ -241,5 +242,65 @@ func TestPoolTaskNobodyAnswersIsParked(t *testing.T) {
 			t.Fatalf("the task stream still holds %d messages", info.State.Msgs)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// An agent removed from the flock while it holds a pool task: the task is
+// queued on the pool again and run by an agent that stays (interest
+// retention would otherwise drop the copy with the agent's consumer).
+func TestPoolTaskOfARemovedAgentIsGivenToAnother(t *testing.T) {
+	t.Parallel()
+	f := bustest.Start(t, bustest.Agents(2))
+	op := connect(t, f, protocol.OperatorUser)
+	jsop := bustest.JetStream(t, op.Conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	results := listen(t, op.Conn, protocol.SubjectResults)
+	// Both sit on what they get; the one given the task is removed.
+	hoarders, stop := map[string]*held{}, map[string]context.CancelFunc{}
+	for _, id := range []string{"agent-1", "agent-2"} {
+		hctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		hoarders[id], stop[id] = hoard(hctx, t, bustest.JetStream(t, connect(t, f, id).Conn), id), cancel
+	}
+	b, _ := json.Marshal(protocol.Task{V: 1, ID: "orphan", Kind: protocol.KindEcho})
+	ack, err := jsop.Publish(ctx, protocol.SubjectTasksPool, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, stays := "", ""
+	for holder == "" {
+		for id, h := range hoarders {
+			h.mu.Lock()
+			if _, ok := h.msgs[ack.Sequence]; ok {
+				holder = id
+			}
+			h.mu.Unlock()
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no agent was given the pool task")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stays = map[string]string{"agent-1": "agent-2", "agent-2": "agent-1"}[holder]
+	stop[stays]() // it answers from now on
+	time.Sleep(400 * time.Millisecond)
+	f.Rerender(t, flock.Config{Target: "docker", Agents: []flock.AgentConfig{{ID: stays}}})
+	answer(ctx, t, bustest.JetStream(t, connect(t, f, stays).Conn), stays)
+	for {
+		select {
+		case m := <-results:
+			var r protocol.Result
+			if json.Unmarshal(m.Data, &r) != nil || r.Seq != ack.Sequence || r.Subject != protocol.SubjectTasksPool {
+				continue
+			}
+			if r.Agent != stays || r.Attempt < 2 {
+				t.Fatalf("result %+v: want %s's, attempt 2 or more", r, stays)
+			}
+			t.Logf("%s removed while it held pool task %d; %s ran it at attempt %d", holder, ack.Sequence, stays, r.Attempt)
+			return
+		case <-ctx.Done():
+			t.Fatal("the removed agent's pool task was never run")
+		}
 	}
 }

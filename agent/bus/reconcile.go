@@ -83,6 +83,10 @@ func (s *Server) reconcile(ctx context.Context, topo protocol.Topology) error {
 				errs = append(errs, fmt.Errorf("list consumers: %w", err))
 			}
 			for _, n := range stale {
+				if err := s.handBackCopies(ctx, stream, n, poolMaxDeliver(topo)); err != nil {
+					errs = append(errs, fmt.Errorf("consumer %s: its pool tasks: %w", n, err))
+					continue
+				}
 				if err := s.js.DeleteConsumer(ctx, protocol.StreamTasks, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 					errs = append(errs, fmt.Errorf("delete consumer %s: %w", n, err))
 					continue
