@@ -15,9 +15,14 @@ OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
 # engine serialises most container work, but waiting providers hold slots.
 PARALLEL ?= 16
 
-.PHONY: all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-fargate e2e-gvisor provision-check actionlint bench layer3 \
+.PHONY: help all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-fargate e2e-gvisor provision-check actionlint bench layer3 \
         vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy vm-test flock-test flock-logs flock-watch flock-budget
 
+## help: every target and what it does
+help:
+	@awk '/^## /{sub(/^## /,""); if (match($$0, /^[a-z0-9-]+: /)) printf "\n"; print}' $(MAKEFILE_LIST) | sed 1d
+
+## all: the binaries, then the unit and mock-engine tests
 all: bin test
 
 ## bin: the static agent, bus and gateway binaries the images are built from,
@@ -67,6 +72,7 @@ operator-key:
 test:
 	$(GO) test ./...
 
+## vet: go vet over every package
 vet:
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$unformatted" ] || { echo "not gofmt-formatted: $$unformatted"; exit 1; }
@@ -83,9 +89,11 @@ check: deps vet
 	$(MAKE) --no-print-directory actionlint
 	$(MAKE) --no-print-directory vm-test
 
+## deps: install what the tests need on this machine (Debian packages, gVisor, debootstrap): run by the targets that need it
 deps:
 	@bash tests/setup.sh
 
+## e2e: the end-to-end suite on the real Docker engine: a 10-agent flock deployed by the stack's captured resources, every isolation and hostile-agent probe
 e2e: deps
 	FLOCK_E2E=1 $(GO) test -count=1 -timeout 30m -v ./tests/e2e/
 
@@ -108,9 +116,11 @@ e2e-fargate: deps
 e2e-gvisor: deps
 	FLOCK_E2E=1 FLOCK_E2E_RUNTIME=runsc $(GO) test -count=1 -timeout 20m -v -run '^($(GVISOR_TESTS))$$' ./tests/e2e/
 
+## provision-check: shellcheck over the scripts, the Vagrantfile checked, and provision/provision.sh run twice in a Debian container and verified
 provision-check:
 	bash tests/provision/run.sh
 
+## actionlint: lint the CI workflows
 actionlint:
 	bash tests/policy/actionlint.sh
 
@@ -125,20 +135,28 @@ bench:
 	bash tests/bench.sh
 
 # The VM (see Vagrantfile and provision/).
+## vm-up: boot the VM (vagrant up)
 vm-up:
 	vagrant up
+## vm-down: halt the VM
 vm-down:
 	vagrant halt
+## vm-ssh: a shell in the VM
 vm-ssh:
 	vagrant ssh
+## vm-provision: provision the VM again
 vm-provision:
 	vagrant provision
+## vm-verify: check the VM's hardening (provision/verify-vm.sh)
 vm-verify:
 	vagrant ssh -c 'sudo /vagrant/provision/verify-vm.sh'
+## vm-deploy: deploy the dev stack inside the VM
 vm-deploy:
 	vagrant ssh -c 'cd /vagrant && make deploy'
+## vm-shared: copy the VM's shared directory to the host
 vm-shared:
 	provision/pull-shared.sh
+## vm-destroy: destroy the VM
 vm-destroy:
 	vagrant destroy -f
 ## vm-test: boot the VM for real (libvirt, offline box), provision it twice, verify,
@@ -150,9 +168,12 @@ vm-test:
 ## image holds one static binary and no shell: the task runs a tool built into it.
 flock-test:
 	$(GO) run ./agent/cmd/flock-agent task --nkey $(OPERATOR_KEY) --all -- /flock-agent tool echo hello from the operator
+## flock-watch: follow the flock's heartbeats, events and results
 flock-watch:
 	$(GO) run ./agent/cmd/flock-agent watch --nkey $(OPERATOR_KEY)
+## flock-budget: every agent's model spending against its budget
 flock-budget:
 	$(GO) run ./agent/cmd/flock-agent budget --nkey $(OPERATOR_KEY)
+## flock-logs: the agents' and the bus's logs
 flock-logs:
 	@for c in $$(docker ps --filter label=ai-flock.flock --format '{{.Names}}'); do echo "== $$c"; docker logs --tail 20 $$c; done
