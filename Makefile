@@ -68,9 +68,10 @@ operator-key:
 	  pulumi stack output operatorSeed --show-secrets -s $(STACK) > $(OPERATOR_KEY) && \
 	  echo "operator key written to $(OPERATOR_KEY)"
 
-## test: unit and mock-engine tests (fast; no Docker needed)
+## test: unit and mock-engine tests, the slow ones (a three-node bus, the policy
+## pack server) left to check by -short; no Docker needed
 test:
-	$(GO) test ./...
+	$(GO) test -short ./...
 
 ## vet: go vet over every package
 vet:

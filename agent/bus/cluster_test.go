@@ -12,6 +12,8 @@ import (
 	"github.com/ai-flock/ai-flock/agent/bus"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
+
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // waitHealthy polls node num's Healthy until it says yes.
@@ -36,6 +38,7 @@ func waitHealthy(t *testing.T, f *bustest.Flock, num int, d time.Duration) time.
 // so the tasks survive all three replacements. A health check that said yes
 // at once would let the last copy go before the new ones had it.
 func TestClusterHealthyMeansCurrent(t *testing.T) {
+	testkit.SkipInShort(t, "slow: a three-node bus; make check runs it")
 	f := bustest.StartCluster(t, bustest.Agents(1))
 	nc := f.Connect(t, protocol.OperatorUser)
 	js := bustest.JetStream(t, nc)
@@ -73,6 +76,7 @@ func TestClusterHealthyMeansCurrent(t *testing.T) {
 // bootstrap grace so that the orchestrator starts the next node. Once the
 // others are up it is Ready.
 func TestLoneNodeIsHealthyOnlyAfterTheBootstrapGrace(t *testing.T) {
+	testkit.SkipInShort(t, "slow: a three-node bus; make check runs it")
 	f := bustest.NewCluster(t, bustest.Agents(1))
 	f.BootstrapGrace = 2 * time.Second
 	f.Restart(t, 1)

@@ -15,6 +15,8 @@ import (
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
+
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // newClusterEnv is newEnv on a three-node bus: agents and the operator are
@@ -62,6 +64,7 @@ func (e *env) storedByTask(d time.Duration) map[string][]protocol.Result {
 // restarted in turn (a rolling restart): every task the bus acknowledged
 // has a stored result, none is lost.
 func TestClusterLosesANodeWithoutLosingTasks(t *testing.T) {
+	testkit.SkipInShort(t, "slow: a three-node bus; make check runs it")
 	e := newClusterEnv(t, flockWith(3, nil))
 	for _, id := range []string{"agent-1", "agent-2", "agent-3"} {
 		e.start(id)
@@ -158,6 +161,7 @@ func TestClusterLosesANodeWithoutLosingTasks(t *testing.T) {
 // with an error (not acknowledged and then lost), and once a node returns the
 // same publish is stored and run.
 func TestClusterWithoutQuorumRefusesThenRecovers(t *testing.T) {
+	testkit.SkipInShort(t, "slow: a three-node bus; make check runs it")
 	e := newClusterEnv(t, flockWith(1, nil))
 	e.start("agent-1")
 	e.f.Stop(t, 2)

@@ -22,6 +22,8 @@ import (
 	"github.com/ai-flock/ai-flock/infra/policy/pack"
 	"github.com/ai-flock/ai-flock/infra/policy/rules"
 	"github.com/ai-flock/ai-flock/tests/capture"
+
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // startPack builds infra/policy the way the Go language host does (`go build`
@@ -152,6 +154,7 @@ func rpcLevel(t testing.TB, l rules.Level) pulumirpc.EnforcementLevel {
 // as the engine's diagnostics, with the policy, the resource's URN, the
 // level and the message.
 func TestAnalyzerServer(t *testing.T) {
+	testkit.SkipInShort(t, "slow: builds and starts the policy pack; make check runs it")
 	client := startPack(t)
 	ctx := context.Background()
 
