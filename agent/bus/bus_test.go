@@ -18,6 +18,7 @@ import (
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // conn is a test connection that records the server's permission errors.
@@ -627,7 +628,7 @@ func TestPeerByteRateIsBounded(t *testing.T) {
 	}
 	defer b.Shutdown()
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(b.ClientURL(), "nats://"))
-	ip := localIPv4(t)
+	ip := testkit.LocalIPv4(t)
 	nk, err := nats.NkeyOptionFromSeed(f.SeedFile(t, "agent-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -662,22 +663,6 @@ func TestPeerByteRateIsBounded(t *testing.T) {
 	}
 }
 
-// localIPv4 is an address of this machine other than loopback.
-func localIPv4(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
-			return n.IP.String()
-		}
-	}
-	t.Fatal("this machine has no address but loopback")
-	return ""
-}
-
 // One peer holds at most its share of connections: the next is refused in
 // the protocol's words while the operator (loopback here) and other peers
 // still connect, and a connection closed makes room again.
@@ -694,7 +679,7 @@ func TestConnectionsPerPeerAreBounded(t *testing.T) {
 	}
 	defer b.Shutdown()
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(b.ClientURL(), "nats://"))
-	ip := localIPv4(t)
+	ip := testkit.LocalIPv4(t)
 	nk, err := nats.NkeyOptionFromSeed(f.SeedFile(t, "agent-1"))
 	if err != nil {
 		t.Fatal(err)

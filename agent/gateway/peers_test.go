@@ -10,24 +10,8 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/gateway"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
-
-// nonLoopback is an address of this machine other than loopback: peers on
-// loopback are not counted.
-func nonLoopback(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
-			return n.IP.String()
-		}
-	}
-	t.Fatal("this machine has no address but loopback")
-	return ""
-}
 
 // One peer holds at most its share of connections, idle or not: the next
 // gets a 429 and is closed, loopback is not counted, and a connection
@@ -43,7 +27,7 @@ func TestPeerListenerBoundsEachPeer(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(raw.Addr().String())
-	ip := nonLoopback(t)
+	ip := testkit.LocalIPv4(t)
 	addr := net.JoinHostPort(ip, port)
 	get := func(c net.Conn) (string, error) {
 		c.SetDeadline(time.Now().Add(5 * time.Second))
