@@ -1,8 +1,6 @@
 package protocol
 
 import (
-	"fmt"
-	"regexp"
 	"time"
 )
 
@@ -128,14 +126,8 @@ func (e *LedgerEntry) Roll(window string, now time.Time) bool {
 	return true
 }
 
-// ledgerKey is the rule for the bucket's keys: an agent ID as the flock
-// model allows it.
-var ledgerKey = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
-
 // ValidateLedgerKey checks that agent can be a key of the bucket.
 func ValidateLedgerKey(agent string) error {
-	if !ledgerKey.MatchString(agent) {
-		return fmt.Errorf("%q is not an agent ID (lower-case letters, digits and dashes, starting with a letter, at most 31)", agent)
-	}
-	return nil
+	_, err := ParseAgentID(agent)
+	return err
 }

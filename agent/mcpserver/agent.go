@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -49,8 +48,6 @@ const (
 	MaxBodyBytes = 64 << 10        // send body + data
 	pollEvery    = 100 * time.Millisecond
 )
-
-var idPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
 
 // NewAgent returns the agent's MCP server on nc, a connection made with the
 // agent's own key and reply-inbox prefix.
@@ -140,8 +137,8 @@ func checkSend(to, body string, data json.RawMessage, id string, wait float64) e
 	switch {
 	case to == "":
 		errs = append(errs, errors.New("to: required (an agent ID; see roster)"))
-	case to != protocol.OperatorUser && !idPattern.MatchString(to):
-		errs = append(errs, fmt.Errorf("to: %q is not an agent ID (lower-case letters, digits and '-', starting with a letter)", to))
+	case to != protocol.OperatorUser && !protocol.ValidAgentID(to):
+		errs = append(errs, fmt.Errorf("to: %w", &protocol.AgentIDError{ID: to}))
 	}
 	if body == "" && len(data) == 0 {
 		errs = append(errs, errors.New("body: give a body or data"))

@@ -127,8 +127,10 @@ func (o *Operator) runTask(ctx context.Context, _ *mcp.CallToolRequest, in RunTa
 	target := operator.Target{Agent: in.Agent, Pool: in.Pool, All: in.All}
 	if _, err := target.Subject(); err != nil {
 		errs = append(errs, fmt.Errorf("agent: give exactly one of agent, pool or all"))
-	} else if in.Agent != "" && !idPattern.MatchString(in.Agent) {
-		errs = append(errs, fmt.Errorf("agent: %q is not an agent ID", in.Agent))
+	} else if in.Agent != "" {
+		if _, err := protocol.ParseAgentID(in.Agent); err != nil {
+			errs = append(errs, fmt.Errorf("agent: %w", err))
+		}
 	}
 	if in.TimeoutSeconds < 0 || in.TimeoutSeconds > protocol.MaxTaskTimeout.Seconds() {
 		errs = append(errs, fmt.Errorf("timeout_seconds: must be between 0 and %.0f (got %g)", protocol.MaxTaskTimeout.Seconds(), in.TimeoutSeconds))
@@ -264,8 +266,10 @@ func (o *Operator) recentEvents(ctx context.Context, _ *mcp.CallToolRequest, in 
 	if in.Max < 0 || in.Max > EventsKept {
 		errs = append(errs, fmt.Errorf("max: must be between 1 and %d (got %d)", EventsKept, in.Max))
 	}
-	if in.Agent != "" && !idPattern.MatchString(in.Agent) {
-		errs = append(errs, fmt.Errorf("agent: %q is not an agent ID", in.Agent))
+	if in.Agent != "" {
+		if _, err := protocol.ParseAgentID(in.Agent); err != nil {
+			errs = append(errs, fmt.Errorf("agent: %w", err))
+		}
 	}
 	if err := checkWait("wait_seconds", in.WaitSeconds); err != nil {
 		errs = append(errs, err)

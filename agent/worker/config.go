@@ -77,8 +77,6 @@ const (
 	DefaultHealthMaxAge = 4 * StatusEvery
 )
 
-var idPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
-
 // FromEnv reads the configuration; every problem names its variable.
 func FromEnv(getenv func(string) string) (Config, error) {
 	var errs []error
@@ -167,8 +165,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.ID == "":
 		errs = append(errs, errors.New("AGENT_ID: is required"))
-	case !idPattern.MatchString(c.ID):
-		errs = append(errs, fmt.Errorf("AGENT_ID: must match %s (got %q)", idPattern, c.ID))
+	case !protocol.ValidAgentID(c.ID):
+		errs = append(errs, fmt.Errorf("AGENT_ID: %w", &protocol.AgentIDError{ID: c.ID}))
 	}
 	if !filepath.IsAbs(c.SharedDir) {
 		errs = append(errs, fmt.Errorf("SHARED_DIR: must be an absolute path (got %q)", c.SharedDir))

@@ -132,7 +132,6 @@ const (
 )
 
 var (
-	idPattern   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
 	namePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
 	countID     = regexp.MustCompile(`^agent-([1-9][0-9]{0,3})$`)
 	// IDs that would collide with bus subjects or users (tasks.pool, tasks.all, ...).
@@ -269,8 +268,8 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw G
 	for _, e := range entries {
 		ok := true
 		switch {
-		case !idPattern.MatchString(e.id):
-			es.add(e.key+".id", "must match %s (got %q)", idPattern, e.id)
+		case !protocol.ValidAgentID(e.id):
+			es.add(e.key+".id", "%v", &protocol.AgentIDError{ID: e.id})
 			ok = false
 		case reservedIDs[e.id]:
 			es.add(e.key+".id", "%q is reserved for the bus (tasks.%s and friends); choose another ID", e.id, e.id)

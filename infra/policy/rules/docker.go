@@ -3,14 +3,10 @@ package rules
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 
 	"github.com/ai-flock/ai-flock/protocol"
 )
-
-// agentIDPattern is the flock model's rule for agent IDs.
-var agentIDPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
 
 func describe(v any) string {
 	if v == nil {
@@ -389,7 +385,7 @@ func dockerFlockLabels(r Resource) []Finding {
 	}
 	switch role := labels[protocol.LabelRole]; role {
 	case protocol.RoleAgent:
-		if id := labels[protocol.LabelAgent]; !agentIDPattern.MatchString(id) {
+		if id := labels[protocol.LabelAgent]; !protocol.ValidAgentID(id) {
 			out = append(out, r.finding(fix, "is an agent whose %s label %q is not an agent ID", protocol.LabelAgent, id))
 		}
 	case protocol.RoleBus, protocol.RoleGateway, protocol.RoleEgress:

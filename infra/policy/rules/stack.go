@@ -100,7 +100,8 @@ func taskUIDs(td Resource) []int {
 	return out
 }
 
-var agentRoot = regexp.MustCompile(`^/(agents|logs)/([a-z][a-z0-9-]{0,30})$`)
+// agentRoot is an agent's private or log directory: the agent ID rule, inside a path.
+var agentRoot = regexp.MustCompile(`^/(agents|logs)/(` + strings.TrimSuffix(strings.TrimPrefix(protocol.AgentIDRule, "^"), "$") + `)$`)
 
 // apAgent is the agent whose private directory an access point serves ("" for others).
 func apAgent(ap Resource) string {
