@@ -435,17 +435,7 @@ func (s *Server) sweepPool(ctx context.Context, d *dispatch) error {
 		return err
 	}
 	prefix := protocol.SubjectTasksPool + "."
-	for seq := uint64(1); ctx.Err() == nil; seq++ {
-		gctx, cancel := bounded(ctx)
-		raw, err := stream.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(prefix+"*"))
-		cancel()
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		seq = raw.Sequence
+	return eachCopy(ctx, stream, prefix+"*", func(raw *jetstream.RawStreamMsg) error {
 		agent := strings.TrimPrefix(raw.Subject, prefix)
 		timeout := time.Duration(agents[agent].TaskTimeout)
 		if t, err := protocol.DecodeTask(raw.Data, 0); err == nil && t.Timeout > 0 {
@@ -455,7 +445,7 @@ func (s *Server) sweepPool(ctx context.Context, d *dispatch) error {
 			timeout = protocol.MaxTaskTimeout // an agent gone from the topology: its own consumer is deleted with it
 		}
 		if time.Since(raw.Time) < timeout+time.Duration(pool.Grace) {
-			continue
+			return nil
 		}
 		if seq, _, ok := protocol.PoolOrigin(raw.Header.Get); ok {
 			d.forget(seq)
@@ -464,8 +454,8 @@ func (s *Server) sweepPool(ctx context.Context, d *dispatch) error {
 		if err := s.takeBack(ctx, stream, raw, agent, reason, maxDeliver); err != nil {
 			s.log.Warn("pool task not taken back yet", "copy", raw.Sequence, "agent", agent, "err", err)
 		}
-	}
-	return ctx.Err()
+		return nil
+	})
 }
 
 // takeBack queues a copy's task on the pool again (or parks it once it was
@@ -526,7 +516,14 @@ func poolMaxDeliver(topo protocol.Topology) int {
 // interested in them, interest retention would drop the copies, and the
 // tasks with them.
 func (s *Server) handBackCopies(ctx context.Context, stream jetstream.Stream, agent string, maxDeliver int) error {
-	subject := protocol.PoolTaskSubject(agent)
+	return eachCopy(ctx, stream, protocol.PoolTaskSubject(agent), func(raw *jetstream.RawStreamMsg) error {
+		return s.takeBack(ctx, stream, raw, agent, "pool task taken back from agent "+agent+": it left the flock", maxDeliver)
+	})
+}
+
+// eachCopy calls fn on every message of the task stream on subject (pool
+// copies: tasks.pool.<id> or tasks.pool.*), oldest first, until fn fails.
+func eachCopy(ctx context.Context, stream jetstream.Stream, subject string, fn func(*jetstream.RawStreamMsg) error) error {
 	for seq := uint64(1); ctx.Err() == nil; seq++ {
 		gctx, cancel := bounded(ctx)
 		raw, err := stream.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(subject))
@@ -538,7 +535,7 @@ func (s *Server) handBackCopies(ctx context.Context, stream jetstream.Stream, ag
 			return err
 		}
 		seq = raw.Sequence
-		if err := s.takeBack(ctx, stream, raw, agent, "pool task taken back from agent "+agent+": it left the flock", maxDeliver); err != nil {
+		if err := fn(raw); err != nil {
 			return err
 		}
 	}
