@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -389,6 +390,12 @@ func (s *Server) copyFor(msg jetstream.Msg, free *freeSlots) (uint64, string, je
 	agent := free.pick(takenFrom(msg.Headers()))
 	if agent == "" {
 		return seq, "", nil, errors.New("no agent has a free slot any more")
+	}
+	// The topology as it is now: a reconcile that removes an agent holds it
+	// until the agent's consumer is gone (its copies handed back first), so
+	// no copy goes to a consumer about to be deleted.
+	if !slices.ContainsFunc(s.Topology().Pool.Agents, func(a protocol.PoolAgent) bool { return a.ID == agent }) {
+		return seq, "", nil, fmt.Errorf("agent %s left the flock", agent)
 	}
 	c := nats.NewMsg(protocol.PoolTaskSubject(agent))
 	c.Data = msg.Data()
