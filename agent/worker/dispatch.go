@@ -57,7 +57,7 @@ func (a *Agent) ownLoop(ctx context.Context, cons jetstream.Consumer) {
 				sleepCtx(ctx, backoff)
 				break
 			}
-			if !a.slots.acquireOwn(ctx, keep, func() { _ = msg.InProgress() }) {
+			if !a.slots.acquire(ctx, keep, func() { _ = msg.InProgress() }) {
 				_ = msg.Nak()
 				a.handBackBuffered(it)
 				return

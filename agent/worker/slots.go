@@ -21,10 +21,10 @@ func newSlots(n int) *slots {
 	return &slots{size: n, free: n, wake: make(chan struct{})}
 }
 
-// acquireOwn takes a slot for a task, calling keepalive every period while it
+// acquire takes a slot for a task, calling keepalive every period while it
 // waits (so the task's ack deadline does not pass). It returns false if ctx
 // ends first.
-func (s *slots) acquireOwn(ctx context.Context, period time.Duration, keepalive func()) bool {
+func (s *slots) acquire(ctx context.Context, period time.Duration, keepalive func()) bool {
 	var tick <-chan time.Time
 	s.mu.Lock()
 	for s.free == 0 {
