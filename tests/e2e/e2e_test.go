@@ -5,7 +5,9 @@
 // missing engine fails the suite instead of skipping it.
 //
 // FLOCK_E2E_RUNTIME=runsc runs the flock under gVisor (flock:runtime), the
-// engine having a runtime of that name registered (tests/setup.sh does it).
+// engine having a runtime of that name registered (tests/setup.sh does it),
+// and only the probes that must hold there (gvisor_test.go). Without runsc
+// on the engine the suite skips; with FLOCK_REQUIRE_GVISOR=1 it fails.
 //
 // FLOCK_E2E_TARGET=pulumi runs the same probes against a flock deployed by a
 // real `pulumi up -s dev` instead of a replay (see the README).
@@ -87,6 +89,16 @@ func run(m *testing.M) (code int) {
 		}
 		skipWhy = "no Docker engine answers: " + err.Error()
 		return m.Run()
+	}
+	if underGVisor() {
+		if why := gvisorMissing(ctx, engine); why != "" {
+			if os.Getenv("FLOCK_REQUIRE_GVISOR") == "1" {
+				fmt.Fprintf(os.Stderr, "e2e: FLOCK_E2E_RUNTIME=runsc and FLOCK_REQUIRE_GVISOR=1 but %s\n", why)
+				return 1
+			}
+			skipWhy = "FLOCK_E2E_RUNTIME=runsc but " + why
+			return m.Run()
+		}
 	}
 	if os.Getenv("FLOCK_E2E_TARGET") == "pulumi" {
 		fut, err = attachDeployed(ctx, engine)

@@ -108,6 +108,7 @@ func countKeys(m map[string][]protocol.Result, want map[string]string) int {
 
 // The bus restarted mid-stream: no accepted task is lost and agents reconnect.
 func TestBusRestart(t *testing.T) {
+	skipUnderGVisor(t, notTheSandbox)
 	f := need(t)
 	if f.replayed == nil {
 		t.Skip("restarts the bus: replay only")
@@ -191,6 +192,7 @@ func publishRetry(t *testing.T, js jetstream.JetStream, subject string, task pro
 
 // An agent killed mid-task: the task is redelivered and completed.
 func TestAgentKilledMidTask(t *testing.T) {
+	skipUnderGVisor(t, notTheSandbox)
 	f := need(t)
 	if f.replayed == nil {
 		t.Skip("kills an agent: replay only")
@@ -221,6 +223,7 @@ func TestAgentKilledMidTask(t *testing.T) {
 
 // The whole flock restarted: the shared directory survives.
 func TestFlockRestart(t *testing.T) {
+	skipUnderGVisor(t, notTheSandbox)
 	f := need(t)
 	if f.replayed == nil {
 		t.Skip("restarts the flock: replay only")
@@ -281,6 +284,7 @@ func TestFlockRestart(t *testing.T) {
 
 // The 10-agent flock's start time, measured in setup.
 func TestStartTime(t *testing.T) {
+	skipUnderGVisor(t, notTheSandbox)
 	f := need(t)
 	if f.replayed == nil {
 		t.Skip("replay only")

@@ -126,6 +126,17 @@ func (e *Engine) Arch(ctx context.Context) (string, error) {
 // Ping checks the engine answers.
 func (e *Engine) Ping(ctx context.Context) error { return e.do(ctx, "GET", "/_ping", nil, nil) }
 
+// HasRuntime reports whether the engine has an OCI runtime of that name
+// registered (docker info's Runtimes: runc, and runsc where gVisor is).
+func (e *Engine) HasRuntime(ctx context.Context, name string) (bool, error) {
+	var v struct{ Runtimes map[string]any }
+	if err := e.do(ctx, "GET", "/info", nil, &v); err != nil {
+		return false, err
+	}
+	_, ok := v.Runtimes[name]
+	return ok, nil
+}
+
 // Build builds an image from a context directory (honouring simple
 // .dockerignore patterns) and returns its ID.
 func (e *Engine) Build(ctx context.Context, dir, dockerfile, target, tag string, args map[string]string, labels map[string]string) (string, error) {
