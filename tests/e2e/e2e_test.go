@@ -47,7 +47,7 @@ type flockUnderTest struct {
 	busURL     string
 	probe      map[string]string // agent ID -> probe path inside its container
 	engine     *replay.Engine
-	replayed   *replay.Flock
+	replayed   *replay.Deployment
 	stack      *capture.Stack // what the replay created, as declared
 	stateRoot  string         // host path of the credentials and the bus's files
 	heartbeat  time.Duration  // the agents' heartbeat interval

@@ -35,7 +35,7 @@ const (
 
 var (
 	engine   *replay.Engine
-	replayed *replay.Flock
+	replayed *replay.Deployment
 	shared   string
 	seed     string
 	skipWhy  string

@@ -12,7 +12,7 @@ import (
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
-func (f *Flock) command(ctx context.Context, r capture.Resource) error {
+func (f *Deployment) command(ctx context.Context, r capture.Resource) error {
 	in := Inputs(r)
 	env := map[string]string{}
 	if m, ok := in["environment"].(map[string]any); ok {

@@ -48,7 +48,7 @@ func networkRequest(in map[string]any) map[string]any {
 	}
 }
 
-func (f *Flock) network(ctx context.Context, r capture.Resource) error {
+func (f *Deployment) network(ctx context.Context, r capture.Resource) error {
 	req := networkRequest(Inputs(r))
 	id, err := f.Engine.CreateNetwork(ctx, req)
 	if err != nil {
@@ -64,7 +64,7 @@ func (f *Flock) network(ctx context.Context, r capture.Resource) error {
 // memory and memorySwap are MiB, cpus becomes NanoCPUs, the container is
 // created on the default bridge, disconnected from it and connected to each
 // networksAdvanced entry before it starts.
-func (f *Flock) container(ctx context.Context, r capture.Resource) error {
+func (f *Deployment) container(ctx context.Context, r capture.Resource) error {
 	in := Inputs(r)
 	image := str(in["image"])
 	if real, ok := f.Images[image]; ok {

@@ -11,7 +11,7 @@ import (
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
-func (f *Flock) image(ctx context.Context, r capture.Resource) error {
+func (f *Deployment) image(ctx context.Context, r capture.Resource) error {
 	id, err := BuildImage(ctx, f.Engine, f.Root, r)
 	if err != nil {
 		return err

@@ -19,8 +19,8 @@ import (
 // interrupted run can be found and removed.
 const RunLabel = "ai-flock.e2e"
 
-// Flock is a replayed flock.
-type Flock struct {
+// Deployment is a flock replayed on the engine: what the replay created.
+type Deployment struct {
 	Engine     *Engine
 	Root       string            // project root (relative build contexts)
 	Images     map[string]string // mock digest -> built image ID
@@ -39,11 +39,11 @@ type created struct {
 }
 
 // Replay creates every declared resource in dependency order.
-func Replay(ctx context.Context, e *Engine, s *capture.Stack, root string, logf func(string, ...any)) (*Flock, error) {
+func Replay(ctx context.Context, e *Engine, s *capture.Stack, root string, logf func(string, ...any)) (*Deployment, error) {
 	if err := Check(s); err != nil {
 		return nil, err
 	}
-	f := &Flock{Engine: e, Root: root, Images: map[string]string{}, Containers: map[string]string{}, Networks: map[string]string{}, Log: logf}
+	f := &Deployment{Engine: e, Root: root, Images: map[string]string{}, Containers: map[string]string{}, Networks: map[string]string{}, Log: logf}
 	order, err := topo(s)
 	if err != nil {
 		return nil, err
@@ -111,7 +111,7 @@ func topo(s *capture.Stack) ([]capture.Resource, error) {
 // as Pulumi deletes dependents before what they depend on (containers before
 // the steps whose delete removes their images or credentials), then removes
 // anything else labelled by a replay.
-func (f *Flock) Teardown(ctx context.Context) error {
+func (f *Deployment) Teardown(ctx context.Context) error {
 	var errs []string
 	for i := len(f.created) - 1; i >= 0; i-- {
 		c := f.created[i]
