@@ -59,35 +59,35 @@ func Read(s *capture.Stack) (*Model, error) {
 		case capture.TypeSecret:
 			secretByID[capture.MockID(r.Name)] = r.MockARN()
 		case capture.TypeNamespace:
-			namespaces[capture.MockID(r.Name)] = str(in["name"])
+			namespaces[capture.MockID(r.Name)] = replay.Str(in["name"])
 		case capture.TypeSecurityGroup:
 			m.Groups[capture.MockID(r.Name)] = &Group{ID: capture.MockID(r.Name), Name: r.Name}
 		case capture.TypeRoute:
-			if str(in["destinationCidrBlock"]) == "0.0.0.0/0" && (str(in["natGatewayId"]) != "" || str(in["gatewayId"]) != "") {
-				routeTables[str(in["routeTableId"])] = true
+			if replay.Str(in["destinationCidrBlock"]) == "0.0.0.0/0" && (replay.Str(in["natGatewayId"]) != "" || replay.Str(in["gatewayId"]) != "") {
+				routeTables[replay.Str(in["routeTableId"])] = true
 			}
 		case capture.TypeRouteTableAssoc:
-			assoc[str(in["subnetId"])] = str(in["routeTableId"])
+			assoc[replay.Str(in["subnetId"])] = replay.Str(in["routeTableId"])
 		case capture.TypeSubnet:
-			p, err := netip.ParsePrefix(str(in["cidrBlock"]))
+			p, err := netip.ParsePrefix(replay.Str(in["cidrBlock"]))
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("subnet %s: %v", r.Name, err))
 				continue
 			}
 			m.Subnets[capture.MockID(r.Name)] = &Subnet{ID: capture.MockID(r.Name), Name: r.Name, CIDR: p}
 		case capture.TypeVpcEndpoint:
-			if str(in["vpcEndpointType"]) == "Gateway" {
+			if replay.Str(in["vpcEndpointType"]) == "Gateway" {
 				m.PrefixLists = append(m.PrefixLists, capture.MockPrefixS3)
 			} else {
-				m.EndpointGroups = append(m.EndpointGroups, strs(in["securityGroupIds"])...)
+				m.EndpointGroups = append(m.EndpointGroups, replay.Strs(in["securityGroupIds"])...)
 			}
 		case capture.TypeMountTarget:
-			fs := str(in["fileSystemId"])
-			m.EFSGroups[fs] = append(m.EFSGroups[fs], strs(in["securityGroups"])...)
+			fs := replay.Str(in["fileSystemId"])
+			m.EFSGroups[fs] = append(m.EFSGroups[fs], replay.Strs(in["securityGroups"])...)
 		case capture.TypeImage:
 			// A task definition names a pushed image by <repository>@<digest>
 			// (the mocks' repoDigest); a local one by its ID.
-			name := str(in["imageName"])
+			name := replay.Str(in["imageName"])
 			if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
 				name = name[:i]
 			}
@@ -105,12 +105,12 @@ func Read(s *capture.Stack) (*Model, error) {
 		var err error
 		switch r.Type {
 		case capture.TypeSecretVersion:
-			arn, ok := secretByID[str(in["secretId"])]
+			arn, ok := secretByID[replay.Str(in["secretId"])]
 			if !ok {
-				err = fmt.Errorf("secret %q is not declared", str(in["secretId"]))
+				err = fmt.Errorf("secret %q is not declared", replay.Str(in["secretId"]))
 				break
 			}
-			m.Secrets[arn] = str(in["secretString"])
+			m.Secrets[arn] = replay.Str(in["secretString"])
 		case capture.TypeAccessPoint:
 			var ap AccessPoint
 			ap, err = readAccessPoint(r, in)
@@ -119,12 +119,12 @@ func Read(s *capture.Stack) (*Model, error) {
 			err = m.readRule(in)
 		case capture.TypeDiscovery:
 			dns, _ := in["dnsConfig"].(map[string]any)
-			ns, ok := namespaces[str(dns["namespaceId"])]
+			ns, ok := namespaces[replay.Str(dns["namespaceId"])]
 			if !ok {
-				err = fmt.Errorf("namespace %q is not declared", str(dns["namespaceId"]))
+				err = fmt.Errorf("namespace %q is not declared", replay.Str(dns["namespaceId"]))
 				break
 			}
-			m.Discovery[r.MockARN()] = str(in["name"]) + "." + ns
+			m.Discovery[r.MockARN()] = replay.Str(in["name"]) + "." + ns
 		case capture.TypeTaskDefinition:
 			var td *TaskDef
 			if td, err = readTaskDef(r, in); err == nil {
@@ -167,15 +167,15 @@ func Read(s *capture.Stack) (*Model, error) {
 }
 
 func readAccessPoint(r capture.Resource, in map[string]any) (AccessPoint, error) {
-	ap := AccessPoint{ID: capture.MockID(r.Name), Name: r.Name, FileSystemID: str(in["fileSystemId"])}
+	ap := AccessPoint{ID: capture.MockID(r.Name), Name: r.Name, FileSystemID: replay.Str(in["fileSystemId"])}
 	root, _ := in["rootDirectory"].(map[string]any)
-	ap.Path = str(root["path"])
+	ap.Path = replay.Str(root["path"])
 	if ap.Path == "" {
 		ap.Path = "/"
 	}
 	if ci, ok := root["creationInfo"].(map[string]any); ok {
 		ap.HasCreationInfo = true
-		ap.OwnerUID, ap.OwnerGID, ap.Perms = num(ci["ownerUid"]), num(ci["ownerGid"]), str(ci["permissions"])
+		ap.OwnerUID, ap.OwnerGID, ap.Perms = num(ci["ownerUid"]), num(ci["ownerGid"]), replay.Str(ci["permissions"])
 		if _, err := strconv.ParseUint(ap.Perms, 8, 32); err != nil {
 			return ap, fmt.Errorf("creationInfo.permissions %q is not octal", ap.Perms)
 		}
@@ -189,64 +189,64 @@ func readAccessPoint(r capture.Resource, in map[string]any) (AccessPoint, error)
 }
 
 func (m *Model) readRule(in map[string]any) error {
-	g := m.Groups[str(in["securityGroupId"])]
+	g := m.Groups[replay.Str(in["securityGroupId"])]
 	if g == nil {
-		return fmt.Errorf("security group %q is not declared", str(in["securityGroupId"]))
+		return fmt.Errorf("security group %q is not declared", replay.Str(in["securityGroupId"]))
 	}
-	r := Rule{Protocol: str(in["protocol"]), FromPort: num(in["fromPort"]), ToPort: num(in["toPort"]),
-		Peer: str(in["sourceSecurityGroupId"]), PrefixLists: strs(in["prefixListIds"]), Description: str(in["description"])}
+	r := Rule{Protocol: replay.Str(in["protocol"]), FromPort: num(in["fromPort"]), ToPort: num(in["toPort"]),
+		Peer: replay.Str(in["sourceSecurityGroupId"]), PrefixLists: replay.Strs(in["prefixListIds"]), Description: replay.Str(in["description"])}
 	if in["self"] == true {
 		r.Peer = g.ID
 	}
-	for _, c := range strs(in["cidrBlocks"]) {
+	for _, c := range replay.Strs(in["cidrBlocks"]) {
 		p, err := netip.ParsePrefix(c)
 		if err != nil {
 			return fmt.Errorf("cidr %q: %v", c, err)
 		}
 		r.CIDRs = append(r.CIDRs, p)
 	}
-	switch str(in["type"]) {
+	switch replay.Str(in["type"]) {
 	case "ingress":
 		g.Ingress = append(g.Ingress, r)
 	case "egress":
 		g.Egress = append(g.Egress, r)
 	default:
-		return fmt.Errorf("rule type %q", str(in["type"]))
+		return fmt.Errorf("rule type %q", replay.Str(in["type"]))
 	}
 	return nil
 }
 
 func readTaskDef(r capture.Resource, in map[string]any) (*TaskDef, error) {
-	td := &TaskDef{ARN: r.MockARN(), Family: str(in["family"]), Volumes: map[string]Volume{}}
-	if !slices.Contains(strs(in["requiresCompatibilities"]), "FARGATE") {
+	td := &TaskDef{ARN: r.MockARN(), Family: replay.Str(in["family"]), Volumes: map[string]Volume{}}
+	if !slices.Contains(replay.Strs(in["requiresCompatibilities"]), "FARGATE") {
 		return nil, fmt.Errorf("requiresCompatibilities %v: the replay runs FARGATE task definitions", in["requiresCompatibilities"])
 	}
-	if mode := str(in["networkMode"]); mode != "awsvpc" {
+	if mode := replay.Str(in["networkMode"]); mode != "awsvpc" {
 		return nil, fmt.Errorf("networkMode %q: Fargate runs awsvpc only", mode)
 	}
 	var err error
-	if td.CPU, err = strconv.Atoi(str(in["cpu"])); err != nil {
-		return nil, fmt.Errorf("cpu %q: Fargate needs the task's CPU units", str(in["cpu"]))
+	if td.CPU, err = strconv.Atoi(replay.Str(in["cpu"])); err != nil {
+		return nil, fmt.Errorf("cpu %q: Fargate needs the task's CPU units", replay.Str(in["cpu"]))
 	}
-	if td.MemoryMiB, err = strconv.Atoi(str(in["memory"])); err != nil {
-		return nil, fmt.Errorf("memory %q: Fargate needs the task's memory", str(in["memory"]))
+	if td.MemoryMiB, err = strconv.Atoi(replay.Str(in["memory"])); err != nil {
+		return nil, fmt.Errorf("memory %q: Fargate needs the task's memory", replay.Str(in["memory"]))
 	}
 	rp, _ := in["runtimePlatform"].(map[string]any)
-	td.Arch = str(rp["cpuArchitecture"])
+	td.Arch = replay.Str(rp["cpuArchitecture"])
 	if td.Arch == "" {
 		td.Arch = "X86_64"
 	}
 	if es, ok := in["ephemeralStorage"].(map[string]any); ok {
 		td.EphemeralGiB = num(es["sizeInGib"])
 	}
-	dec := json.NewDecoder(strings.NewReader(str(in["containerDefinitions"])))
+	dec := json.NewDecoder(strings.NewReader(replay.Str(in["containerDefinitions"])))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&td.Containers); err != nil {
 		return nil, fmt.Errorf("containerDefinitions: %v (a field the replay does not map is refused)", err)
 	}
-	for _, v := range list(in["volumes"]) {
+	for _, v := range replay.List(in["volumes"]) {
 		vm, _ := v.(map[string]any)
-		vol := Volume{Name: str(vm["name"])}
+		vol := Volume{Name: replay.Str(vm["name"])}
 		for k := range vm {
 			if k != "name" && k != "efsVolumeConfiguration" {
 				return nil, fmt.Errorf("volume %s: %q is not mapped by the Fargate replay", vol.Name, k)
@@ -254,8 +254,8 @@ func readTaskDef(r capture.Resource, in map[string]any) (*TaskDef, error) {
 		}
 		if efs, ok := vm["efsVolumeConfiguration"].(map[string]any); ok {
 			auth, _ := efs["authorizationConfig"].(map[string]any)
-			vol.EFS = &EFSVolume{FileSystemID: str(efs["fileSystemId"]), TransitEncryption: str(efs["transitEncryption"]),
-				RootDirectory: str(efs["rootDirectory"]), AccessPointID: str(auth["accessPointId"]), IAM: str(auth["iam"])}
+			vol.EFS = &EFSVolume{FileSystemID: replay.Str(efs["fileSystemId"]), TransitEncryption: replay.Str(efs["transitEncryption"]),
+				RootDirectory: replay.Str(efs["rootDirectory"]), AccessPointID: replay.Str(auth["accessPointId"]), IAM: replay.Str(auth["iam"])}
 		}
 		td.Volumes[vol.Name] = vol
 	}
@@ -263,19 +263,19 @@ func readTaskDef(r capture.Resource, in map[string]any) (*TaskDef, error) {
 }
 
 func (m *Model) readService(r capture.Resource, in map[string]any, services map[string]string) (*Service, error) {
-	svc := &Service{Name: str(in["name"]), Resource: r.Name, TaskDef: str(in["taskDefinition"]), Desired: num(in["desiredCount"]),
+	svc := &Service{Name: replay.Str(in["name"]), Resource: r.Name, TaskDef: replay.Str(in["taskDefinition"]), Desired: num(in["desiredCount"]),
 		WaitSteady: in["waitForSteadyState"] == true}
 	if svc.Name == "" {
 		svc.Name = r.Name
 	}
-	if lt := str(in["launchType"]); lt != "FARGATE" {
+	if lt := replay.Str(in["launchType"]); lt != "FARGATE" {
 		return nil, fmt.Errorf("launchType %q: the replay runs FARGATE services", lt)
 	}
 	if _, ok := m.TaskDefs[svc.TaskDef]; !ok {
 		return nil, fmt.Errorf("task definition %q is not declared", svc.TaskDef)
 	}
 	nc, _ := in["networkConfiguration"].(map[string]any)
-	svc.Groups, svc.Subnets, svc.PublicIP = strs(nc["securityGroups"]), strs(nc["subnets"]), nc["assignPublicIp"] == true
+	svc.Groups, svc.Subnets, svc.PublicIP = replay.Strs(nc["securityGroups"]), replay.Strs(nc["subnets"]), nc["assignPublicIp"] == true
 	if len(svc.Groups) == 0 {
 		return nil, fmt.Errorf("no security groups")
 	}
@@ -285,9 +285,9 @@ func (m *Model) readService(r capture.Resource, in map[string]any, services map[
 		}
 	}
 	if sr, ok := in["serviceRegistries"].(map[string]any); ok {
-		name, ok := m.Discovery[str(sr["registryArn"])]
+		name, ok := m.Discovery[replay.Str(sr["registryArn"])]
 		if !ok {
-			return nil, fmt.Errorf("Cloud Map service %q is not declared", str(sr["registryArn"]))
+			return nil, fmt.Errorf("Cloud Map service %q is not declared", replay.Str(sr["registryArn"]))
 		}
 		svc.Registry = name
 	}
@@ -299,31 +299,11 @@ func (m *Model) readService(r capture.Resource, in map[string]any, services map[
 	return svc, nil
 }
 
-func str(v any) string {
-	s, _ := v.(string)
-	return s
-}
-
+// num is v as an int: a JSON number (replay.Num), or a number in a string.
 func num(v any) int {
-	switch x := v.(type) {
-	case float64:
-		return int(x)
-	case string:
+	if x, ok := v.(string); ok {
 		n, _ := strconv.Atoi(x)
 		return n
 	}
-	return 0
-}
-
-func list(v any) []any {
-	l, _ := v.([]any)
-	return l
-}
-
-func strs(v any) []string {
-	var out []string
-	for _, e := range list(v) {
-		out = append(out, str(e))
-	}
-	return out
+	return replay.Num(v)
 }

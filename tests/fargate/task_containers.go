@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/ai-flock/ai-flock/tests/e2e/replay"
 )
 
 // containerRequest is the Engine API create request of one container as
@@ -185,9 +187,9 @@ func (c *Cluster) containerState(ctx context.Context, id string) (containerStatu
 		return containerStatus{}, err
 	}
 	st, _ := doc["State"].(map[string]any)
-	out := containerStatus{Status: str(st["Status"]), Running: st["Running"] == true, ExitCode: num(st["ExitCode"])}
+	out := containerStatus{Status: replay.Str(st["Status"]), Running: st["Running"] == true, ExitCode: num(st["ExitCode"])}
 	if h, ok := st["Health"].(map[string]any); ok {
-		out.Health = str(h["Status"])
+		out.Health = replay.Str(h["Status"])
 	}
 	return out, nil
 }

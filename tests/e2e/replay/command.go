@@ -17,13 +17,13 @@ func (f *Deployment) command(ctx context.Context, r capture.Resource) error {
 	env := map[string]string{}
 	if m, ok := in["environment"].(map[string]any); ok {
 		for k, v := range m {
-			env[k] = str(v)
+			env[k] = Str(v)
 		}
 	}
-	if del := str(in["delete"]); del != "" {
+	if del := Str(in["delete"]); del != "" {
 		f.created = append(f.created, created{typ: r.Type, name: r.Name, script: del, env: env})
 	}
-	out, err := runShell(ctx, str(in["create"]), str(in["stdin"]), env)
+	out, err := runShell(ctx, Str(in["create"]), Str(in["stdin"]), env)
 	if err != nil {
 		return fmt.Errorf("%w: %s", err, out)
 	}

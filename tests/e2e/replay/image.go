@@ -26,34 +26,34 @@ func (f *Deployment) image(ctx context.Context, r capture.Resource) error {
 func BuildImage(ctx context.Context, e *Engine, root string, r capture.Resource) (string, error) {
 	in := Inputs(r)
 	b, _ := in["build"].(map[string]any)
-	dir := str(b["context"])
+	dir := Str(b["context"])
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(root, dir)
 	}
 	// The engine wants the Dockerfile relative to the context.
-	dockerfile := str(b["dockerfile"])
+	dockerfile := Str(b["dockerfile"])
 	if !filepath.IsAbs(dockerfile) {
 		dockerfile = filepath.Join(root, dockerfile)
 	}
 	dockerfile, err := filepath.Rel(dir, dockerfile)
 	if err != nil || strings.HasPrefix(dockerfile, "..") {
-		return "", fmt.Errorf("dockerfile %q is outside the build context %s", str(b["dockerfile"]), dir)
+		return "", fmt.Errorf("dockerfile %q is outside the build context %s", Str(b["dockerfile"]), dir)
 	}
 	args := map[string]string{}
 	if a, ok := b["args"].(map[string]any); ok {
 		for k, v := range a {
-			args[k] = str(v)
+			args[k] = Str(v)
 		}
 	}
 	// BuildKit (the provider's builder) sets TARGETARCH from the build's
 	// platform, or the engine's own; the legacy builder the replay drives
 	// takes it as an argument.
 	if _, ok := args["TARGETARCH"]; !ok {
-		if args["TARGETARCH"], err = targetArch(ctx, e, str(b["platform"])); err != nil {
+		if args["TARGETARCH"], err = targetArch(ctx, e, Str(b["platform"])); err != nil {
 			return "", err
 		}
 	}
-	return e.Build(ctx, dir, dockerfile, str(b["target"]), str(in["imageName"]), args, map[string]string{RunLabel: "1"})
+	return e.Build(ctx, dir, dockerfile, Str(b["target"]), Str(in["imageName"]), args, map[string]string{RunLabel: "1"})
 }
 
 // targetArch is the architecture a build for platform ("os/arch", or ""

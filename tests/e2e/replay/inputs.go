@@ -136,36 +136,3 @@ func Inputs(r capture.Resource) map[string]any {
 	}
 	return m
 }
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
-}
-
-func num(v any) int {
-	f, _ := v.(float64)
-	return int(f)
-}
-
-func list(v any) []any {
-	l, _ := v.([]any)
-	return l
-}
-
-func strs(v any) []string {
-	var out []string
-	for _, e := range list(v) {
-		out = append(out, str(e))
-	}
-	return out
-}
-
-func strMap(v any) map[string]string {
-	out := map[string]string{}
-	if m, ok := v.(map[string]any); ok {
-		for k, e := range m {
-			out[k] = str(e)
-		}
-	}
-	return out
-}
