@@ -305,6 +305,18 @@ func need(t *testing.T) *flockUnderTest {
 	return fut
 }
 
+// needReplay is need for a test that runs only on a replayed flock, not
+// against one deployed by pulumi (FLOCK_E2E_TARGET=pulumi): it skips
+// there, saying why.
+func needReplay(t *testing.T, why string) *flockUnderTest {
+	t.Helper()
+	f := need(t)
+	if f.replayed == nil {
+		t.Skip(why)
+	}
+	return f
+}
+
 func container(id string) string { return fut.name + "-" + id }
 
 // probe runs the probe binary in an agent container and returns its outcome.

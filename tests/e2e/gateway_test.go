@@ -73,10 +73,7 @@ func e2eAgents() string {
 // and own image: the flock a replay made. Against a flock Pulumi deployed,
 // layer 3 runs the gateway itself (tests/layer3/run.sh, step 6).
 func needGateway(t *testing.T) *flockUnderTest {
-	f := need(t)
-	if f.replayed == nil {
-		t.Skip("the e2e flock's gateway, fake model and own image: replay only (layer 3 runs the gateway for real)")
-	}
+	f := needReplay(t, "the e2e flock's gateway, fake model and own image: replay only (layer 3 runs the gateway for real)")
 	return f
 }
 
