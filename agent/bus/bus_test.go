@@ -27,7 +27,7 @@ type conn struct {
 	errs chan error
 }
 
-func connect(t *testing.T, f *bustest.Flock, user string) *conn {
+func connect(t *testing.T, f *bustest.Bus, user string) *conn {
 	t.Helper()
 	c := &conn{errs: make(chan error, 64)}
 	c.Conn = f.Connect(t, user, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.errs <- err }))

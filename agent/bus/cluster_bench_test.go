@@ -22,10 +22,10 @@ func BenchmarkTaskStored(b *testing.B) {
 	body := []byte(`{"v":1,"id":"bench","kind":"echo","stdin":"a task of about a hundred bytes, as the operator sends them"}`)
 	for _, tc := range []struct {
 		name  string
-		start func(testing.TB) *bustest.Flock
+		start func(testing.TB) *bustest.Bus
 	}{
-		{"1 node", func(tb testing.TB) *bustest.Flock { return bustest.Start(tb, bustest.Agents(3)) }},
-		{"3 nodes", func(tb testing.TB) *bustest.Flock { return bustest.StartCluster(tb, bustest.Agents(3)) }},
+		{"1 node", func(tb testing.TB) *bustest.Bus { return bustest.Start(tb, bustest.Agents(3)) }},
+		{"3 nodes", func(tb testing.TB) *bustest.Bus { return bustest.StartCluster(tb, bustest.Agents(3)) }},
 	} {
 		b.Run(tc.name+"/sync", func(b *testing.B) {
 			js := bustest.JetStream(b, tc.start(b).Connect(b, protocol.OperatorUser))

@@ -17,7 +17,7 @@ import (
 )
 
 // waitHealthy polls node num's Healthy until it says yes.
-func waitHealthy(t *testing.T, f *bustest.Flock, num int, d time.Duration) time.Duration {
+func waitHealthy(t *testing.T, f *bustest.Bus, num int, d time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {

@@ -16,7 +16,7 @@ import (
 )
 
 // poolGrace shortens the pool's grace in f's topology and reloads the bus.
-func poolGrace(t *testing.T, f *bustest.Flock, d time.Duration) {
+func poolGrace(t *testing.T, f *bustest.Bus, d time.Duration) {
 	t.Helper()
 	b, err := os.ReadFile(f.TopologyFile)
 	if err != nil {

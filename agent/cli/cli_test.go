@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 }
 
 type flockEnv struct {
-	f      *bustest.Flock
+	f      *bustest.Bus
 	shared string
 	env    map[string]string
 }

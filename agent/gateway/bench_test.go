@@ -140,7 +140,7 @@ func BenchmarkLedger(b *testing.B) {
 	}
 }
 
-func busLedger(b *testing.B, f *bustest.Flock) ledger.Ledger {
+func busLedger(b *testing.B, f *bustest.Bus) ledger.Ledger {
 	l, err := ledger.NewBus(f.Connect(b, protocol.GatewayUser), nil)
 	if err != nil {
 		b.Fatal(err)

@@ -29,7 +29,7 @@ func newBus(t *testing.T, nc *nats.Conn) *ledger.Bus {
 }
 
 // entry reads agent's entry as the operator sees it.
-func entry(t *testing.T, f *bustest.Flock, agent string) protocol.LedgerEntry {
+func entry(t *testing.T, f *bustest.Bus, agent string) protocol.LedgerEntry {
 	t.Helper()
 	kv, err := ledger.Bucket(context.Background(), bustest.JetStream(t, f.Connect(t, protocol.OperatorUser)))
 	if err != nil {

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 
 // testFlock is a real bus with running agents sharing one directory.
 type testFlock struct {
-	f      *bustest.Flock
+	f      *bustest.Bus
 	shared string
 }
 

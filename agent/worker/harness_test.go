@@ -59,7 +59,7 @@ func echo(id, text string) protocol.Task {
 // env is a running flock: bus, operator connection, shared directory.
 type env struct {
 	t       *testing.T
-	f       *bustest.Flock
+	f       *bustest.Bus
 	shared  string
 	op      *nats.Conn
 	js      jetstream.JetStream
@@ -75,7 +75,7 @@ func newEnv(t *testing.T, cfg flock.Config) *env {
 
 // envOn is an environment on a running bus f; opts are the operator
 // connection's.
-func envOn(t *testing.T, f *bustest.Flock, opts ...nats.Option) *env {
+func envOn(t *testing.T, f *bustest.Bus, opts ...nats.Option) *env {
 	t.Helper()
 	op := f.Connect(t, protocol.OperatorUser, opts...)
 	cl, err := operator.New(op)

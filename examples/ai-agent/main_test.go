@@ -327,7 +327,7 @@ func TestRunAnswersPromptsAndTellsThePeer(t *testing.T) {
 
 // startFlock starts a real bus and n real agents (flock-agent run, in
 // process) sharing one directory, and waits until each stores messages.
-func startFlock(t *testing.T, n int) (*bustest.Flock, string) {
+func startFlock(t *testing.T, n int) (*bustest.Bus, string) {
 	f, shared := bustest.Start(t, bustest.Agents(n)), t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

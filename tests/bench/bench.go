@@ -179,7 +179,7 @@ func Throughput(ctx context.Context, l Load) (Stats, error) {
 }
 
 // startAgents runs every agent of f in this process and waits until all are ready.
-func startAgents(ctx context.Context, f *bustest.Flock, dir string, n int) (stop func(), err error) {
+func startAgents(ctx context.Context, f *bustest.Bus, dir string, n int) (stop func(), err error) {
 	op, err := f.DialUser(protocol.OperatorUser)
 	if err != nil {
 		return nil, err

@@ -29,8 +29,9 @@ import (
 // Master is the fixed master secret tests derive credentials from.
 var Master = []byte("ai-flock-test-master-secret-0123456789")
 
-// Flock is a rendered flock with its bus running.
-type Flock struct {
+// Bus is a test bus: a rendered flock model with its bus running (one
+// node, or three with StartCluster).
+type Bus struct {
 	Dir          string // holds the rendered files, seeds and the store
 	ConfigFile   string
 	TopologyFile string
@@ -55,12 +56,12 @@ func Agents(n int) flock.Config {
 
 // New renders cfg into dir and starts its bus (random port, store in dir).
 // Close stops it. logger may be nil.
-func New(dir string, cfg flock.Config, logger *slog.Logger) (*Flock, error) {
+func New(dir string, cfg flock.Config, logger *slog.Logger) (*Bus, error) {
 	return newWithMaster(dir, cfg, logger, Master)
 }
 
-func newWithMaster(dir string, cfg flock.Config, logger *slog.Logger, master []byte) (*Flock, error) {
-	f := &Flock{Dir: dir, ConfigFile: filepath.Join(dir, "nats.conf"), TopologyFile: filepath.Join(dir, "topology.json"), master: master, agentMaster: master}
+func newWithMaster(dir string, cfg flock.Config, logger *slog.Logger, master []byte) (*Bus, error) {
+	f := &Bus{Dir: dir, ConfigFile: filepath.Join(dir, "nats.conf"), TopologyFile: filepath.Join(dir, "topology.json"), master: master, agentMaster: master}
 	if err := f.render(cfg); err != nil {
 		return nil, err
 	}
@@ -74,7 +75,7 @@ func newWithMaster(dir string, cfg flock.Config, logger *slog.Logger, master []b
 }
 
 // startBus starts the single bus on port (-1: any free port).
-func (f *Flock) startBus(port int) (*bus.Server, error) {
+func (f *Bus) startBus(port int) (*bus.Server, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	return bus.Start(ctx, bus.Config{
@@ -86,7 +87,7 @@ func (f *Flock) startBus(port int) (*bus.Server, error) {
 
 // RestartBus starts the single bus again after f.Bus.Shutdown(), on the
 // same port and store: clients find it at the URL they had.
-func (f *Flock) RestartBus(tb testing.TB) {
+func (f *Bus) RestartBus(tb testing.TB) {
 	tb.Helper()
 	u, err := url.Parse(f.URL)
 	if err != nil {
@@ -104,7 +105,7 @@ func (f *Flock) RestartBus(tb testing.TB) {
 }
 
 // Start is New for a test: temp dir, stopped when the test ends.
-func Start(tb testing.TB, cfg flock.Config) *Flock {
+func Start(tb testing.TB, cfg flock.Config) *Bus {
 	tb.Helper()
 	f, err := New(tb.TempDir(), cfg, testLogger())
 	if err != nil {
@@ -117,7 +118,7 @@ func Start(tb testing.TB, cfg flock.Config) *Flock {
 // StartWithMaster is Start with the operator's key derived from master, as
 // the stacks derive it from flock:busSecret: a test can then use the very
 // credential a captured stack hands its operator.
-func StartWithMaster(tb testing.TB, cfg flock.Config, master []byte) *Flock {
+func StartWithMaster(tb testing.TB, cfg flock.Config, master []byte) *Bus {
 	tb.Helper()
 	f, err := newWithMaster(tb.TempDir(), cfg, testLogger(), master)
 	if err != nil {
@@ -128,7 +129,7 @@ func StartWithMaster(tb testing.TB, cfg flock.Config, master []byte) *Flock {
 }
 
 // Close stops the bus (every node that runs).
-func (f *Flock) Close() {
+func (f *Bus) Close() {
 	if f.Nodes == nil {
 		f.Bus.Shutdown()
 		return
@@ -139,7 +140,7 @@ func (f *Flock) Close() {
 }
 
 // Rerender writes cfg's files and reloads the running bus (SIGHUP's path).
-func (f *Flock) Rerender(tb testing.TB, cfg flock.Config) {
+func (f *Bus) Rerender(tb testing.TB, cfg flock.Config) {
 	tb.Helper()
 	if err := f.render(cfg); err != nil {
 		tb.Fatal(err)
@@ -165,7 +166,7 @@ func (f *Flock) Rerender(tb testing.TB, cfg flock.Config) {
 // flock:busSecret does: their seed files under Dir are replaced (by rename,
 // as the host step does) and the bus reloads with the new public keys. The
 // operator's key stays.
-func (f *Flock) RotateAgentKeys(tb testing.TB, secret []byte) {
+func (f *Bus) RotateAgentKeys(tb testing.TB, secret []byte) {
 	tb.Helper()
 	f.agentMaster = secret
 	for _, id := range f.Model.AgentIDs() {
@@ -176,7 +177,7 @@ func (f *Flock) RotateAgentKeys(tb testing.TB, secret []byte) {
 	f.Rerender(tb, f.cfg)
 }
 
-func (f *Flock) render(cfg flock.Config) error {
+func (f *Bus) render(cfg flock.Config) error {
 	m, err := cfg.Validate()
 	if err != nil {
 		return fmt.Errorf("flock config: %w", err)
@@ -253,7 +254,7 @@ func Key(tb testing.TB, user string) credentials.Key {
 }
 
 // WriteSeed writes user's seed to a 0600 file under Dir and returns its path.
-func (f *Flock) WriteSeed(user string) (string, error) {
+func (f *Bus) WriteSeed(user string) (string, error) {
 	master := f.agentMaster
 	if user == protocol.OperatorUser || user == protocol.GatewayUser {
 		master = f.master
@@ -270,7 +271,7 @@ func (f *Flock) WriteSeed(user string) (string, error) {
 }
 
 // SeedFile is WriteSeed for a test.
-func (f *Flock) SeedFile(tb testing.TB, user string) string {
+func (f *Bus) SeedFile(tb testing.TB, user string) string {
 	tb.Helper()
 	p, err := f.WriteSeed(user)
 	if err != nil {
@@ -281,7 +282,7 @@ func (f *Flock) SeedFile(tb testing.TB, user string) string {
 
 // Connect connects as user (an agent ID or protocol.OperatorUser) with the
 // reply-inbox prefix the real clients use; closed when the test ends.
-func (f *Flock) Connect(tb testing.TB, user string, opts ...nats.Option) *nats.Conn {
+func (f *Bus) Connect(tb testing.TB, user string, opts ...nats.Option) *nats.Conn {
 	tb.Helper()
 	nc, err := f.Dial(tb, user, opts...)
 	if err != nil {
@@ -292,13 +293,13 @@ func (f *Flock) Connect(tb testing.TB, user string, opts ...nats.Option) *nats.C
 }
 
 // Dial is Connect that returns the error (for tests that expect one).
-func (f *Flock) Dial(tb testing.TB, user string, opts ...nats.Option) (*nats.Conn, error) {
+func (f *Bus) Dial(tb testing.TB, user string, opts ...nats.Option) (*nats.Conn, error) {
 	tb.Helper()
 	return f.DialUser(user, opts...)
 }
 
 // DialUser connects as user.
-func (f *Flock) DialUser(user string, opts ...nats.Option) (*nats.Conn, error) {
+func (f *Bus) DialUser(user string, opts ...nats.Option) (*nats.Conn, error) {
 	seed, err := f.WriteSeed(user)
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ type Node struct {
 	ClientPort int
 	RoutePort  int
 
-	f      *Flock
+	f      *Bus
 	routes []string // the other nodes' route URLs
 	mu     sync.Mutex
 	srv    *bus.Server
@@ -39,15 +39,15 @@ func (n *Node) Server() *bus.Server {
 // URL is the node's client URL.
 func (n *Node) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(n.ClientPort) }
 
-func (f *Flock) nodeConfig(n int) string {
+func (f *Bus) nodeConfig(n int) string {
 	return filepath.Join(f.Dir, "node-"+strconv.Itoa(n)+".conf")
 }
-func (f *Flock) nodeStore(n int) string { return filepath.Join(f.Dir, "store-"+strconv.Itoa(n)) }
+func (f *Bus) nodeStore(n int) string { return filepath.Join(f.Dir, "store-"+strconv.Itoa(n)) }
 
 // StartCluster is Start with a three-node bus (flock:bus.replicas 3, set
 // here): every node on loopback with its own store, all of them up and
 // their topology applied when it returns. URL lists every node.
-func StartCluster(tb testing.TB, cfg flock.Config) *Flock {
+func StartCluster(tb testing.TB, cfg flock.Config) *Bus {
 	tb.Helper()
 	f := NewCluster(tb, cfg)
 	for _, n := range f.Nodes {
@@ -60,12 +60,12 @@ func StartCluster(tb testing.TB, cfg flock.Config) *Flock {
 
 // NewCluster renders a three-node bus and starts none of its nodes
 // (Restart starts one).
-func NewCluster(tb testing.TB, cfg flock.Config) *Flock {
+func NewCluster(tb testing.TB, cfg flock.Config) *Bus {
 	tb.Helper()
 	three := 3
 	cfg.Bus.Replicas = &three
 	dir := tb.TempDir()
-	f := &Flock{Dir: dir, TopologyFile: filepath.Join(dir, "topology.json"), master: Master, agentMaster: Master}
+	f := &Bus{Dir: dir, TopologyFile: filepath.Join(dir, "topology.json"), master: Master, agentMaster: Master}
 	if err := f.render(cfg); err != nil {
 		tb.Fatal(err)
 	}
@@ -119,13 +119,13 @@ func (n *Node) stop() {
 }
 
 // Stop shuts node num down (its store stays).
-func (f *Flock) Stop(tb testing.TB, num int) {
+func (f *Bus) Stop(tb testing.TB, num int) {
 	tb.Helper()
 	f.Nodes[num-1].stop()
 }
 
 // Restart starts node num again on its ports and store.
-func (f *Flock) Restart(tb testing.TB, num int) {
+func (f *Bus) Restart(tb testing.TB, num int) {
 	tb.Helper()
 	if err := f.Nodes[num-1].start(); err != nil {
 		tb.Fatalf("restart bus node %d: %v", num, err)
@@ -134,7 +134,7 @@ func (f *Flock) Restart(tb testing.TB, num int) {
 
 // WipeStore deletes node num's store (it must be stopped): a node replaced
 // by a new one, which must catch up from the others.
-func (f *Flock) WipeStore(tb testing.TB, num int) {
+func (f *Bus) WipeStore(tb testing.TB, num int) {
 	tb.Helper()
 	if f.Nodes[num-1].Server() != nil {
 		tb.Fatalf("node %d runs: stop it before wiping its store", num)
@@ -145,7 +145,7 @@ func (f *Flock) WipeStore(tb testing.TB, num int) {
 }
 
 // WaitReady waits until every running node is Ready.
-func (f *Flock) WaitReady(tb testing.TB, timeout time.Duration) {
+func (f *Bus) WaitReady(tb testing.TB, timeout time.Duration) {
 	tb.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

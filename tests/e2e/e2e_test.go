@@ -5,7 +5,9 @@
 // missing engine fails the suite instead of skipping it.
 //
 // FLOCK_E2E_RUNTIME=runsc runs the flock under gVisor (flock:runtime), the
-// engine having a runtime of that name registered (tests/setup.sh does it).
+// engine having a runtime of that name registered (tests/setup.sh does it),
+// and only the probes that must hold there (gvisor_test.go). Without runsc
+// on the engine the suite skips; with FLOCK_REQUIRE_GVISOR=1 it fails.
 //
 // FLOCK_E2E_TARGET=pulumi runs the same probes against a flock deployed by a
 // real `pulumi up -s dev` instead of a replay (see the README).
@@ -13,15 +15,12 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +32,7 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 	"github.com/ai-flock/ai-flock/tests/e2e/replay"
+	"github.com/ai-flock/ai-flock/tests/e2e/suite"
 )
 
 // The flock under test.
@@ -45,7 +45,7 @@ type flockUnderTest struct {
 	busURL     string
 	probe      map[string]string // agent ID -> probe path inside its container
 	engine     *replay.Engine
-	replayed   *replay.Flock
+	replayed   *replay.Deployment
 	stack      *capture.Stack // what the replay created, as declared
 	stateRoot  string         // host path of the credentials and the bus's files
 	heartbeat  time.Duration  // the agents' heartbeat interval
@@ -69,24 +69,30 @@ func run(m *testing.M) (code int) {
 		skipWhy = "set FLOCK_E2E=1 to run the e2e suite on a real Docker engine"
 		return m.Run()
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
 	var err error
 	if root, err = capture.ProjectRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	engine, err := replay.NewEngine()
-	if err == nil {
-		err = engine.Ping(ctx)
-	}
+	ctx, cancel, engine, err := suite.Open()
+	defer cancel()
 	if err != nil {
 		if os.Getenv("FLOCK_REQUIRE_DOCKER") == "1" {
-			fmt.Fprintf(os.Stderr, "e2e: FLOCK_REQUIRE_DOCKER=1 but no Docker engine answers: %v\n", err)
+			fmt.Fprintf(os.Stderr, "e2e: FLOCK_REQUIRE_DOCKER=1 but %v\n", err)
 			return 1
 		}
-		skipWhy = "no Docker engine answers: " + err.Error()
+		skipWhy = err.Error()
 		return m.Run()
+	}
+	if underGVisor() {
+		if why := gvisorMissing(ctx, engine); why != "" {
+			if os.Getenv("FLOCK_REQUIRE_GVISOR") == "1" {
+				fmt.Fprintf(os.Stderr, "e2e: FLOCK_E2E_RUNTIME=runsc and FLOCK_REQUIRE_GVISOR=1 but %s\n", why)
+				return 1
+			}
+			skipWhy = "FLOCK_E2E_RUNTIME=runsc but " + why
+			return m.Run()
+		}
 	}
 	if os.Getenv("FLOCK_E2E_TARGET") == "pulumi" {
 		fut, err = attachDeployed(ctx, engine)
@@ -275,35 +281,7 @@ func (f *flockUnderTest) installProbe(bin, id string) error {
 
 // waitForHeartbeats waits until every agent has sent a heartbeat in state ready.
 func (f *flockUnderTest) waitForHeartbeats(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var nc *nats.Conn
-	var err error
-	for time.Now().Before(deadline) {
-		if nc, err = f.connect(); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
-		return fmt.Errorf("operator cannot reach the bus: %w", err)
-	}
-	defer nc.Close()
-	seen := map[string]bool{}
-	sub, err := nc.SubscribeSync(protocol.SubjectHeartbeats)
-	if err != nil {
-		return err
-	}
-	for len(seen) < len(f.agents) {
-		msg, err := sub.NextMsg(time.Until(deadline))
-		if err != nil {
-			return fmt.Errorf("heartbeats from %d of %d agents after %s: %w", len(seen), len(f.agents), timeout, err)
-		}
-		var hb protocol.Heartbeat
-		if json.Unmarshal(msg.Data, &hb) == nil && hb.State == protocol.StateReady {
-			seen[hb.Agent] = true
-		}
-	}
-	return nil
+	return suite.WaitReady(func() (*nats.Conn, error) { return f.connect() }, len(f.agents), timeout)
 }
 
 // connect opens an operator connection to the bus.
@@ -325,6 +303,18 @@ func need(t *testing.T) *flockUnderTest {
 		t.Fatal("the flock under test was not set up")
 	}
 	return fut
+}
+
+// needReplay is need for a test that runs only on a replayed flock, not
+// against one deployed by pulumi (FLOCK_E2E_TARGET=pulumi): it skips
+// there, saying why.
+func needReplay(t *testing.T, why string) *flockUnderTest {
+	t.Helper()
+	f := need(t)
+	if f.replayed == nil {
+		t.Skip(why)
+	}
+	return f
 }
 
 func container(id string) string { return fut.name + "-" + id }

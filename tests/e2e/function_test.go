@@ -108,10 +108,8 @@ func countKeys(m map[string][]protocol.Result, want map[string]string) int {
 
 // The bus restarted mid-stream: no accepted task is lost and agents reconnect.
 func TestBusRestart(t *testing.T) {
-	f := need(t)
-	if f.replayed == nil {
-		t.Skip("restarts the bus: replay only")
-	}
+	skipUnderGVisor(t, notTheSandbox)
+	f := needReplay(t, "restarts the bus: replay only")
 	nc, js := jsClient(t)
 	rs := watchResults(t, nc)
 	want := map[string]string{}
@@ -191,10 +189,8 @@ func publishRetry(t *testing.T, js jetstream.JetStream, subject string, task pro
 
 // An agent killed mid-task: the task is redelivered and completed.
 func TestAgentKilledMidTask(t *testing.T) {
-	f := need(t)
-	if f.replayed == nil {
-		t.Skip("kills an agent: replay only")
-	}
+	skipUnderGVisor(t, notTheSandbox)
+	f := needReplay(t, "kills an agent: replay only")
 	a := f.agents[2]
 	nc, js := jsClient(t)
 	rs := watchResults(t, nc)
@@ -221,10 +217,8 @@ func TestAgentKilledMidTask(t *testing.T) {
 
 // The whole flock restarted: the shared directory survives.
 func TestFlockRestart(t *testing.T) {
-	f := need(t)
-	if f.replayed == nil {
-		t.Skip("restarts the flock: replay only")
-	}
+	skipUnderGVisor(t, notTheSandbox)
+	f := needReplay(t, "restarts the flock: replay only")
 	a := f.agents[1]
 	nc, js := jsClient(t)
 	rs := watchResults(t, nc)
@@ -281,10 +275,8 @@ func TestFlockRestart(t *testing.T) {
 
 // The 10-agent flock's start time, measured in setup.
 func TestStartTime(t *testing.T) {
-	f := need(t)
-	if f.replayed == nil {
-		t.Skip("replay only")
-	}
+	skipUnderGVisor(t, notTheSandbox)
+	f := needReplay(t, "replay only")
 	t.Logf("a %d-agent flock started (replay of every resource to every agent's first ready heartbeat) in %s", len(f.agents), f.startTime.Round(time.Millisecond))
 	if f.startTime <= 0 {
 		t.Fatal("start time not measured")

@@ -73,10 +73,7 @@ func e2eAgents() string {
 // and own image: the flock a replay made. Against a flock Pulumi deployed,
 // layer 3 runs the gateway itself (tests/layer3/run.sh, step 6).
 func needGateway(t *testing.T) *flockUnderTest {
-	f := need(t)
-	if f.replayed == nil {
-		t.Skip("the e2e flock's gateway, fake model and own image: replay only (layer 3 runs the gateway for real)")
-	}
+	f := needReplay(t, "the e2e flock's gateway, fake model and own image: replay only (layer 3 runs the gateway for real)")
 	return f
 }
 
@@ -193,6 +190,7 @@ func messagesURL(t *testing.T, id string) string {
 // fake model's answer, plain and streamed; the fake saw the real key, never
 // the dummy; the key is in no agent's environment.
 func TestGatewayModelCall(t *testing.T) {
+	skipUnderGVisor(t, gatewayFunction)
 	f := needGateway(t)
 	a2 := f.agents[1]
 	nc, err := f.connect()
@@ -282,6 +280,7 @@ func TestGatewayModelCall(t *testing.T) {
 // among them); what it allows: agent-1's allow-listed host. Direct egress
 // stays impossible.
 func TestGatewayRefusals(t *testing.T) {
+	skipUnderGVisor(t, gatewayFunction)
 	f := needGateway(t)
 	a1, a2 := f.agents[0], f.agents[1]
 	out := mustFail(t, a2, "http", gatewayURL(t, a2)+"/nosuch/v1/messages", "claude-sonnet-4-5")
@@ -311,6 +310,7 @@ func TestGatewayRefusals(t *testing.T) {
 // A budget: agent-3's calls go through until it has spent its 30 tokens,
 // then the gateway answers 429 naming the budget; agent-2 is unaffected.
 func TestGatewayBudget(t *testing.T) {
+	skipUnderGVisor(t, gatewayFunction)
 	f := needGateway(t)
 	url := messagesURL(t, budgetAgent)
 	// One call (19 of 30 tokens), then 40 streaming calls at once: the first
@@ -382,6 +382,7 @@ func TestGatewayBudget(t *testing.T) {
 // A hostile upstream (malformed JSON, a broken stream, absurd usage) gets an
 // error or its own answer passed on, and the gateway serves the next call.
 func TestGatewaySurvivesHostileUpstream(t *testing.T) {
+	skipUnderGVisor(t, gatewayFunction)
 	f := needGateway(t)
 	a2 := f.agents[1]
 	url := messagesURL(t, a2)
@@ -422,6 +423,7 @@ func latencyOf(t *testing.T, id string, n int) (p50, p99 time.Duration, notOK in
 // figure is logged and in the README). The flooder meets the per-agent
 // in-flight cap (429), not the others.
 func TestGatewayFloodKeepsOthersLatency(t *testing.T) {
+	skipUnderGVisor(t, gatewayFunction)
 	f := needGateway(t)
 	a1, a2 := f.agents[0], f.agents[1]
 	base50, base99, bad := latencyOf(t, a2, 40)
@@ -463,6 +465,7 @@ func TestGatewayFloodKeepsOthersLatency(t *testing.T) {
 // through the gateway with the stock SDK, the answer in its directory, the
 // answer sent to the peer the message names (agent-5).
 func TestExampleAIAgent(t *testing.T) {
+	skipUnderGVisor(t, gatewayFunction)
 	f := needGateway(t)
 	peer := "agent-5"
 	nc, err := f.connect(nats.CustomInboxPrefix(protocol.InboxPrefix(protocol.OperatorInboxToken)))
@@ -532,6 +535,7 @@ func TestExampleAIAgent(t *testing.T) {
 // tests/e2e/byo), with flock-agent added by the stack: hardened like every
 // agent, and its Python program reaches the model through the gateway.
 func TestBringYourOwnImage(t *testing.T) {
+	skipUnderGVisor(t, gatewayFunction)
 	f := needGateway(t)
 	a := ownImageAgent
 	c := inspect(t, container(a))
@@ -572,6 +576,7 @@ func TestBringYourOwnImage(t *testing.T) {
 // one agent took the gateway's file descriptors: agent-2's call timed out
 // and the gateway went unhealthy.
 func TestHostileGatewayConnections(t *testing.T) {
+	skipUnderGVisor(t, limitOutsideTheSandbox)
 	f := needGateway(t)
 	a1, a2 := f.agents[0], f.agents[1]
 	base50, base99, bad := latencyOf(t, a2, 20)
@@ -619,6 +624,7 @@ func TestHostileGatewayConnections(t *testing.T) {
 // asked for its usage by the gateway and charged. Before: 12 such calls
 // forwarded, all charged 0 tokens.
 func TestHostileGatewayFreeCalls(t *testing.T) {
+	skipUnderGVisor(t, limitOutsideTheSandbox)
 	f := needGateway(t)
 	a1 := f.agents[0]
 	base := gatewayURL(t, a1)

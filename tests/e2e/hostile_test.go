@@ -142,6 +142,7 @@ func TestHostileForgedPoolResult(t *testing.T) {
 // back after its timeout and the pool's grace and run by another agent.
 // Before, agent-1 pulled the shared pool consumer and held what it asked for.
 func TestHostilePoolHoarder(t *testing.T) {
+	skipUnderGVisor(t, limitOutsideTheSandbox)
 	f := need(t)
 	a1 := f.agents[0]
 	nc, _ := jsClient(t)
@@ -334,6 +335,7 @@ func TestHostileLogFill(t *testing.T) {
 // share, the server's one limit for everyone was reached at about 70
 // connections and refused the operator too.
 func TestHostileBusConnections(t *testing.T) {
+	skipUnderGVisor(t, limitOutsideTheSandbox)
 	f := need(t)
 	a1, a2 := f.agents[0], f.agents[1]
 	cl := operatorClient(t)
@@ -394,6 +396,7 @@ func TestHostileBusConnections(t *testing.T) {
 // agent-1 publishes heartbeats and events on its own subjects as fast as it
 // can: agent-2's task round trip stays within twice its idle figure.
 func TestHostileStatusFlood(t *testing.T) {
+	skipUnderGVisor(t, "under gVisor on 2 cores the round trip's own noise (1.5-3.0x with the per-peer limit, 1.7-4.6x without) hides the effect it measures")
 	f := need(t)
 	a1, a2 := f.agents[0], f.agents[1]
 	cl := operatorClient(t)

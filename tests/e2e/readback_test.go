@@ -14,10 +14,7 @@ import (
 // every preview, and replace the container on every `pulumi up` (as a bus
 // declared with cpus "1" was: the provider reads it back as "1.0").
 func TestReadBackMatchesDeclared(t *testing.T) {
-	f := need(t)
-	if f.replayed == nil {
-		t.Skip("a flock deployed by pulumi: the real `pulumi preview --expect-no-changes` checks this (make layer3)")
-	}
+	f := needReplay(t, "a flock deployed by pulumi: the real `pulumi preview --expect-no-changes` checks this (make layer3)")
 	ctx := context.Background()
 	checked := 0
 	for _, r := range f.stack.Resources {

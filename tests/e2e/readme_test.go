@@ -15,6 +15,7 @@ import (
 // operator's key file), against the flock: a task for every agent that runs
 // a process in the agent's image, and a brief watch of the heartbeats.
 func TestReadmeOperatorCommands(t *testing.T) {
+	skipUnderGVisor(t, notTheSandbox)
 	f := need(t)
 	key := filepath.Join(t.TempDir(), "operator.nk")
 	if err := os.WriteFile(key, []byte(f.seed+"\n"), 0o600); err != nil {

@@ -22,10 +22,7 @@ import (
 // agent, whose container mounts that directory, reconnects with the new key
 // and takes tasks again, without its container restarting.
 func TestKeyRotationReachesRunningAgent(t *testing.T) {
-	f := need(t)
-	if f.replayed == nil {
-		t.Skip("changes an agent's key: replay only")
-	}
+	f := needReplay(t, "changes an agent's key: replay only")
 	a := f.agents[2]
 	before := inspect(t, container(a))["State"].(map[string]any)["StartedAt"]
 

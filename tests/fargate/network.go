@@ -109,7 +109,7 @@ func (c *Cluster) network(ctx context.Context, t *Task) error {
 	}
 	nets, _ := doc["NetworkSettings"].(map[string]any)["Networks"].(map[string]any)
 	ep, _ := nets["fargate-"+t.ID].(map[string]any)
-	if t.Addr, err = netip.ParseAddr(str(ep["IPAddress"])); err != nil {
+	if t.Addr, err = netip.ParseAddr(replay.Str(ep["IPAddress"])); err != nil {
 		return fmt.Errorf("pause container: no address on its network: %v", err)
 	}
 	if c.m.RouteOut(t.At, -1) {
@@ -214,7 +214,7 @@ func (c *Cluster) unnetwork(ctx context.Context, t *Task) error {
 				}
 			}
 			if cfg, ok := doc["Labels"].(map[string]any); ok {
-				if p, err := netip.ParsePrefix(str(cfg["ai-flock.fargate.subnet"])); err == nil {
+				if p, err := netip.ParsePrefix(replay.Str(cfg["ai-flock.fargate.subnet"])); err == nil {
 					defer c.nets.put(p)
 				}
 			}

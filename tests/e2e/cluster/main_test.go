@@ -8,13 +8,10 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +22,7 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 	"github.com/ai-flock/ai-flock/tests/e2e/replay"
+	"github.com/ai-flock/ai-flock/tests/e2e/suite"
 )
 
 const (
@@ -35,48 +33,36 @@ const (
 
 var (
 	engine   *replay.Engine
-	replayed *replay.Flock
+	replayed *replay.Deployment
 	shared   string
 	seed     string
-	skipWhy  string
+	gate     suite.Gate
 	// The operator is given every node, as `pulumi stack output busUrl` says.
 	busURL = "nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224"
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) {
+	os.Exit(suite.Main(m, suite.Spec{
+		Name: "e2e cluster",
+		On:   "FLOCK_E2E_CLUSTER",
+		Off:  "set FLOCK_E2E_CLUSTER=1 (make e2e-cluster) to run the three-node bus on a real Docker engine",
+		Gate: &gate,
+		SetUp: func(ctx context.Context, e *replay.Engine) error {
+			engine = e
+			return setUp(ctx)
+		},
+		TearDown:        tearDown,
+		TearDownTimeout: 2 * time.Minute,
+	}))
+}
 
-func run(m *testing.M) (code int) {
-	if os.Getenv("FLOCK_E2E_CLUSTER") != "1" {
-		skipWhy = "set FLOCK_E2E_CLUSTER=1 (make e2e-cluster) to run the three-node bus on a real Docker engine"
-		return m.Run()
+// tearDown removes the replayed flock, or whatever a failed set-up left.
+func tearDown(ctx context.Context) error {
+	if replayed != nil {
+		return replayed.Teardown(ctx)
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	var err error
-	if engine, err = replay.NewEngine(); err == nil {
-		err = engine.Ping(ctx)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e cluster: no Docker engine answers: %v\n", err)
-		return 1
-	}
-	defer func() {
-		tctx, tcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer tcancel()
-		if replayed != nil {
-			if err := replayed.Teardown(tctx); err != nil {
-				fmt.Fprintln(os.Stderr, "e2e cluster teardown:", err)
-				code = 1
-			}
-		} else {
-			_ = replay.Clean(tctx, engine)
-		}
-	}()
-	if err := setUp(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e cluster setup:", err)
-		return 1
-	}
-	return m.Run()
+	_ = replay.Clean(ctx, engine)
+	return nil
 }
 
 func setUp(ctx context.Context) error {
@@ -153,9 +139,7 @@ func installProbe(bin, id string, uid int) error {
 
 func need(t *testing.T) {
 	t.Helper()
-	if skipWhy != "" {
-		t.Skip(skipWhy)
-	}
+	gate.Need(t)
 }
 
 // connect opens an operator connection that fails over between the nodes.
@@ -176,35 +160,7 @@ func connect(opts ...nats.Option) (*nats.Conn, error) {
 
 // waitHeartbeats waits until every agent has sent a heartbeat in state ready.
 func waitHeartbeats(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var nc *nats.Conn
-	var err error
-	for time.Now().Before(deadline) {
-		if nc, err = connect(); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
-		return fmt.Errorf("operator cannot reach the bus: %w", err)
-	}
-	defer nc.Close()
-	sub, err := nc.SubscribeSync(protocol.SubjectHeartbeats)
-	if err != nil {
-		return err
-	}
-	seen := map[string]bool{}
-	for len(seen) < agents {
-		msg, err := sub.NextMsg(time.Until(deadline))
-		if err != nil {
-			return fmt.Errorf("heartbeats from %d of %d agents after %s: %w", len(seen), agents, timeout, err)
-		}
-		var hb protocol.Heartbeat
-		if json.Unmarshal(msg.Data, &hb) == nil && hb.State == protocol.StateReady {
-			seen[hb.Agent] = true
-		}
-	}
-	return nil
+	return suite.WaitReady(func() (*nats.Conn, error) { return connect() }, agents, timeout)
 }
 
 func node(n int) string { return fmt.Sprintf("%s-bus-%d", flockName, n) }

@@ -11,16 +11,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ai-flock/ai-flock/infra/awsflock"
 	"github.com/ai-flock/ai-flock/tests/capture"
 	"github.com/ai-flock/ai-flock/tests/e2e/replay"
+	"github.com/ai-flock/ai-flock/tests/e2e/suite"
 	"github.com/ai-flock/ai-flock/tests/fargate"
 )
 
@@ -38,7 +37,7 @@ var (
 	cluster  *fargate.Cluster
 	stack    *capture.Stack
 	work     string
-	skipWhy  string
+	gate     suite.Gate
 	started  time.Time     // when the first service was created
 	upTime   time.Duration // from nothing to every task healthy
 	usable   time.Duration // to the operator listing every agent ready
@@ -46,47 +45,33 @@ var (
 	opFamily string
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) {
+	os.Exit(suite.Main(m, suite.Spec{
+		Name: "e2e fargate",
+		On:   "FLOCK_E2E_FARGATE",
+		Off:  "set FLOCK_E2E_FARGATE=1 (make e2e-fargate) to run the aws stack as Fargate would, on a real Docker engine",
+		Gate: &gate,
+		SetUp: func(ctx context.Context, e *replay.Engine) error {
+			engine = e
+			return setUp(ctx)
+		},
+		TearDown:        tearDown,
+		TearDownTimeout: 3 * time.Minute,
+	}))
+}
 
-func run(m *testing.M) (code int) {
-	if os.Getenv("FLOCK_E2E_FARGATE") != "1" {
-		skipWhy = "set FLOCK_E2E_FARGATE=1 (make e2e-fargate) to run the aws stack as Fargate would, on a real Docker engine"
-		return m.Run()
+// tearDown stops the cluster, removes the fake model and whatever else the
+// replay left, and the work directory (unless FLOCK_E2E_KEEP is set).
+func tearDown(ctx context.Context) (err error) {
+	if cluster != nil {
+		err = cluster.Down(ctx)
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	var err error
-	if engine, err = replay.NewEngine(); err == nil {
-		err = engine.Ping(ctx)
+	_ = engine.Remove(ctx, fakeModelName)
+	_ = fargate.Clean(ctx, engine)
+	if work != "" && os.Getenv("FLOCK_E2E_KEEP") == "" {
+		os.RemoveAll(work)
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e fargate: no Docker engine answers: %v\n", err)
-		return 1
-	}
-	if work, err = os.MkdirTemp("", "flock-fargate-"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		tctx, tcancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer tcancel()
-		if cluster != nil {
-			if err := cluster.Down(tctx); err != nil {
-				fmt.Fprintln(os.Stderr, "e2e fargate teardown:", err)
-				code = 1
-			}
-		}
-		_ = engine.Remove(tctx, fakeModelName)
-		_ = fargate.Clean(tctx, engine)
-		if os.Getenv("FLOCK_E2E_KEEP") == "" {
-			os.RemoveAll(work)
-		}
-	}()
-	if err := setUp(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e fargate setup:", err)
-		return 1
-	}
-	return m.Run()
+	return err
 }
 
 // Config is the aws stack the suite runs: Pulumi.aws.yaml with 3 agents
@@ -104,7 +89,10 @@ func Config() capture.Config {
 	}
 }
 
-func setUp(ctx context.Context) error {
+func setUp(ctx context.Context) (err error) {
+	if work, err = os.MkdirTemp("", "flock-fargate-"); err != nil {
+		return err
+	}
 	root, err := capture.ProjectRoot()
 	if err != nil {
 		return err
@@ -184,9 +172,7 @@ func familyOf(s string) string {
 
 func need(t *testing.T) {
 	t.Helper()
-	if skipWhy != "" {
-		t.Skip(skipWhy)
-	}
+	gate.Need(t)
 }
 
 // runOperator runs one operator command as `aws ecs run-task` does: the

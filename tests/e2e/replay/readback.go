@@ -26,7 +26,7 @@ func ContainerState(doc map[string]any) map[string]any {
 	cfg, _ := doc["Config"].(map[string]any)
 	host, _ := doc["HostConfig"].(map[string]any)
 	st := map[string]any{
-		"name":          strings.TrimLeft(str(doc["Name"]), "/"),
+		"name":          strings.TrimLeft(Str(doc["Name"]), "/"),
 		"readOnly":      host["ReadonlyRootfs"] == true,
 		"hostname":      cfg["Hostname"],
 		"command":       cfg["Cmd"],
@@ -55,17 +55,17 @@ func ContainerState(doc map[string]any) map[string]any {
 	if nano := int64(numf(host["NanoCpus"])); nano > 0 {
 		st["cpus"] = nanoToDecimalString(nano)
 	}
-	if len(list(host["CapAdd"])) > 0 || len(list(host["CapDrop"])) > 0 {
+	if len(List(host["CapAdd"])) > 0 || len(List(host["CapDrop"])) > 0 {
 		st["capabilities"] = map[string]any{"adds": host["CapAdd"], "drops": host["CapDrop"]}
 	}
 	var ulimits []any
-	for _, u := range list(host["Ulimits"]) {
+	for _, u := range List(host["Ulimits"]) {
 		um := mapOf(u)
 		ulimits = append(ulimits, map[string]any{"name": um["Name"], "soft": um["Soft"], "hard": um["Hard"]})
 	}
 	st["ulimits"] = ulimits
 	var mounts []any
-	for _, m := range list(host["Mounts"]) {
+	for _, m := range List(host["Mounts"]) {
 		mm := mapOf(m)
 		out := map[string]any{"target": mm["Target"], "source": mm["Source"], "type": mm["Type"], "readOnly": mm["ReadOnly"] == true}
 		if bo, ok := mm["BindOptions"].(map[string]any); ok {
@@ -93,11 +93,11 @@ func ContainerState(doc map[string]any) map[string]any {
 	sort.Strings(keys)
 	for _, k := range keys {
 		port, proto, _ := strings.Cut(k, "/")
-		for _, b := range list(bindings[k]) {
+		for _, b := range List(bindings[k]) {
 			bm := mapOf(b)
 			var internal, external float64
 			fmt.Sscan(port, &internal)
-			fmt.Sscan(str(bm["HostPort"]), &external)
+			fmt.Sscan(Str(bm["HostPort"]), &external)
 			ports = append(ports, map[string]any{"internal": internal, "external": external, "ip": bm["HostIp"], "protocol": proto})
 		}
 	}
@@ -115,11 +115,11 @@ func NetworkState(doc map[string]any) map[string]any {
 		}
 	}
 	var ipam []any
-	for _, c := range list(mapOf(doc["IPAM"])["Config"]) {
+	for _, c := range List(mapOf(doc["IPAM"])["Config"]) {
 		cm := mapOf(c)
 		out := map[string]any{}
 		for field, key := range map[string]string{"Subnet": "subnet", "IPRange": "ipRange", "Gateway": "gateway"} {
-			if v := str(cm[field]); v != "" {
+			if v := Str(cm[field]); v != "" {
 				out[key] = v
 			}
 		}
@@ -203,7 +203,7 @@ func project(key string, v, like any) any {
 			elem = union
 		}
 		var out []string
-		for _, e := range list(v) {
+		for _, e := range List(v) {
 			b, _ := json.Marshal(project("", e, elem))
 			out = append(out, string(b))
 		}

@@ -66,7 +66,7 @@ func TestDevStackReadsBackAsDeclared(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", r.Name, err)
 				}
-				for _, d := range Drift(in, ContainerState(engineView(t, str(in["name"]), req))) {
+				for _, d := range Drift(in, ContainerState(engineView(t, Str(in["name"]), req))) {
 					t.Errorf("config %v: container %s: %s", cfg, r.Name, d)
 				}
 			case capture.TypeNetwork:
@@ -100,7 +100,7 @@ func TestDriftCatchesAReadBackChange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			drift := Drift(in, ContainerState(engineView(t, str(in["name"]), req)))
+			drift := Drift(in, ContainerState(engineView(t, Str(in["name"]), req)))
 			if len(drift) != 1 || !strings.Contains(drift[0], "cpus") || !strings.Contains(drift[0], readBack) {
 				t.Errorf("cpus %q: drift %q, want cpus reading back as %s", spelling, drift, readBack)
 			}
