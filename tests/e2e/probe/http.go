@@ -80,8 +80,7 @@ func connectVia(proxy, target string) {
 // they can; prints the count of each status as JSON.
 func flood(url, model string, conns int, d time.Duration) {
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}, Timeout: 30 * time.Second}
-	var mu sync.Mutex
-	counts := map[string]int{}
+	var counts tally
 	end := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for range conns {
@@ -90,18 +89,12 @@ func flood(url, model string, conns int, d time.Duration) {
 			defer wg.Done()
 			for time.Now().Before(end) {
 				status, _, err := post(c, url, model, false)
-				k := strconv.Itoa(status)
-				if err != nil {
-					k = "error"
-				}
-				mu.Lock()
-				counts[k]++
-				mu.Unlock()
+				counts.add(status, err)
 			}
 		}()
 	}
 	wg.Wait()
-	json.NewEncoder(os.Stdout).Encode(counts)
+	counts.print()
 	os.Exit(0)
 }
 
@@ -129,25 +122,48 @@ func latency(url, model string, n int) {
 // race: probe race URL MODEL N: N streaming Messages calls at once; prints
 // how many got each status, as JSON.
 func race(url, model string, n int) {
-	var mu sync.Mutex
-	counts := map[string]int{}
+	var counts tally
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			st, _, err := post(http.DefaultClient, url, model, true)
-			key := fmt.Sprint(st)
-			if err != nil {
-				key = "error"
-			}
-			mu.Lock()
-			counts[key]++
-			mu.Unlock()
+			counts.add(st, err)
 		}()
 	}
 	wg.Wait()
-	b, _ := json.Marshal(counts)
+	counts.print()
+}
+
+// tally counts calls by their status ("error" for a call that got none);
+// its calls may be counted at once.
+type tally struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (t *tally) add(status int, err error) {
+	k := strconv.Itoa(status)
+	if err != nil {
+		k = "error"
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.counts == nil {
+		t.counts = map[string]int{}
+	}
+	t.counts[k]++
+}
+
+// print prints the count of each status as JSON, on a line.
+func (t *tally) print() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.counts == nil {
+		t.counts = map[string]int{} // {}, not null
+	}
+	b, _ := json.Marshal(t.counts)
 	fmt.Println(string(b))
 }
 

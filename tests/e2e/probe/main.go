@@ -28,6 +28,10 @@ func main() {
 		}
 		return os.Args[i]
 	}
+	// num and dur read argument i as a number and as a duration (0 when
+	// it is neither).
+	num := func(i int) int { n, _ := strconv.Atoi(arg(i)); return n }
+	dur := func(i int) time.Duration { d, _ := time.ParseDuration(arg(i)); return d }
 	switch os.Args[1] {
 	case "dial":
 		c, err := net.DialTimeout("tcp", arg(2), 3*time.Second)
@@ -70,8 +74,7 @@ func main() {
 		ok("wrote " + p)
 	case "fill":
 		// A hostile agent: write MiB into a file in its own directory.
-		mib, _ := strconv.Atoi(arg(3))
-		fill(arg(2), mib, len(os.Args) > 4 && os.Args[4] == "last")
+		fill(arg(2), num(3), len(os.Args) > 4 && os.Args[4] == "last")
 	case "exists":
 		if _, err := os.Lstat(arg(2)); err != nil {
 			fail(err)
@@ -128,8 +131,7 @@ func main() {
 	case "fork":
 		forkLoop(arg(2))
 	case "sleep":
-		d, _ := time.ParseDuration(arg(2))
-		time.Sleep(d)
+		time.Sleep(dur(2))
 	case "hog":
 		hog()
 	case "burn":
@@ -138,60 +140,46 @@ func main() {
 		natsProbe(arg(2), arg(3), arg(4))
 	case "flood-results":
 		// A hostile agent: fill its own results stream far past its share.
-		mib, _ := strconv.Atoi(arg(4))
-		d, _ := time.ParseDuration(arg(5))
-		floodResults(arg(2), arg(3), mib, d)
+		floodResults(arg(2), arg(3), num(4), dur(5))
 	case "flood-status":
 		// A hostile agent: heartbeats and events on its own subjects, as
 		// fast as it can, for a duration.
-		d, _ := time.ParseDuration(arg(4))
-		floodStatus(arg(2), arg(3), d)
+		floodStatus(arg(2), arg(3), dur(4))
 	case "flood-inbox":
 		// A hostile agent: messages to a peer's inbox as fast as it can,
 		// each asking for a receipt, for a duration.
-		d, _ := time.ParseDuration(arg(5))
-		floodInbox(arg(2), arg(3), arg(4), d)
+		floodInbox(arg(2), arg(3), arg(4), dur(5))
 	case "conns":
 		// A hostile agent: open as many bus connections as it can with its
 		// own key, and hold them.
-		n, _ := strconv.Atoi(arg(4))
-		d, _ := time.ParseDuration(arg(5))
-		holdConns(arg(2), arg(3), n, d)
+		holdConns(arg(2), arg(3), num(4), dur(5))
 	case "tcp-hold":
 		// A hostile agent: open n idle TCP connections to an address and
 		// hold them; say how many the other side kept open.
-		n, _ := strconv.Atoi(arg(3))
-		d, _ := time.ParseDuration(arg(4))
-		holdTCP(arg(2), n, d)
+		holdTCP(arg(2), num(3), dur(4))
 	case "hoard-pool":
 		// A hostile agent: take as many pool tasks as it can, never run them.
-		d, _ := time.ParseDuration(arg(4))
-		hoardPool(arg(2), arg(3), d)
+		hoardPool(arg(2), arg(3), dur(4))
 	case "forge-pool":
 		// A hostile agent: claim pool tasks another agent is given, by
 		// their sequence (guessed from arg 4 on, arg 5 of them).
 		from, _ := strconv.ParseUint(arg(4), 10, 64)
-		n, _ := strconv.Atoi(arg(5))
-		forgePool(arg(2), arg(3), from, n)
+		forgePool(arg(2), arg(3), from, num(5))
 	case "http":
 		httpCall(arg(2), arg(3), len(os.Args) > 4 && os.Args[4] == "stream")
 	case "connect":
 		connectVia(arg(2), arg(3))
 	case "flood":
-		n, _ := strconv.Atoi(arg(4))
-		secs, _ := strconv.Atoi(arg(5))
-		flood(arg(2), arg(3), n, time.Duration(secs)*time.Second)
+		flood(arg(2), arg(3), num(4), time.Duration(num(5))*time.Second)
 	case "race":
 		// A hostile agent: N streaming calls at once, as its budget runs out.
-		n, _ := strconv.Atoi(arg(4))
-		race(arg(2), arg(3), n)
+		race(arg(2), arg(3), num(4))
 	case "call":
 		// Any method, path and body through the gateway, as a stock SDK would
 		// send them: probe call METHOD URL BODY.
 		call(arg(2), arg(3), arg(4))
 	case "latency":
-		n, _ := strconv.Atoi(arg(4))
-		latency(arg(2), arg(3), n)
+		latency(arg(2), arg(3), num(4))
 	case "mcp":
 		// An agent program: start `/flock-agent mcp` on stdio, call one tool
 		// with the JSON arguments given, print its structured output.
