@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 )
@@ -128,6 +129,22 @@ func (e *Engine) HasRuntime(ctx context.Context, name string) (bool, error) {
 	}
 	_, ok := v.Runtimes[name]
 	return ok, nil
+}
+
+// inspect reads the inspect document at path.
+func (e *Engine) inspect(ctx context.Context, path string) (map[string]any, error) {
+	var out map[string]any
+	err := e.do(ctx, "GET", path, nil, &out)
+	return out, err
+}
+
+// labelled lists the IDs in the listing at path (which ends in "filters=")
+// of the objects carrying label (k=v).
+func (e *Engine) labelled(ctx context.Context, path, label string) ([]string, error) {
+	f, _ := json.Marshal(map[string][]string{"label": {label}})
+	var out []idOnly
+	err := e.do(ctx, "GET", path+url.QueryEscape(string(f)), nil, &out)
+	return ids(out), err
 }
 
 type idOnly struct {

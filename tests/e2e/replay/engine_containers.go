@@ -56,9 +56,7 @@ func (e *Engine) Update(ctx context.Context, id string, req map[string]any) erro
 
 // Inspect returns a container's inspect document.
 func (e *Engine) Inspect(ctx context.Context, id string) (map[string]any, error) {
-	var out map[string]any
-	err := e.do(ctx, "GET", "/containers/"+url.PathEscape(id)+"/json", nil, &out)
-	return out, err
+	return e.inspect(ctx, "/containers/"+url.PathEscape(id)+"/json")
 }
 
 // MemoryUsage is a running container's memory use as its cgroup counts it,
@@ -86,10 +84,7 @@ func (e *Engine) MemoryUsage(ctx context.Context, id string) (uint64, error) {
 
 // ListContainers lists containers (all states) carrying label (k=v).
 func (e *Engine) ListContainers(ctx context.Context, label string) ([]string, error) {
-	f, _ := json.Marshal(map[string][]string{"label": {label}})
-	var out []idOnly
-	err := e.do(ctx, "GET", "/containers/json?all=1&filters="+url.QueryEscape(string(f)), nil, &out)
-	return ids(out), err
+	return e.labelled(ctx, "/containers/json?all=1&filters=", label)
 }
 
 // OOMEvents counts the engine's "oom" events for a container (ID or name)

@@ -155,15 +155,10 @@ func (e *Engine) RemoveImage(ctx context.Context, name string) error {
 
 // InspectImage returns an image's inspect document.
 func (e *Engine) InspectImage(ctx context.Context, id string) (map[string]any, error) {
-	var out map[string]any
-	err := e.do(ctx, "GET", "/images/"+url.PathEscape(id)+"/json", nil, &out)
-	return out, err
+	return e.inspect(ctx, "/images/"+url.PathEscape(id)+"/json")
 }
 
 // ListImages lists image IDs carrying label (k=v).
 func (e *Engine) ListImages(ctx context.Context, label string) ([]string, error) {
-	f, _ := json.Marshal(map[string][]string{"label": {label}})
-	var out []idOnly
-	err := e.do(ctx, "GET", "/images/json?filters="+url.QueryEscape(string(f)), nil, &out)
-	return ids(out), err
+	return e.labelled(ctx, "/images/json?filters=", label)
 }

@@ -4,7 +4,6 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
 	"net/url"
 )
 
@@ -34,15 +33,10 @@ func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 
 // InspectNetwork returns a network's inspect document.
 func (e *Engine) InspectNetwork(ctx context.Context, id string) (map[string]any, error) {
-	var out map[string]any
-	err := e.do(ctx, "GET", "/networks/"+url.PathEscape(id), nil, &out)
-	return out, err
+	return e.inspect(ctx, "/networks/"+url.PathEscape(id))
 }
 
 // ListNetworks lists networks carrying label (k=v).
 func (e *Engine) ListNetworks(ctx context.Context, label string) ([]string, error) {
-	f, _ := json.Marshal(map[string][]string{"label": {label}})
-	var out []idOnly
-	err := e.do(ctx, "GET", "/networks?filters="+url.QueryEscape(string(f)), nil, &out)
-	return ids(out), err
+	return e.labelled(ctx, "/networks?filters=", label)
 }
