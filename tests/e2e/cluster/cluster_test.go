@@ -18,13 +18,35 @@ import (
 	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
-// Every node's health check passes once the cluster has formed: the check
-// asks the bus itself whether it is current with the cluster.
-func TestEveryNodeIsHealthy(t *testing.T) {
+// needHealthy is need, then waits for every node's health check to pass.
+func needHealthy(t *testing.T) {
+	t.Helper()
 	need(t)
 	for n := 1; n <= 3; n++ {
 		waitHealthy(t, n, 2*time.Minute)
 	}
+}
+
+// operatorClient is an operator client on its own connection, closed when
+// the test ends.
+func operatorClient(t *testing.T) (*nats.Conn, *operator.Client) {
+	t.Helper()
+	nc, err := connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	cl, err := operator.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, cl
+}
+
+// Every node's health check passes once the cluster has formed: the check
+// asks the bus itself whether it is current with the cluster.
+func TestEveryNodeIsHealthy(t *testing.T) {
+	needHealthy(t)
 	// What a node costs in memory, with the flock idle.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -142,20 +164,9 @@ func (g *heartbeatGap) backAfter(t *testing.T, since time.Time, d time.Duration)
 // restarted in turn (stopped gracefully): every task the bus acknowledged has a stored result (duplicates, a
 // task run twice, are counted: delivery is at least once).
 func TestNodeLossAndRollingRestartLoseNoTask(t *testing.T) {
-	need(t)
-	for n := 1; n <= 3; n++ {
-		waitHealthy(t, n, 2*time.Minute)
-	}
-	nc, err := connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	needHealthy(t)
+	nc, cl := operatorClient(t)
 	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := operator.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,10 +276,7 @@ func TestNodeLossAndRollingRestartLoseNoTask(t *testing.T) {
 // not stored instead of taking it and losing it; when the nodes return the
 // flock works again.
 func TestWithoutQuorumTheOperatorIsToldThenItRecovers(t *testing.T) {
-	need(t)
-	for n := 1; n <= 3; n++ {
-		waitHealthy(t, n, 2*time.Minute)
-	}
+	needHealthy(t)
 	stopNode(t, 2)
 	stopNode(t, 3)
 	restarted := false
@@ -278,18 +286,10 @@ func TestWithoutQuorumTheOperatorIsToldThenItRecovers(t *testing.T) {
 			startNode(t, 3)
 		}
 	})
-	nc, err := connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	cl, err := operator.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cl := operatorClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	start := time.Now()
-	_, err = cl.Run(ctx, operator.Target{Agent: "agent-1"}, protocol.Task{Kind: protocol.KindEcho, Stdin: "lonely"}, nil)
+	_, err := cl.Run(ctx, operator.Target{Agent: "agent-1"}, protocol.Task{Kind: protocol.KindEcho, Stdin: "lonely"}, nil)
 	cancel()
 	var notStored *operator.NotStoredError
 	if !errors.As(err, &notStored) {
