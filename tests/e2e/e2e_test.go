@@ -334,19 +334,22 @@ func probe(t *testing.T, agent string, args ...string) replay.ExecResult {
 // mustFail asserts a probe's action failed (exit 1) and returns its output.
 func mustFail(t *testing.T, agent string, args ...string) string {
 	t.Helper()
-	res := probe(t, agent, args...)
-	if res.ExitCode != 1 {
-		t.Errorf("%s: probe %v: exit %d, want the action refused (1); output %q %q", agent, args, res.ExitCode, res.Stdout, res.Stderr)
-	}
-	return res.Stdout
+	return probeExits(t, 1, "the action refused (1)", agent, args...)
 }
 
 // mustSucceed asserts a probe's action succeeded.
 func mustSucceed(t *testing.T, agent string, args ...string) string {
 	t.Helper()
+	return probeExits(t, 0, "success", agent, args...)
+}
+
+// probeExits asserts a probe's action ended with exit code want (which
+// means what wants says) and returns its output.
+func probeExits(t *testing.T, want int, wants, agent string, args ...string) string {
+	t.Helper()
 	res := probe(t, agent, args...)
-	if res.ExitCode != 0 {
-		t.Errorf("%s: probe %v: exit %d, want success; output %q %q", agent, args, res.ExitCode, res.Stdout, res.Stderr)
+	if res.ExitCode != want {
+		t.Errorf("%s: probe %v: exit %d, want %s; output %q %q", agent, args, res.ExitCode, wants, res.Stdout, res.Stderr)
 	}
 	return res.Stdout
 }
@@ -403,13 +406,26 @@ type results struct {
 	since time.Time
 }
 
-func watchResults(t *testing.T, nc *nats.Conn) *results {
+// operatorOn is an operator client on nc.
+func operatorOn(t *testing.T, nc *nats.Conn) *operator.Client {
 	t.Helper()
 	cl, err := operator.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &results{cl: cl, since: time.Now().Add(-time.Second)}
+	return cl
+}
+
+// jsResults is jsClient and a watcher of the results stored from now on.
+func jsResults(t *testing.T) (*nats.Conn, jetstream.JetStream, *results) {
+	t.Helper()
+	nc, js := jsClient(t)
+	return nc, js, watchResults(t, nc)
+}
+
+func watchResults(t *testing.T, nc *nats.Conn) *results {
+	t.Helper()
+	return &results{cl: operatorOn(t, nc), since: time.Now().Add(-time.Second)}
 }
 
 // read returns every result stored since the watcher was made, by task ID.

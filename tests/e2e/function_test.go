@@ -24,11 +24,19 @@ func taskExec(id string, args ...string) protocol.Task {
 	return protocol.Task{ID: id, Kind: protocol.KindExec, Command: "/flock-agent", Args: append([]string{"tool"}, args...)}
 }
 
+// publishExec publishes to agent's own subject the taskExec of args, its ID
+// made by taskID from tag, and returns the ID.
+func publishExec(t *testing.T, js jetstream.JetStream, agent, tag string, args ...string) string {
+	t.Helper()
+	id := taskID(t, tag)
+	publish(t, js, protocol.TaskSubject(agent), taskExec(id, args...))
+	return id
+}
+
 // Each routing mode, with the result files appearing in the agent's directory on the host.
 func TestTaskRouting(t *testing.T) {
 	f := need(t)
-	nc, js := jsClient(t)
-	rs := watchResults(t, nc)
+	_, js, rs := jsResults(t)
 
 	t.Run("to each agent", func(t *testing.T) {
 		want := map[string]string{}
@@ -110,8 +118,7 @@ func countKeys(m map[string][]protocol.Result, want map[string]string) int {
 func TestBusRestart(t *testing.T) {
 	skipUnderGVisor(t, notTheSandbox)
 	f := needReplay(t, "restarts the bus: replay only")
-	nc, js := jsClient(t)
-	rs := watchResults(t, nc)
+	nc, js, rs := jsResults(t)
 	want := map[string]string{}
 	// Tasks that are still running when the bus goes away.
 	for i := 0; i < 10; i++ {
@@ -192,10 +199,8 @@ func TestAgentKilledMidTask(t *testing.T) {
 	skipUnderGVisor(t, notTheSandbox)
 	f := needReplay(t, "kills an agent: replay only")
 	a := f.agents[2]
-	nc, js := jsClient(t)
-	rs := watchResults(t, nc)
-	id := taskID(t, "killed")
-	publish(t, js, protocol.TaskSubject(a), taskExec(id, "sleep", "3s"))
+	_, js, rs := jsResults(t)
+	id := publishExec(t, js, a, "killed", "sleep", "3s")
 	// Wait until the task directory appears: the agent is running it.
 	dir := filepath.Join(f.sharedRoot, "agents", a, "tasks", id)
 	waitFor(t, 20*time.Second, func() bool { _, err := os.Stat(filepath.Join(dir, "task.json")); return err == nil })
@@ -220,10 +225,8 @@ func TestFlockRestart(t *testing.T) {
 	skipUnderGVisor(t, notTheSandbox)
 	f := needReplay(t, "restarts the flock: replay only")
 	a := f.agents[1]
-	nc, js := jsClient(t)
-	rs := watchResults(t, nc)
-	id := taskID(t, "before")
-	publish(t, js, protocol.TaskSubject(a), taskExec(id, "write", "/shared/agents/"+a+"/keep.txt", "kept across restarts"))
+	nc, js, rs := jsResults(t)
+	id := publishExec(t, js, a, "before", "write", "/shared/agents/"+a+"/keep.txt", "kept across restarts")
 	rs.collect(t, 30*time.Second, func(m map[string][]protocol.Result) bool { return len(m[id]) > 0 })
 	nc.Close()
 

@@ -404,6 +404,36 @@ func TestGatewaySurvivesHostileUpstream(t *testing.T) {
 
 func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
 
+// baselineOf is latencyOf agent id before a test's load: every call must
+// succeed.
+func baselineOf(t *testing.T, id string, n int) (p50, p99 time.Duration) {
+	t.Helper()
+	p50, p99, bad := latencyOf(t, id, n)
+	if bad != 0 {
+		t.Fatalf("baseline: %d calls failed", bad)
+	}
+	return p50, p99
+}
+
+// watchUsage subscribes, on an operator connection closed when the test
+// ends, to the usage the gateway reports for agent.
+func watchUsage(t *testing.T, f *flockUnderTest, agent string) (*nats.Conn, *nats.Subscription) {
+	t.Helper()
+	nc, err := f.connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	usage, err := nc.SubscribeSync(protocol.UsageSubject(agent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return nc, usage
+}
+
 // latencyOf runs the latency probe in agent id.
 func latencyOf(t *testing.T, id string, n int) (p50, p99 time.Duration, notOK int) {
 	out := mustSucceed(t, id, "latency", messagesURL(t, id), "claude-sonnet-4-5", fmt.Sprint(n))
@@ -426,21 +456,8 @@ func TestGatewayFloodKeepsOthersLatency(t *testing.T) {
 	skipUnderGVisor(t, gatewayFunction)
 	f := needGateway(t)
 	a1, a2 := f.agents[0], f.agents[1]
-	base50, base99, bad := latencyOf(t, a2, 40)
-	if bad != 0 {
-		t.Fatalf("baseline: %d calls failed", bad)
-	}
-	type floodOut struct {
-		out string
-		err error
-	}
-	done := make(chan floodOut, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		res, err := fut.engine.Exec(ctx, container(a1), []string{fut.probe[a1], "flood", messagesURL(t, a1), "fake-slow", "64", "12"}, "AGENT_ID="+a1)
-		done <- floodOut{res.Stdout, err}
-	}()
+	base50, base99 := baselineOf(t, a2, 40)
+	done := probeAsync(a1, 60*time.Second, "flood", messagesURL(t, a1), "fake-slow", "64", "12")
 	time.Sleep(2 * time.Second) // the flood is on
 	p50, p99, bad := latencyOf(t, a2, 40)
 	fl := <-done
@@ -468,15 +485,7 @@ func TestExampleAIAgent(t *testing.T) {
 	skipUnderGVisor(t, gatewayFunction)
 	f := needGateway(t)
 	peer := "agent-5"
-	nc, err := f.connect(nats.CustomInboxPrefix(protocol.InboxPrefix(protocol.OperatorInboxToken)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	usage, err := nc.SubscribeSync(protocol.UsageSubject(programAgent))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, usage := watchUsage(t, f, programAgent)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id := fmt.Sprintf("ask-%d", time.Now().UnixNano())
@@ -488,6 +497,7 @@ func TestExampleAIAgent(t *testing.T) {
 	answer := filepath.Join(f.sharedRoot, "agents", programAgent, "answers", id+".md")
 	deadline := time.Now().Add(60 * time.Second)
 	var got []byte
+	var err error
 	for time.Now().Before(deadline) {
 		if got, err = os.ReadFile(answer); err == nil {
 			break
@@ -546,8 +556,7 @@ func TestBringYourOwnImage(t *testing.T) {
 	if c["Config"].(map[string]any)["User"] != "20006:20006" || hc["ReadonlyRootfs"] != true || fmt.Sprint(hc["CapDrop"]) != "[ALL]" {
 		t.Errorf("%s is not hardened: user %v, read-only %v, cap drop %v", a, c["Config"].(map[string]any)["User"], hc["ReadonlyRootfs"], hc["CapDrop"])
 	}
-	nc, js := jsClient(t)
-	rs := watchResults(t, nc)
+	_, js, rs := jsResults(t)
 	run := func(tag, cmd string, args ...string) protocol.Result {
 		id := taskID(t, tag)
 		publish(t, js, protocol.TaskSubject(a), protocol.Task{ID: id, Kind: protocol.KindExec, Command: cmd, Args: args})
@@ -579,10 +588,7 @@ func TestHostileGatewayConnections(t *testing.T) {
 	skipUnderGVisor(t, limitOutsideTheSandbox)
 	f := needGateway(t)
 	a1, a2 := f.agents[0], f.agents[1]
-	base50, base99, bad := latencyOf(t, a2, 20)
-	if bad != 0 {
-		t.Fatalf("baseline: %d calls failed", bad)
-	}
+	base50, base99 := baselineOf(t, a2, 20)
 	u, err := url.Parse(gatewayURL(t, a1))
 	if err != nil {
 		t.Fatal(err)
@@ -650,18 +656,7 @@ func TestHostileGatewayFreeCalls(t *testing.T) {
 	if status(out) != "403" || !strings.Contains(out, "tool_not_allowed") {
 		t.Errorf("a per-use tool: %q, want 403 tool_not_allowed", out)
 	}
-	nc, err := f.connect(nats.CustomInboxPrefix(protocol.InboxPrefix(protocol.OperatorInboxToken)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	usage, err := nc.SubscribeSync(protocol.UsageSubject(a1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	_, usage := watchUsage(t, f, a1)
 	out = mustSucceed(t, a1, "call", "POST", base+"/openai/v1/chat/completions",
 		`{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	if status(out) != "200" {

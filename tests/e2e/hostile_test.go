@@ -28,8 +28,7 @@ import (
 func TestHostileResultsFlood(t *testing.T) {
 	f := need(t)
 	a1, a2 := f.agents[0], f.agents[1]
-	nc, js := jsClient(t)
-	rs := watchResults(t, nc)
+	_, js, rs := jsResults(t)
 	before := taskID(t, "before")
 	publish(t, js, protocol.TaskSubject(a2), taskEcho(before, "kept"))
 	rs.collect(t, 30*time.Second, func(m map[string][]protocol.Result) bool { return len(m[before]) > 0 })
@@ -85,35 +84,18 @@ func TestHostileForgedPoolResult(t *testing.T) {
 	f := need(t)
 	a1 := f.agents[0]
 	nc, js := jsClient(t)
-	cl, err := operator.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type outcome struct {
-		out string
-		err error
-	}
-	ready := filepath.Join(f.sharedRoot, "agents", a1, ".probe", "forger-ready")
-	_ = os.Remove(ready)
+	cl := operatorOn(t, nc)
+	ready := readyMark(t, f, a1, "forger")
 	stream, err := js.Stream(context.Background(), protocol.StreamTasks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	next := stream.CachedInfo().State.LastSeq + 1 // the pool task's sequence, give or take
-	forged := make(chan outcome, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		r, err := fut.engine.Exec(ctx, container(a1), []string{f.probe[a1], "forge-pool", "nats://bus:4222", protocol.ContainerCredsFile,
-			strconv.FormatUint(next, 10), "4"}, "AGENT_ID="+a1)
-		if err == nil && r.ExitCode != 0 {
-			err = errors.New("exit " + strconv.Itoa(r.ExitCode))
-		}
-		forged <- outcome{r.Stdout + r.Stderr, err}
-	}()
+	forged := probeAsync(a1, 60*time.Second, "forge-pool", "nats://bus:4222", protocol.ContainerCredsFile,
+		strconv.FormatUint(next, 10), "4")
 	// The task goes out once the forger is watching (it says so with a
 	// file in agent-1's directory).
-	waitFor(t, 45*time.Second, func() bool { _, err := os.Stat(ready); return err == nil })
+	ready()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	var reported []protocol.Result
@@ -123,10 +105,10 @@ func TestHostileForgedPoolResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	fo := <-forged
-	if fo.err != nil {
-		t.Fatalf("the forger: %v: %s", fo.err, fo.out)
+	if err := fo.ended(); err != nil {
+		t.Fatalf("the forger: %v: %s", err, fo.all())
 	}
-	t.Logf("agent-1: %s", strings.TrimSpace(fo.out))
+	t.Logf("agent-1: %s", strings.TrimSpace(fo.all()))
 	if len(res) != 1 || !res[0].OK() || res[0].Stdout == "forged" {
 		t.Fatalf("results %+v: want the one real result", res)
 	}
@@ -146,27 +128,10 @@ func TestHostilePoolHoarder(t *testing.T) {
 	f := need(t)
 	a1 := f.agents[0]
 	nc, _ := jsClient(t)
-	cl, err := operator.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := filepath.Join(f.sharedRoot, "agents", a1, ".probe", "hoarder-ready")
-	_ = os.Remove(ready)
-	type outcome struct {
-		out string
-		err error
-	}
-	hoarded := make(chan outcome, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		r, err := fut.engine.Exec(ctx, container(a1), []string{f.probe[a1], "hoard-pool", "nats://bus:4222", protocol.ContainerCredsFile, "40s"}, "AGENT_ID="+a1)
-		if err == nil && r.ExitCode != 0 {
-			err = errors.New("exit " + strconv.Itoa(r.ExitCode))
-		}
-		hoarded <- outcome{r.Stdout + r.Stderr, err}
-	}()
-	waitFor(t, 45*time.Second, func() bool { _, err := os.Stat(ready); return err == nil })
+	cl := operatorOn(t, nc)
+	ready := readyMark(t, f, a1, "hoarder")
+	hoarded := probeAsync(a1, 90*time.Second, "hoard-pool", "nats://bus:4222", protocol.ContainerCredsFile, "40s")
+	ready()
 
 	// Six pool tasks of 2 s timeout, sent while agent-1's runtime and the
 	// hoarder both pull agent-1's consumer.
@@ -199,15 +164,15 @@ func TestHostilePoolHoarder(t *testing.T) {
 		slowest = max(slowest, r.took)
 	}
 	o := <-hoarded
-	if o.err != nil {
-		t.Fatalf("the hoarder: %v: %s", o.err, o.out)
+	if err := o.ended(); err != nil {
+		t.Fatalf("the hoarder: %v: %s", err, o.all())
 	}
 	var got struct {
 		Given []string `json:"given"`
 		Most  int      `json:"most"`
 	}
-	if err := json.Unmarshal([]byte(lastLine(o.out)), &got); err != nil {
-		t.Fatalf("hoarder output %q: %v", o.out, err)
+	if err := json.Unmarshal([]byte(lastLine(o.all())), &got); err != nil {
+		t.Fatalf("hoarder output %q: %v", o.all(), err)
 	}
 	if got.Most > 2 {
 		t.Fatalf("agent-1 held %d pool tasks at once: more than its 2 slots", got.Most)
@@ -303,12 +268,10 @@ func TestHostileLogFill(t *testing.T) {
 	// left (ext4 frees a few KiB of reservations once the writer closes);
 	// then its next write meets ENOSPC, and it truncates the file in place
 	// and carries on: each exec task logs its start and end.
-	nc, js := jsClient(t)
-	rs := watchResults(t, nc)
+	_, js, rs := jsResults(t)
 	var last string
 	for i := 0; ; i++ {
-		last = taskID(t, fmt.Sprint("after-log-fill-", i))
-		publish(t, js, protocol.TaskSubject(a1), taskExec(last, "echo", strings.Repeat("logged ", 100)))
+		last = publishExec(t, js, a1, fmt.Sprint("after-log-fill-", i), "echo", strings.Repeat("logged ", 100))
 		got := rs.collect(t, 30*time.Second, func(m map[string][]protocol.Result) bool { return len(m[last]) > 0 })
 		if r := got[last][0]; !r.OK() {
 			t.Fatalf("agent-1's task %d after the log fill: %+v", i, r)
@@ -441,19 +404,39 @@ func operatorClient(t *testing.T) *operator.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	cl, err := operator.New(nc)
-	if err != nil {
-		t.Fatal(err)
+	return operatorOn(t, nc)
+}
+
+// readyMark clears the file (.probe/<name>-ready in agent's directory) by
+// which a probe started in agent says its attack is on; the wait returned
+// waits up to 45 s for the file.
+func readyMark(t *testing.T, f *flockUnderTest, agent, name string) (wait func()) {
+	ready := filepath.Join(f.sharedRoot, "agents", agent, ".probe", name+"-ready")
+	_ = os.Remove(ready)
+	return func() {
+		t.Helper()
+		waitFor(t, 45*time.Second, func() bool { _, err := os.Stat(ready); return err == nil })
 	}
-	return cl
 }
 
 // replayExec is how a probe run in the background ended.
 type replayExec struct {
-	out  string
-	code int
-	err  error
+	out, stderr string
+	code        int
+	err         error
 }
+
+// ended is the error the run ended with, one naming a non-zero exit if the
+// run itself went well.
+func (r replayExec) ended() error {
+	if r.err == nil && r.code != 0 {
+		return errors.New("exit " + strconv.Itoa(r.code))
+	}
+	return r.err
+}
+
+// all is what the probe wrote, on stdout then stderr.
+func (r replayExec) all() string { return r.out + r.stderr }
 
 // probeAsync runs the probe in an agent's container in the background, for
 // an attack that goes on while the test measures.
@@ -463,7 +446,7 @@ func probeAsync(agent string, timeout time.Duration, args ...string) <-chan repl
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		r, err := fut.engine.Exec(ctx, container(agent), append([]string{fut.probe[agent]}, args...), "AGENT_ID="+agent)
-		done <- replayExec{r.Stdout, r.ExitCode, err}
+		done <- replayExec{r.Stdout, r.Stderr, r.ExitCode, err}
 	}()
 	return done
 }

@@ -18,6 +18,15 @@ func hostConfig(t *testing.T, name string) map[string]any {
 	return inspect(t, name)["HostConfig"].(map[string]any)
 }
 
+// limited is what a test of a limit needs: agent-1, which meets it, with
+// its HostConfig, and agent-2, which must keep working meanwhile.
+func limited(t *testing.T) (a1, a2 string, hc map[string]any) {
+	t.Helper()
+	f := need(t)
+	a1, a2 = f.agents[0], f.agents[1]
+	return a1, a2, hostConfig(t, container(a1))
+}
+
 // cgroupFile reads one file of a container's cgroup from the host.
 func cgroupFile(t *testing.T, name, controller, file string) string {
 	t.Helper()
@@ -65,9 +74,7 @@ func cpuUsed(t *testing.T, name string) time.Duration {
 
 // A fork loop stops at the process limit, and agent-2 keeps working.
 func TestProcessLimit(t *testing.T) {
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
-	hc := hostConfig(t, container(a1))
+	a1, a2, hc := limited(t)
 	var limit int
 	if hc["Runtime"] == "runsc" {
 		// gVisor: the sandbox's own kernel enforces the nproc ulimit, for
@@ -113,9 +120,7 @@ func nprocLimit(t *testing.T, hc map[string]any) int {
 
 // A memory hog is killed inside its limit, and agent-2 keeps working.
 func TestMemoryLimit(t *testing.T) {
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
-	hc := hostConfig(t, container(a1))
+	a1, a2, hc := limited(t)
 	limitMiB := int(hc["Memory"].(float64)) >> 20
 	if limitMiB == 0 || hc["MemorySwap"].(float64) != hc["Memory"].(float64) {
 		t.Fatalf("memory %v swap %v: want a limit with swap equal to it", hc["Memory"], hc["MemorySwap"])
@@ -220,8 +225,7 @@ func TestCPULimit(t *testing.T) {
 // roundTrip sends a task to one agent and waits for its ok result.
 func roundTrip(t *testing.T, agent string) {
 	t.Helper()
-	nc, js := jsClient(t)
-	rs := watchResults(t, nc)
+	_, js, rs := jsResults(t)
 	id := taskID(t, agent)
 	publish(t, js, "tasks."+agent, taskEcho(id, "still here"))
 	got := rs.collect(t, 30*time.Second, func(m map[string][]protocol.Result) bool { return len(m[id]) > 0 })

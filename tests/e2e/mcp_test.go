@@ -20,8 +20,7 @@ import (
 func TestAgentsMessageOverMCP(t *testing.T) {
 	f := need(t)
 	a1, a2 := f.agents[0], f.agents[1]
-	nc, js := jsClient(t)
-	rs := watchResults(t, nc)
+	_, js, rs := jsResults(t)
 
 	// mcpTask runs the probe as an agent program calling one MCP tool.
 	mcpTask := func(agent, tool string, args any) string {
