@@ -13,27 +13,13 @@
 # on failure.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
 
 : "${FLOCK_VERIFY_IMAGE:=busybox:1.36}"
 : "${FLOCK_ROOT:=/srv/flock}"
 : "${FLOCK_USER:=vagrant}"
 : "${FLOCK_FORWARD_PORTS:=4222 8222}"
 
-passed=0
-failed=0
-skipped=0
-pass() {
-  passed=$((passed + 1))
-  printf 'PASS: %s\n' "$*"
-}
-fail() {
-  failed=$((failed + 1))
-  printf 'FAIL: %s\n' "$*"
-}
-skip() {
-  skipped=$((skipped + 1))
-  printf 'SKIP: %s\n' "$*"
-}
 check() { # check NAME COMMAND...
   local name=$1
   shift
@@ -51,9 +37,6 @@ check "docker.service active" systemctl is-active --quiet docker.service
 check "docker answers" docker info
 
 info() { docker info --format "$1" 2>/dev/null; }
-expect() { # expect NAME ACTUAL WANTED
-  if [[ $2 == "$3" ]]; then pass "$1"; else fail "$1 (got '$2', want '$3')"; fi
-}
 # cidr_within NET POOL: NET lies inside POOL (both IPv4 CIDRs).
 cidr_within() {
   local n np p pp

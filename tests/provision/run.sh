@@ -33,25 +33,12 @@ REQUIRE_DOCKER=${FLOCK_REQUIRE_DOCKER:-0}
 # The flock's own agent subnet pool (infra/flock: DefaultNetwork).
 AGENT_POOL=10.210.0.0/16
 
-passed=0
-failed=0
-skipped=0
+# shellcheck source=provision/lib/checks.sh
+. "$ROOT/provision/lib/checks.sh"
 WORK=$(mktemp -d)
 CONTAINER=
 T0=$(date +%s)
 
-pass() {
-  passed=$((passed + 1))
-  printf 'PASS: %s\n' "$*"
-}
-fail() {
-  failed=$((failed + 1))
-  printf 'FAIL: %s\n' "$*"
-}
-skip() {
-  skipped=$((skipped + 1))
-  printf 'SKIP: %s\n' "$*"
-}
 note() { printf '  .. %s\n' "$*"; }
 # ok NAME COMMAND...: PASS if the command succeeds.
 ok() {
@@ -63,10 +50,6 @@ ok() {
     fail "$name"
     sed 's/^/     | /' "$WORK/ok.out" | tail -n 20
   fi
-}
-# expect NAME ACTUAL WANTED
-expect() {
-  if [[ $2 == "$3" ]]; then pass "$1"; else fail "$1 (got '$2', want '$3')"; fi
 }
 # missing_or_skip NAME REASON: a prerequisite of the container tests is absent.
 missing_or_skip() {
