@@ -305,6 +305,14 @@ func need(t *testing.T) *flockUnderTest {
 	return fut
 }
 
+// needTwo is need and the flock's first two agents: agent-1, the one a
+// test attacks or loads, and agent-2, which must work on meanwhile.
+func needTwo(t *testing.T) (f *flockUnderTest, a1, a2 string) {
+	t.Helper()
+	f = need(t)
+	return f, f.agents[0], f.agents[1]
+}
+
 // needReplay is need for a test that runs only on a replayed flock, not
 // against one deployed by pulumi (FLOCK_E2E_TARGET=pulumi): it skips
 // there, saying why.

@@ -26,8 +26,7 @@ import (
 // agent-1 floods its own result subject with twice its share of the store:
 // agent-2's stored results survive and agent-2 still stores new ones.
 func TestHostileResultsFlood(t *testing.T) {
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
+	f, a1, a2 := needTwo(t)
 	_, js, rs := jsResults(t)
 	before := taskID(t, "before")
 	publish(t, js, protocol.TaskSubject(a2), taskEcho(before, "kept"))
@@ -195,8 +194,7 @@ func TestHostilePoolHoarder(t *testing.T) {
 // stops with ENOSPC at the quota, the host's disk (where the bus's store and
 // the other agents' images live) gives nothing, and agent-2 works on.
 func TestHostileDiskFill(t *testing.T) {
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
+	f, a1, a2 := needTwo(t)
 	dir1 := filepath.Join(f.sharedRoot, "agents", a1)
 	var fs, before, after syscall.Statfs_t
 	if err := syscall.Statfs(dir1, &fs); err != nil {
@@ -235,8 +233,7 @@ func TestHostileDiskFill(t *testing.T) {
 // with ENOSPC there and the host's free space does not move; the runtime
 // makes room in its log and goes on logging.
 func TestHostileLogFill(t *testing.T) {
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
+	f, a1, a2 := needTwo(t)
 	hostLog := filepath.Join(f.sharedRoot, "logs", a1, a1+".log")
 	hostDisk := filepath.Join(f.sharedRoot, "logs")
 	var before, after syscall.Statfs_t
@@ -299,8 +296,7 @@ func TestHostileLogFill(t *testing.T) {
 // connections and refused the operator too.
 func TestHostileBusConnections(t *testing.T) {
 	skipUnderGVisor(t, limitOutsideTheSandbox)
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
+	_, a1, a2 := needTwo(t)
 	cl := operatorClient(t)
 	roundTripTime := func(tag string) time.Duration {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -360,8 +356,7 @@ func TestHostileBusConnections(t *testing.T) {
 // can: agent-2's task round trip stays within twice its idle figure.
 func TestHostileStatusFlood(t *testing.T) {
 	skipUnderGVisor(t, "under gVisor on 2 cores the round trip's own noise (1.5-3.0x with the per-peer limit, 1.7-4.6x without) hides the effect it measures")
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
+	_, a1, a2 := needTwo(t)
 	cl := operatorClient(t)
 	median := func(tag string, n int) time.Duration {
 		var ds []time.Duration
@@ -456,8 +451,7 @@ func probeAsync(agent string, timeout time.Duration, args ...string) <-chan repl
 // receipt saying why, and the operator's messages to agent-2 meanwhile are
 // each stored and confirmed.
 func TestHostileInboxFlood(t *testing.T) {
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
+	_, a1, a2 := needTwo(t)
 	cl := operatorClient(t)
 	const flood = 8 * time.Second
 	start := time.Now()

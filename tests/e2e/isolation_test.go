@@ -33,8 +33,7 @@ func readOnly(t *testing.T, out string) bool {
 
 // Network: agent-1 reaches the bus and nothing else.
 func TestNetworkIsolation(t *testing.T) {
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
+	f, a1, a2 := needTwo(t)
 
 	t.Run("the bus works", func(t *testing.T) {
 		mustSucceed(t, a1, "dial", "bus:4222")
@@ -178,8 +177,7 @@ func controlImage(t *testing.T) string {
 
 // Storage: read-only root; writable only its own directory and tmpfs.
 func TestStorageIsolation(t *testing.T) {
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
+	f, a1, a2 := needTwo(t)
 	for _, p := range []string{"/probe-write", "/usr/probe-write", "/etc/probe-write", "/shared/probe-write", "/shared/agents/probe-write"} {
 		if out := mustFail(t, a1, "write", p); !readOnly(t, out) && !strings.Contains(out, "no such file") {
 			t.Errorf("write %s: %q, want a read-only file system", p, out)
@@ -222,8 +220,7 @@ func TestStorageIsolation(t *testing.T) {
 
 // Identity and privileges: its own non-root UID, no capabilities, no way up.
 func TestIdentityAndPrivileges(t *testing.T) {
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
+	f, a1, a2 := needTwo(t)
 	ids := map[string]map[string]string{}
 	for _, a := range []string{a1, a2} {
 		var id map[string]string

@@ -22,8 +22,7 @@ func hostConfig(t *testing.T, name string) map[string]any {
 // its HostConfig, and agent-2, which must keep working meanwhile.
 func limited(t *testing.T) (a1, a2 string, hc map[string]any) {
 	t.Helper()
-	f := need(t)
-	a1, a2 = f.agents[0], f.agents[1]
+	_, a1, a2 = needTwo(t)
 	return a1, a2, hostConfig(t, container(a1))
 }
 
@@ -242,8 +241,7 @@ func lastLine(s string) string {
 // Bus permissions, exercised with agent-1's own credentials from inside its
 // container: it can neither act as agent-2 nor listen to it.
 func TestBusPermissionsFromContainer(t *testing.T) {
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
+	_, a1, a2 := needTwo(t)
 	out := mustSucceed(t, a1, "nats", "nats://bus:4222", protocol.ContainerCredsFile, a2)
 	var outcome map[string]string
 	if err := json.Unmarshal([]byte(out), &outcome); err != nil {

@@ -18,8 +18,7 @@ import (
 // `flock-agent mcp` to message agent-2; an agent program inside agent-2
 // reads it over MCP with the sender the bus vouched for.
 func TestAgentsMessageOverMCP(t *testing.T) {
-	f := need(t)
-	a1, a2 := f.agents[0], f.agents[1]
+	f, a1, a2 := needTwo(t)
 	_, js, rs := jsResults(t)
 
 	// mcpTask runs the probe as an agent program calling one MCP tool.
