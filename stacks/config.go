@@ -127,7 +127,7 @@ func busSecret(ctx *pulumi.Context) ([]byte, error) {
 
 // gatewayKeys reads each upstream's key from its secret config key. A key
 // in plain text is refused: it would sit readable in Pulumi.<stack>.yaml.
-func gatewayKeys(ctx *pulumi.Context, g flock.Gateway) (map[string]string, []error) {
+func gatewayKeys(ctx *pulumi.Context, g flock.ModelGateway) (map[string]string, []error) {
 	keys := map[string]string{}
 	var errs []error
 	for _, up := range g.Upstreams {

@@ -36,8 +36,8 @@ type Args struct {
 	GatewayKeys map[string]string
 }
 
-// Flock is the dev flock component.
-type Flock struct {
+// DockerFlock is the Docker flock component (type token flock:docker:Flock).
+type DockerFlock struct {
 	pulumi.ResourceState
 
 	BusURL     pulumi.StringOutput `pulumi:"busUrl"`
@@ -45,8 +45,8 @@ type Flock struct {
 }
 
 // New declares the dev flock.
-func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOption) (*Flock, error) {
-	f := &Flock{}
+func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOption) (*DockerFlock, error) {
+	f := &DockerFlock{}
 	if err := ctx.RegisterComponentResource("flock:docker:Flock", name, f, opts...); err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ type Config struct {
 	Bus        BusConfig               `json:"bus"`
 	Network    NetworkConfig           `json:"network"`
 	Runtime    string                  `json:"runtime"`
-	Gateway    GatewayConfig           `json:"gateway"`
+	Gateway    ModelGatewayConfig      `json:"gateway"`
 	// Image is every agent's image unless its flock:agents entry names its own.
 	Image *ImageConfig `json:"image"`
 	// Program is every agent's program unless its flock:agents entry names
@@ -34,12 +34,12 @@ type Config struct {
 
 // AgentConfig is one entry of flock:agents.
 type AgentConfig struct {
-	ID      string              `json:"id"`
-	Slot    *int                `json:"slot"`
-	Limits  LimitsConfig        `json:"limits"`
-	Program []string            `json:"program"`
-	Gateway *AgentGatewayConfig `json:"gateway"`
-	Image   *ImageConfig        `json:"image"`
+	ID      string                   `json:"id"`
+	Slot    *int                     `json:"slot"`
+	Limits  LimitsConfig             `json:"limits"`
+	Program []string                 `json:"program"`
+	Gateway *AgentModelGatewayConfig `json:"gateway"`
+	Image   *ImageConfig             `json:"image"`
 }
 
 // LimitsConfig is flock:limits, an agent's limits, or an override.

@@ -13,14 +13,14 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
-func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw Gateway) []Agent {
+func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw ModelGateway) []Agent {
 	type entry struct {
 		key     string
 		id      string
 		slot    *int
 		limits  LimitsConfig
 		program []string
-		gateway *AgentGatewayConfig
+		gateway *AgentModelGatewayConfig
 		image   *ImageConfig
 	}
 	// With a gateway, the pool's last two slots are its networks.
@@ -137,7 +137,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw G
 	return agents
 }
 
-func gatewayNote(gw Gateway) string {
+func gatewayNote(gw ModelGateway) string {
 	if !gw.Enabled() {
 		return ""
 	}

@@ -28,7 +28,7 @@ type Model struct {
 	Shared  Shared
 	Bus     Bus
 	Network Network
-	Gateway Gateway
+	Gateway ModelGateway
 	// Runtime is the OCI runtime of agent containers ("" = engine default, or "runsc").
 	Runtime string
 }
@@ -46,7 +46,7 @@ type Agent struct {
 	// AGENT_PROGRAM): a long-lived process the agent runs and restarts
 	// beside its tasks. "" for none.
 	Program string
-	Gateway GatewayAccess
+	Gateway ModelGatewayAccess
 	// Image is the agent's image: the stock one, or the user's with
 	// flock-agent added.
 	Image Image

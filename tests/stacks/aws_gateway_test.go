@@ -216,7 +216,7 @@ func checkAWSGatewayService(t *testing.T, s *capture.Stack, b awsBus) {
 // every agent's token hash, each the SHA-256 of credentials.GatewayToken.
 func checkAWSGatewayTask(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 	td := awsGet(t, s, capture.TypeTaskDefinition, "flock-gateway-task")
-	c := checkAWSHardenedTask(t, td, awsGatewayUID, flock.DefaultGatewayLimits)
+	c := checkAWSHardenedTask(t, td, awsGatewayUID, flock.DefaultModelGatewayLimits)
 	if c.Name != "gateway" || c.Image != capture.MockRegistry()+"/flock-images@"+capture.MockDigest("flock-gateway-image") {
 		t.Errorf("gateway container %q runs %q", c.Name, c.Image)
 	}
