@@ -120,6 +120,8 @@ const (
 	// bus would be down, and its queue unreachable, while it does). On the
 	// docker target the default stays one node (DefaultBus).
 	DefaultAWSReplicas = 3
+	// maxUIDBase leaves every slot's UID below MaxInt32.
+	maxUIDBase = math.MaxInt32 - MaxAgents*10
 )
 
 var (
@@ -141,6 +143,17 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Key + ": " + e.Rule }
+
+// Problems lists the problems a Validate error joins (none for nil).
+func Problems(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
 
 type errs []error
 
@@ -179,8 +192,8 @@ func (c Config) Validate() (Model, error) {
 	uidBase := DefaultUIDBase
 	if c.UIDBase != nil {
 		uidBase = *c.UIDBase
-		if uidBase < 1000 || uidBase > math.MaxInt32-MaxAgents*10 {
-			es.add("flock:uidBase", "must be between 1000 and %d so agents never run as root or a system user (got %d)", math.MaxInt32-MaxAgents*10, uidBase)
+		if uidBase < 1000 || uidBase > maxUIDBase {
+			es.add("flock:uidBase", "must be between 1000 and %d so agents never run as root or a system user (got %d)", maxUIDBase, uidBase)
 			uidBase = DefaultUIDBase
 		}
 	}

@@ -1,21 +1,19 @@
 package flock
 
 import (
-	"time"
-
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
 func (b BusConfig) validate(es *errs) Bus {
 	out := DefaultBus
-	durationIn(es, "flock:bus.heartbeatInterval", b.Heartbeat, time.Second, time.Hour, &out.Heartbeat)
-	durationIn(es, "flock:bus.ackWait", b.AckWait, time.Second, time.Hour, &out.AckWait)
-	durationIn(es, "flock:bus.streamMaxAge", b.StreamMaxAge, time.Minute, 365*24*time.Hour, &out.StreamMaxAge)
-	intIn(es, "flock:bus.maxDeliver", b.MaxDeliver, 1, 100, "deliveries", &out.MaxDeliver)
+	rangeHeartbeat.check(es, "flock:bus.heartbeatInterval", b.Heartbeat, &out.Heartbeat)
+	rangeAckWait.check(es, "flock:bus.ackWait", b.AckWait, &out.AckWait)
+	rangeStreamMaxAge.check(es, "flock:bus.streamMaxAge", b.StreamMaxAge, &out.StreamMaxAge)
+	rangeMaxDeliver.check(es, "flock:bus.maxDeliver", b.MaxDeliver, &out.MaxDeliver)
 	var kib, streamMiB, jsMiB int = out.MaxPayloadBytes >> 10, int(out.StreamMaxBytes >> 20), int(out.JetStreamMaxBytes >> 20)
-	intIn(es, "flock:bus.maxPayloadKiB", b.MaxPayloadKiB, 1, 64<<10, "KiB", &kib)
-	intIn(es, "flock:bus.streamMaxMiB", b.StreamMaxMiB, 1, 1<<20, "MiB", &streamMiB)
-	intIn(es, "flock:bus.jetStreamMaxMiB", b.JetStreamMaxMiB, 16, 1<<22, "MiB", &jsMiB)
+	rangeMaxPayload.check(es, "flock:bus.maxPayloadKiB", b.MaxPayloadKiB, &kib)
+	rangeStreamMiB.check(es, "flock:bus.streamMaxMiB", b.StreamMaxMiB, &streamMiB)
+	rangeJetStreamMiB.check(es, "flock:bus.jetStreamMaxMiB", b.JetStreamMaxMiB, &jsMiB)
 	out.MaxPayloadBytes, out.StreamMaxBytes, out.JetStreamMaxBytes = kib<<10, int64(streamMiB)<<20, int64(jsMiB)<<20
 	// The task and dead-letter streams share the JetStream store with the
 	// agents' results streams (resultsShare), the status stream and the spending ledger.
@@ -32,7 +30,7 @@ func (b BusConfig) validate(es *errs) Bus {
 			out.PeerBytesPerSecond = int64(v) << 10
 		}
 	}
-	intIn(es, "flock:bus.connectionsPerPeer", b.ConnectionsPerPeer, 2, 1024, "connections", &out.ConnectionsPerPeer)
+	rangeConnections.check(es, "flock:bus.connectionsPerPeer", b.ConnectionsPerPeer, &out.ConnectionsPerPeer)
 	if b.Replicas != nil {
 		if v := *b.Replicas; v != 1 && v != 3 {
 			es.add("flock:bus.replicas", "must be 1 (one bus node) or 3 (a three-node cluster that survives losing one) (got %d)", v)
@@ -56,8 +54,8 @@ func (b BusConfig) resultsShare(es *errs, bus Bus, agents int) int64 {
 	share := min(DefaultResultsPerAgent, left/int64(agents))
 	if b.ResultsMiBPerAgent != nil {
 		mib := *b.ResultsMiBPerAgent
-		if mib < 1 || mib > 1<<20 {
-			es.add("flock:bus.resultsMiBPerAgent", "must be between 1 and %d MiB (got %d)", 1<<20, mib)
+		if mib < rangeResultsMiB.lo || mib > rangeResultsMiB.hi {
+			es.add("flock:bus.resultsMiBPerAgent", "must be between %d and %d %s (got %d)", rangeResultsMiB.lo, rangeResultsMiB.hi, rangeResultsMiB.unit, mib)
 			return DefaultResultsPerAgent
 		}
 		share = int64(mib) << 20

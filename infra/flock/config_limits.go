@@ -16,12 +16,12 @@ func (l LimitsConfig) validate(es *errs, key string, base Limits) Limits {
 			out.CPUs = v
 		}
 	}
-	intIn(es, key+".memoryMiB", l.MemoryMiB, 32, 1<<20, "MiB", &out.MemoryMiB)
-	intIn(es, key+".pids", l.Pids, 16, 1<<16, "processes", &out.Pids)
-	intIn(es, key+".tmpfsMiB", l.TmpfsMiB, 1, 1<<14, "MiB", &out.TmpfsMiB)
-	intIn(es, key+".concurrency", l.Concurrency, 1, 64, "tasks", &out.Concurrency)
-	intIn(es, key+".diskMiB", l.DiskMiB, MinDiskMiB, 1<<20, "MiB", &out.DiskMiB)
-	durationIn(es, key+".taskTimeout", l.TaskTimeout, time.Second, 24*time.Hour, &out.TaskTimeout)
+	rangeMemoryMiB.check(es, key+".memoryMiB", l.MemoryMiB, &out.MemoryMiB)
+	rangePids.check(es, key+".pids", l.Pids, &out.Pids)
+	rangeTmpfsMiB.check(es, key+".tmpfsMiB", l.TmpfsMiB, &out.TmpfsMiB)
+	rangeConcurrency.check(es, key+".concurrency", l.Concurrency, &out.Concurrency)
+	rangeDiskMiB.check(es, key+".diskMiB", l.DiskMiB, &out.DiskMiB)
+	rangeTaskTimeout.check(es, key+".taskTimeout", l.TaskTimeout, &out.TaskTimeout)
 	if out.TmpfsMiB*2 > out.MemoryMiB && (l.TmpfsMiB != nil || l.MemoryMiB != nil) {
 		// tmpfs pages count against the memory limit: /tmp and /run together must fit.
 		es.add(key+".tmpfsMiB", "twice the tmpfs size (/tmp and /run) must fit in memoryMiB %d (got %d)", out.MemoryMiB, out.TmpfsMiB)
