@@ -41,6 +41,26 @@ func PrivateCapacity(cidr netip.Prefix, azs int) int {
 	return per * azs
 }
 
+// subnet declares a subnet of vpc without public addresses, named name
+// (and its route table association too), tagged with role, routed by rt.
+func (d *declarer) subnet(name string, vpc *ec2.Vpc, cidr netip.Prefix, zone string, rt *ec2.RouteTable, role string) (pulumi.IDOutput, error) {
+	sub, err := ec2.NewSubnet(d.ctx, name, &ec2.SubnetArgs{
+		VpcId: vpc.ID(), CidrBlock: pulumi.String(cidr.String()),
+		AvailabilityZone:    pulumi.String(zone),
+		MapPublicIpOnLaunch: pulumi.Bool(false),
+		Tags:                d.tags(role, ""),
+	}, d.parent)
+	if err != nil {
+		return pulumi.IDOutput{}, fmt.Errorf("subnet %s: %w", name, err)
+	}
+	if _, err := ec2.NewRouteTableAssociation(d.ctx, name, &ec2.RouteTableAssociationArgs{
+		SubnetId: sub.ID(), RouteTableId: rt.ID(),
+	}, d.parent); err != nil {
+		return pulumi.IDOutput{}, fmt.Errorf("route table association %s: %w", name, err)
+	}
+	return sub.ID(), nil
+}
+
 func (d *declarer) network(reverseDNS string) error {
 	n := d.args.Network
 	if n.VpcID != "" {
@@ -167,21 +187,11 @@ func (d *declarer) newVPC() error {
 			return err
 		}
 		name := d.n("private", strconv.Itoa(i+1))
-		sub, err := ec2.NewSubnet(d.ctx, name, &ec2.SubnetArgs{
-			VpcId: vpc.ID(), CidrBlock: pulumi.String(cidr.String()),
-			AvailabilityZone:    pulumi.String(zones[i]),
-			MapPublicIpOnLaunch: pulumi.Bool(false),
-			Tags:                d.tags("network", ""),
-		}, d.parent)
+		id, err := d.subnet(name, vpc, cidr, zones[i], rt, "network")
 		if err != nil {
-			return fmt.Errorf("subnet %s: %w", name, err)
+			return err
 		}
-		if _, err := ec2.NewRouteTableAssociation(d.ctx, name, &ec2.RouteTableAssociationArgs{
-			SubnetId: sub.ID(), RouteTableId: rt.ID(),
-		}, d.parent); err != nil {
-			return fmt.Errorf("route table association %s: %w", name, err)
-		}
-		d.subnets = append(d.subnets, sub.ID())
+		d.subnets = append(d.subnets, id)
 	}
 	if d.m.Gateway.Enabled() {
 		// The gateway's route out, in subnets of its own: the private

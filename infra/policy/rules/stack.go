@@ -161,7 +161,7 @@ func stackPidsLimitStep(rs []Resource) []Finding {
 			out = append(out, c.finding(fix, "no step sets the cgroup PIDs limit of agent %s's container %q (docker update --pids-limit); the nproc ulimit alone is per UID, not per container", id, name))
 		case strings.HasPrefix(limit, "-") || strings.TrimLeft(limit, "0") == "":
 			out = append(out, c.finding(fix, "the step %q sets the PIDs limit of %q to %s, which is no limit", step.Name, name, limit))
-		case c.URN != "" && !contains(step.Deps, c.URN):
+		case c.URN != "" && !slices.Contains(step.Deps, c.URN):
 			out = append(out, c.finding(fix, "the step %q does not depend on the container, so it does not run again when the container is replaced", step.Name))
 		}
 	}

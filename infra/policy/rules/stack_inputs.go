@@ -81,6 +81,22 @@ func taskAgent(td Resource) string {
 	return ""
 }
 
+// agentTaskDefinitions are the ARNs, IDs and families of the agents' task
+// definitions: what a service's taskDefinition may name.
+func agentTaskDefinitions(rs []Resource) map[string]bool {
+	refs := map[string]bool{}
+	for _, td := range byTypeSorted(rs, TypeTaskDefinition) {
+		if taskAgent(td) != "" {
+			for _, k := range []string{"arn", "id", "family"} {
+				if v := str(td.get(k)); v != "" {
+					refs[v] = true
+				}
+			}
+		}
+	}
+	return refs
+}
+
 // taskUIDs are the numeric UIDs a task definition's containers run as.
 func taskUIDs(td Resource) []int {
 	defs, _, _ := containerDefs(td)
@@ -130,15 +146,6 @@ func taskEFSMounts(td Resource) []efsMount {
 		out = append(out, efsMount{volume: str(v["name"]), accessPoint: str(ap), rootDir: path.Clean(root)})
 	}
 	return out
-}
-
-func contains(l []string, s string) bool {
-	for _, v := range l {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // coversPort reports whether an ingress rule's protocol and port range

@@ -63,16 +63,7 @@ func stackAgentOwnNetwork(rs []Resource) []Finding {
 
 	// aws: the security groups of agent services admit no ingress at all, so
 	// no agent can reach another even when they share a group.
-	agentTDs := map[string]bool{}
-	for _, td := range byTypeSorted(rs, TypeTaskDefinition) {
-		if taskAgent(td) != "" {
-			for _, k := range []string{"arn", "id", "family"} {
-				if v := str(td.get(k)); v != "" {
-					agentTDs[v] = true
-				}
-			}
-		}
-	}
+	agentTDs := agentTaskDefinitions(rs)
 	sgByID := map[string]Resource{}
 	agentSG := map[string]Resource{} // by resource name
 	for _, sg := range byTypeSorted(rs, TypeSecurityGroup) {
