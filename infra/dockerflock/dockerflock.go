@@ -135,15 +135,5 @@ func (d *declarer) declare() error {
 	if err := d.declareBus(); err != nil {
 		return err
 	}
-	if d.m.Gateway.Enabled() {
-		if err := d.declareGateway(); err != nil {
-			return fmt.Errorf("gateway: %w", err)
-		}
-	}
-	for _, a := range d.m.Agents {
-		if err := d.declareAgent(a); err != nil {
-			return fmt.Errorf("agent %s: %w", a.ID, err)
-		}
-	}
-	return nil
+	return d.m.DeclareMembers(d.declareGateway, d.declareAgent)
 }

@@ -182,6 +182,23 @@ func (m Model) Agent(id string) (Agent, bool) {
 	return Agent{}, false
 }
 
+// DeclareMembers calls gateway when the flock has a model gateway, then agent
+// for each agent in slot order, as both components declare them; an error
+// says whose it is.
+func (m Model) DeclareMembers(gateway func() error, agent func(Agent) error) error {
+	if m.Gateway.Enabled() {
+		if err := gateway(); err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
+	}
+	for _, a := range m.Agents {
+		if err := agent(a); err != nil {
+			return fmt.Errorf("agent %s: %w", a.ID, err)
+		}
+	}
+	return nil
+}
+
 // AgentIDs lists the agent IDs in slot order.
 func (m Model) AgentIDs() []string {
 	ids := make([]string, len(m.Agents))

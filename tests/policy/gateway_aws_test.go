@@ -47,18 +47,7 @@ func awsGatewayCapture(t testing.TB, agents, nodes int) []capture.Resource {
 	if err != nil {
 		t.Fatalf("aws stack with a gateway: %v", err)
 	}
-	rs := clone(s.Resources)
-	for i, r := range rs {
-		if !strings.HasPrefix(r.Type, "aws:") {
-			continue
-		}
-		if _, ok := r.Inputs["id"]; !ok {
-			rs[i].Inputs["id"] = resource.NewStringProperty(capture.MockID(r.Name))
-		}
-		if _, ok := r.Inputs["arn"]; !ok {
-			rs[i].Inputs["arn"] = resource.NewStringProperty(capture.MockARN(r.Type, r.Name, r.Inputs))
-		}
-	}
+	rs := withProviderIDs(s.Resources)
 	gatewayCaptures[key] = rs
 	return clone(rs)
 }
