@@ -34,16 +34,12 @@ func awsGatewayCapture(t testing.TB, agents, nodes int) []capture.Resource {
 	if rs, ok := gatewayCaptures[key]; ok {
 		return clone(rs)
 	}
-	cfg, err := capture.StackConfig("aws")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg["flock:agentCount"] = fmt.Sprint(agents)
-	cfg["flock:bus"] = fmt.Sprintf(`{"replicas": %d}`, nodes)
-	cfg["flock:gateway"] = `{"upstreams": {"anthropic": {}}}`
-	cfg["flock:anthropicApiKey"] = gatewayKey
-	cfg, secrets := capture.WithSecret(cfg)
-	s, err := capture.Run("aws", cfg, append(secrets, "flock:anthropicApiKey")...)
+	s, err := capture.RunStack("aws", capture.Config{
+		"flock:agentCount":      fmt.Sprint(agents),
+		"flock:bus":             fmt.Sprintf(`{"replicas": %d}`, nodes),
+		"flock:gateway":         `{"upstreams": {"anthropic": {}}}`,
+		"flock:anthropicApiKey": gatewayKey,
+	}, "flock:anthropicApiKey")
 	if err != nil {
 		t.Fatalf("aws stack with a gateway: %v", err)
 	}

@@ -35,20 +35,11 @@ func awsGatewayStack(t testing.TB, overrides capture.Config) *capture.Stack {
 }
 
 func runAWSGateway(overrides capture.Config) (*capture.Stack, error) {
-	cfg, err := capture.StackConfig("aws")
-	if err != nil {
-		return nil, err
-	}
-	cfg = withGateway(cfg, "")
+	cfg := withGateway(capture.Config{}, "")
 	for k, v := range overrides {
-		if v == "" {
-			delete(cfg, k)
-			continue
-		}
-		cfg[k] = v
+		cfg[k] = v // an empty value removes the key, the gateway's too
 	}
-	cfg, secrets := capture.WithSecret(cfg)
-	return capture.Run("aws", cfg, append(secrets, "flock:anthropicApiKey")...)
+	return capture.RunStack("aws", cfg, "flock:anthropicApiKey")
 }
 
 // awsGatewayUID is the gateway's UID: flock:uidBase + the pool's last slot.

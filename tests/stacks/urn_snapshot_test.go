@@ -29,15 +29,7 @@ func TestURNSnapshot(t *testing.T) {
 		{"aws", capture.Config{"flock:agentCount": "4", "flock:bus": `{"replicas": 3}`}},
 	} {
 		t.Run(tc.stack, func(t *testing.T) {
-			cfg, err := capture.StackConfig(tc.stack)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for k, v := range withGateway(tc.cfg, "") {
-				cfg[k] = v
-			}
-			cfg, secrets := capture.WithSecret(cfg)
-			s, err := capture.Run(tc.stack, cfg, append(secrets, "flock:anthropicApiKey")...)
+			s, err := capture.RunStack(tc.stack, withGateway(tc.cfg, ""), "flock:anthropicApiKey")
 			if err != nil {
 				t.Fatalf("%s stack: %v", tc.stack, err)
 			}
