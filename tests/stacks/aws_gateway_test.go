@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -434,11 +435,11 @@ func TestAWSGatewayAddingAnAgent(t *testing.T) {
 			}
 			sort.Strings(changed)
 			for _, c := range changed {
-				if !containsStr(allowed, c) {
+				if !slices.Contains(allowed, c) {
 					t.Errorf("adding agent-4 changed %s", c)
 				}
 			}
-			if !containsStr(changed, "flock-gateway-config-1") || !containsStr(changed, "flock-gateway") {
+			if !slices.Contains(changed, "flock-gateway-config-1") || !slices.Contains(changed, "flock-gateway") {
 				t.Errorf("changed %v: the gateway's config must gain agent-4 and roll the gateway", changed)
 			}
 			before, after := awsGet(t, three, capture.TypeService, "flock-gateway"), awsGet(t, four, capture.TypeService, "flock-gateway")
@@ -452,7 +453,7 @@ func TestAWSGatewayAddingAnAgent(t *testing.T) {
 					t.Errorf("adding agent-4 added %s", a)
 				}
 			}
-			if !containsStr(added, "flock-agent-4-gateway-token") {
+			if !slices.Contains(added, "flock-agent-4-gateway-token") {
 				t.Errorf("agent-4 has no token secret (added %v)", added)
 			}
 		})

@@ -195,7 +195,7 @@ func TestAddingAnAgentReplacesNoGateway(t *testing.T) {
 		t.Errorf("changed %v; want only the bus and gateway config steps", changed)
 	}
 	for _, want := range []string{"flock-agent-4", "flock-agent-4-gateway-link", "flock-agent-4-bus-link"} {
-		if !containsStr(added, want) {
+		if !slices.Contains(added, want) {
 			t.Errorf("agent-4 lacks %s (added %v)", want, added)
 		}
 	}
