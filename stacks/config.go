@@ -87,14 +87,14 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	var targetErrs []error
+	var targetErr error
 	switch {
 	case c.Target == string(flock.TargetDocker) && dockerOK:
-		s.Docker, targetErrs = dockerConf.Validate(m, dockerHost)
+		s.Docker, targetErr = dockerConf.Validate(m, dockerHost)
 	case c.Target == string(flock.TargetAWS) && awsOK:
-		s.AWS, targetErrs = awsConf.Validate(ctx.Stack(), m, err == nil)
+		s.AWS, targetErr = awsConf.Validate(ctx.Stack(), m, err == nil)
 	}
-	errs = append(errs, targetErrs...)
+	errs = append(errs, flock.Problems(targetErr)...)
 	secret, err := busSecret(ctx)
 	if err != nil {
 		errs = append(errs, err)
@@ -127,7 +127,7 @@ func busSecret(ctx *pulumi.Context) ([]byte, error) {
 
 // gatewayKeys reads each upstream's key from its secret config key. A key
 // in plain text is refused: it would sit readable in Pulumi.<stack>.yaml.
-func gatewayKeys(ctx *pulumi.Context, g flock.Gateway) (map[string]string, []error) {
+func gatewayKeys(ctx *pulumi.Context, g flock.ModelGateway) (map[string]string, []error) {
 	keys := map[string]string{}
 	var errs []error
 	for _, up := range g.Upstreams {
@@ -165,4 +165,15 @@ func jsonReason(err error) string {
 		return strings.TrimPrefix(msg, "json: ")
 	}
 	return err.Error()
+}
+
+// ConfigKeys are every key the program reads, both targets', in the order of
+// the configuration reference (docs/configuration.md).
+func ConfigKeys() []flock.ConfigKey {
+	keys := append(flock.ModelKeys(),
+		flock.ConfigKey{Key: busSecretKey, Type: "secret string", Default: "(required)", Rule: fmt.Sprintf("a secret of at least %d characters, never plain text", credentials.MinSecretLen), Targets: flock.BothTargets, Description: "master of every bus credential; make deploy sets one"},
+		flock.ConfigKey{Key: "flock:<name>ApiKey", Type: "secret string", Default: "", Rule: "a secret, one line, not empty; required for every upstream", Targets: flock.BothTargets, Description: "upstream <name>'s key (or the key its keySecret names)"},
+	)
+	keys = append(keys, dockerflock.ConfigKeys()...)
+	return append(keys, awsflock.ConfigKeys()...)
 }

@@ -2,17 +2,32 @@ package stacks
 
 import (
 	"fmt"
-	"net/netip"
+	"maps"
+	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/ai-flock/ai-flock/infra/awsflock"
 	"github.com/ai-flock/ai-flock/infra/busconfig"
 	"github.com/ai-flock/ai-flock/infra/credentials"
-	"github.com/ai-flock/ai-flock/infra/dockerflock"
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
 )
+
+// Target is a stack's component as the program sees it: it declares the
+// flock of the validated settings with the bus credentials, and returns the
+// outputs only that target has (every target's are exportCommon's).
+type Target interface {
+	Deploy(ctx *pulumi.Context, s Settings, keys Keys) (Outputs, error)
+}
+
+// Outputs are stack outputs by name.
+type Outputs map[string]pulumi.Input
+
+// targets are the components, by flock:target.
+var targets = map[flock.Target]Target{
+	flock.TargetDocker: dockerTarget{},
+	flock.TargetAWS:    awsTarget{},
+}
 
 // Run is the Pulumi program of every stack: it dispatches on flock:target.
 func Run(ctx *pulumi.Context) error {
@@ -24,16 +39,16 @@ func Run(ctx *pulumi.Context) error {
 	if err != nil {
 		return err
 	}
-	switch s.Model.Target {
-	case flock.TargetDocker:
-		err = runDocker(ctx, s, keys)
-	case flock.TargetAWS:
-		err = runAWS(ctx, s, keys)
-	default:
-		err = fmt.Errorf("flock:target: unsupported target %q", s.Model.Target)
+	target, ok := targets[s.Model.Target]
+	if !ok {
+		return fmt.Errorf("flock:target: unsupported target %q", s.Model.Target)
 	}
+	outputs, err := target.Deploy(ctx, s, keys)
 	if err != nil {
 		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(outputs)) {
+		ctx.Export(name, outputs[name])
 	}
 	exportCommon(ctx, s.Model, keys)
 	return nil
@@ -72,131 +87,6 @@ func (k Keys) PublicKeys() busconfig.PublicKeys {
 		p.Agents[id] = key.Public
 	}
 	return p
-}
-
-func runDocker(ctx *pulumi.Context, s Settings, keys Keys) error {
-	args := s.Docker
-	// Each node's monitoring and routes listen on its bus-network address.
-	var routes []string
-	for _, n := range s.Model.Bus.BusNodes() {
-		routes = append(routes, dockerflock.BusNodeAddress(s.Model, n).String())
-	}
-	for _, n := range s.Model.Bus.BusNodes() {
-		host := dockerflock.BusNodeAddress(s.Model, n).String()
-		opt := busconfig.Options{MonitorHost: host}
-		if s.Model.Bus.Clustered() {
-			opt.Node, opt.RouteHost, opt.Routes = n, host, routes
-		}
-		conf, err := busconfig.Render(s.Model, keys.PublicKeys(), opt)
-		if err != nil {
-			return err
-		}
-		args.BusConfigs = append(args.BusConfigs, conf)
-	}
-	// The operator's host reaches the bus from the bus network (published
-	// ports), the gateway from its own: neither counts against an agent's
-	// share of the bus's connections.
-	busNet, _ := dockerflock.BusAddress(s.Model)
-	uncounted := []netip.Prefix{busNet}
-	if s.Model.Gateway.Enabled() {
-		uncounted = append(uncounted, s.Model.Gateway.Net)
-	}
-	topology, err := busconfig.RenderTopology(s.Model, uncounted...)
-	if err != nil {
-		return err
-	}
-	args.Seeds = map[string]string{}
-	for id, k := range keys.Agents {
-		args.Seeds[id] = k.Seed
-	}
-	args.BusTopology = topology
-	args.GatewaySeed, args.GatewayKeys = keys.Gateway.Seed, s.GatewayKeys
-	f, err := dockerflock.New(ctx, s.Model.Name, args)
-	if err != nil {
-		return fmt.Errorf("dev flock: %w", err)
-	}
-	ctx.Export("busUrl", f.BusURL)
-	ctx.Export("monitorUrl", f.MonitorURL)
-	return nil
-}
-
-func runAWS(ctx *pulumi.Context, s Settings, keys Keys) error {
-	args := s.AWS
-	var err error
-	// Monitoring listens on every address of the bus task: its security
-	// group admits the monitoring port from the operator task only. A
-	// cluster node's routes listen on every address too (the group admits
-	// the route port from the bus nodes only) and reach the others by their
-	// Cloud Map names; its store is on its own task storage.
-	hosts := awsflock.BusHosts(s.Model, args.Namespace)
-	for _, n := range s.Model.Bus.BusNodes() {
-		opt := busconfig.Options{StoreDir: protocol.BusStoreDir}
-		if s.Model.Bus.Clustered() {
-			opt = busconfig.Options{StoreDir: awsflock.BusNodeStoreDir, Node: n, RouteHost: "0.0.0.0", Routes: hosts}
-		}
-		conf, err := busconfig.Render(s.Model, keys.PublicKeys(), opt)
-		if err != nil {
-			return fmt.Errorf("bus node %d: %w", n, err)
-		}
-		args.BusConfigs = append(args.BusConfigs, conf)
-	}
-	// Every task has an address of its own and is counted; operators on
-	// flock:aws.operatorCidrs (a VPN, where many may share an address) are not.
-	var uncounted []netip.Prefix
-	for _, c := range args.OperatorCIDRs {
-		if p, err := netip.ParsePrefix(c); err == nil {
-			uncounted = append(uncounted, p)
-		}
-	}
-	if args.BusTopology, err = busconfig.RenderTopology(s.Model, uncounted...); err != nil {
-		return err
-	}
-	args.Seeds = map[string]string{}
-	for id, k := range keys.Agents {
-		args.Seeds[id] = k.Seed
-	}
-	args.OperatorSeed = keys.Operator.Seed
-	if s.Model.Gateway.Enabled() {
-		if err := awsGateway(s, keys, &args); err != nil {
-			return err
-		}
-	}
-	f, err := awsflock.New(ctx, s.Model.Name, args)
-	if err != nil {
-		return fmt.Errorf("aws flock: %w", err)
-	}
-	ctx.Export("busUrl", f.BusURL)
-	ctx.Export("monitorUrl", f.MonitorURL)
-	ctx.Export("cluster", f.ClusterName)
-	ctx.Export("repositoryUrl", f.RepositoryURL)
-	ctx.Export("fileSystemId", f.FileSystemID)
-	ctx.Export("operatorTaskDefinition", f.OperatorTaskDefinition)
-	ctx.Export("operatorSecurityGroup", f.OperatorSecurityGroupID)
-	ctx.Export("subnets", f.SubnetIDs)
-	return nil
-}
-
-// awsGateway gives the aws gateway what it needs: each agent's gateway
-// token, derived from the bus secret (agents share one network on aws, so
-// the gateway knows a caller by its token), its config (callers by token;
-// each key in the variable its secret fills; usage to the bus at the URL
-// agents use, as the gateway bus user whose seed its secret fills), its
-// seed and the upstreams' keys.
-func awsGateway(s Settings, keys Keys, args *awsflock.Args) error {
-	args.GatewayTokens = map[string]string{}
-	for _, a := range s.Model.Agents {
-		t, err := credentials.GatewayToken(s.BusSecret, a.ID)
-		if err != nil {
-			return fmt.Errorf("agent %s: %w", a.ID, err)
-		}
-		args.GatewayTokens[a.ID] = t
-	}
-	conf, err := awsflock.GatewayConfig(s.Model, args.Namespace, args.GatewayTokens)
-	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
-	}
-	args.GatewayConfig, args.GatewaySeed, args.GatewayKeys = conf, keys.Gateway.Seed, s.GatewayKeys
-	return nil
 }
 
 // exportCommon exports what every target shares: the agents and the

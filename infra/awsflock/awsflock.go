@@ -117,8 +117,8 @@ type Args struct {
 	GatewayTokens map[string]string
 }
 
-// Flock is the aws flock component.
-type Flock struct {
+// ECSFlock is the ECS flock component (type token flock:aws:Flock).
+type ECSFlock struct {
 	pulumi.ResourceState
 
 	BusURL                  pulumi.StringOutput      `pulumi:"busUrl"`
@@ -132,11 +132,11 @@ type Flock struct {
 }
 
 // New declares the aws flock.
-func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOption) (*Flock, error) {
+func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOption) (*ECSFlock, error) {
 	if err := args.check(); err != nil {
 		return nil, err
 	}
-	f := &Flock{}
+	f := &ECSFlock{}
 	if err := ctx.RegisterComponentResource("flock:aws:Flock", name, f, opts...); err != nil {
 		return nil, err
 	}
@@ -306,17 +306,7 @@ func (d *declarer) declare() error {
 	if err := d.declareOperator(); err != nil {
 		return fmt.Errorf("operator: %w", err)
 	}
-	if d.m.Gateway.Enabled() {
-		if err := d.declareGateway(); err != nil {
-			return fmt.Errorf("gateway: %w", err)
-		}
-	}
-	for _, a := range d.m.Agents {
-		if err := d.declareAgent(a); err != nil {
-			return fmt.Errorf("agent %s: %w", a.ID, err)
-		}
-	}
-	return nil
+	return d.m.DeclareMembers(d.declareGateway, d.declareAgent)
 }
 
 func mustJSON(v any) string {

@@ -23,9 +23,9 @@ func argsWith(t *testing.T, n int, replicas *int) awsflock.Args {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, errs := awsflock.Config{ImageTag: "test"}.Validate("aws", m, true)
-	if len(errs) > 0 {
-		t.Fatal(errs)
+	a, err := awsflock.Config{ImageTag: "test"}.Validate("aws", m, true)
+	if err != nil {
+		t.Fatal(err)
 	}
 	a.Seeds = map[string]string{}
 	for _, ag := range m.Agents {

@@ -1,6 +1,7 @@
 package awsflock
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -58,7 +59,8 @@ var (
 
 // Validate turns flock:aws into the component's arguments (all but the
 // credentials and the rendered bus files), with every problem, each naming
-// its key and the rule it breaks, for the stack to report with the model's.
+// its key and the rule it breaks, for the stack to report with the model's:
+// errors.Join of *flock.Error (flock.Problems lists them).
 //
 // With an invalid model (modelValid false; its own errors are reported) only
 // flock:aws itself is checked: rules that weigh it against the model would
@@ -67,7 +69,7 @@ var (
 // stack is the stack's name (ctx.Stack()): it is part of the log group names
 // and task definition families, which are checked against AWS's rules with
 // every other name the component derives from the configuration (names.go).
-func (c Config) Validate(stack string, m flock.Model, modelValid bool) (Args, []error) {
+func (c Config) Validate(stack string, m flock.Model, modelValid bool) (Args, error) {
 	var errs []error
 	add := func(key, format string, v ...any) {
 		errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf(format, v...)})
@@ -182,18 +184,18 @@ func (c Config) Validate(stack string, m flock.Model, modelValid bool) (Args, []
 		add(own[MaxOwnImages].ConfigKey, "would be the flock's agent image number %d: the aws target builds at most %d distinct agent images (each has a lifecycle rule of its own in the repository, whose policy holds at most 30,720 characters); let agents share images", MaxOwnImages+1, MaxOwnImages)
 	}
 	if len(errs) > 0 {
-		return Args{}, errs
+		return Args{}, errors.Join(errs...)
 	}
 	if a.ImageTag == "" {
 		var err error
 		if a.ImageTag, err = ImageTag(a.AgentContext, a.BaseImage, a.CPUArchitecture); err != nil {
-			return Args{}, []error{&flock.Error{Key: k("imageTag"), Rule: err.Error()}}
+			return Args{}, &flock.Error{Key: k("imageTag"), Rule: err.Error()}
 		}
 	}
 	for _, img := range ownImages(m) {
 		tags, err := TagOwnImage(img, a.ImageTag)
 		if err != nil {
-			return Args{}, []error{&flock.Error{Key: img.ConfigKey, Rule: err.Error()}}
+			return Args{}, &flock.Error{Key: img.ConfigKey, Rule: err.Error()}
 		}
 		if a.OwnImages == nil {
 			a.OwnImages = map[string]OwnImageTags{}
@@ -280,5 +282,30 @@ func (c Config) validateNetwork(n *Network, m flock.Model, modelValid bool, add 
 			}
 			add(k("cidr"), "%s in %d zones holds %d task addresses; %d agents, %s and the operator need %d: use a larger range or more zones", n.CIDR, n.AZCount, PrivateCapacity(n.CIDR, n.AZCount), len(m.Agents), bus, need)
 		}
+	}
+}
+
+// ConfigKeys are the aws target's keys, for the configuration reference.
+func ConfigKeys() []flock.ConfigKey {
+	k := func(field, typ, def, rule, desc string) flock.ConfigKey {
+		return flock.ConfigKey{Key: Key + "." + field, Type: typ, Default: def, Rule: rule, Targets: flock.AWSOnly, Description: desc}
+	}
+	return []flock.ConfigKey{
+		k("cidr", "IPv4 CIDR", DefaultCIDR.String(), "a private network address of /16 to /22, large enough for every task; unset with vpcId", "range of the VPC the stack creates"),
+		k("availabilityZones", "integer", fmt.Sprint(DefaultAZCount), "2 to 6; unset with vpcId", "zones of the VPC the stack creates"),
+		k("egress", "string", string(EgressEndpoints), fmt.Sprintf("%q (VPC endpoints, no route out) or %q (a NAT gateway)", EgressEndpoints, EgressNAT), "how tasks reach the AWS APIs"),
+		k("vpcId", "string", "(a new VPC)", "a VPC ID such as vpc-0123456789abcdef0; no model gateway with it", "an existing VPC to run in"),
+		k("subnetIds", "list of strings", "", "with vpcId: at least two private subnets, in different zones", "the existing VPC's subnets"),
+		k("routeTableIds", "list of strings", "", "with vpcId and egress endpoints: the subnets' route tables", "where the S3 gateway endpoint is added"),
+		k("logRetentionDays", "integer", fmt.Sprint(DefaultLogRetentionDays), fmt.Sprintf("one of CloudWatch's retention periods %v", logRetentions), "retention of every log group"),
+		k("namespace", "DNS name", "<flock:name>.flock.internal", "lower case, at least two labels", "Cloud Map namespace the bus is found in"),
+		k("operatorCidrs", "list of IPv4 CIDRs", "", "private network addresses of at most /8", "ranges (a VPN) that may reach the bus's client port"),
+		k("agentContext", "path", "agent", "", "docker build context of the images"),
+		k("baseImage", "image reference", "(the Dockerfile's BASE)", "", "base of the stock images"),
+		k("imageTag", "string", "(derived from the build inputs)", "a docker tag: letters, digits, _ . -, at most 101 characters", "tag of the stock images"),
+		k("cpuArchitecture", "string", string(DefaultCPUArchitecture), fmt.Sprintf("%q or %q, with its binaries built", X86_64, ARM64), "CPU architecture of every task and image"),
+		k("createServiceLinkedRole", "boolean", "false", "", "declare ECS's service-linked role (a fresh account)"),
+		k("storageAlarmGiB", "integer", "(derived from the flock)", fmt.Sprintf("1 to %d", 8<<20), "file system size past which its alarm fires"),
+		k("alarmActions", "list of SNS topic ARNs", "", "at most 5", "what the storage alarm notifies"),
 	}
 }

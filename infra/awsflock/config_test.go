@@ -25,7 +25,8 @@ func validate(t *testing.T, model, aws string) (Args, []error, error) {
 		t.Fatal(err)
 	}
 	m, merr := mc.Validate()
-	a, errs := c.Validate("aws", m, merr == nil)
+	a, err := c.Validate("aws", m, merr == nil)
+	errs := flock.Problems(err)
 	return a, errs, merr
 }
 

@@ -131,21 +131,11 @@ func (d *declarer) gatewayEgress(vpc *ec2.Vpc, zones []string) error {
 			return err
 		}
 		name := d.n("egress", strconv.Itoa(i+1))
-		sub, err := ec2.NewSubnet(d.ctx, name, &ec2.SubnetArgs{
-			VpcId: vpc.ID(), CidrBlock: pulumi.String(cidr.String()),
-			AvailabilityZone:    pulumi.String(zones[i]),
-			MapPublicIpOnLaunch: pulumi.Bool(false),
-			Tags:                d.tags(protocol.RoleEgress, ""),
-		}, d.parent)
+		id, err := d.subnet(name, vpc, cidr, zones[i], rt, protocol.RoleEgress)
 		if err != nil {
-			return fmt.Errorf("subnet %s: %w", name, err)
+			return err
 		}
-		if _, err := ec2.NewRouteTableAssociation(d.ctx, name, &ec2.RouteTableAssociationArgs{
-			SubnetId: sub.ID(), RouteTableId: rt.ID(),
-		}, d.parent); err != nil {
-			return fmt.Errorf("route table association %s: %w", name, err)
-		}
-		d.gatewaySubnets = append(d.gatewaySubnets, sub.ID())
+		d.gatewaySubnets = append(d.gatewaySubnets, id)
 	}
 	// The S3 gateway endpoint serves the gateway's subnets too: it pulls its
 	// image layers without the NAT, and reaches no other bucket.

@@ -24,8 +24,8 @@ func validateOn(t *testing.T, stack, model, aws string) []error {
 	if err != nil {
 		t.Fatalf("the model itself was refused: %v", err)
 	}
-	_, errs := c.Validate(stack, m, true)
-	return errs
+	_, err = c.Validate(stack, m, true)
+	return flock.Problems(err)
 }
 
 func messages(errs []error) string {

@@ -15,11 +15,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
-	"github.com/ai-flock/ai-flock/protocol"
 )
-
-// ECSServicePrincipal is the service ECS's service-linked role is for.
-const ECSServicePrincipal = "ecs.amazonaws.com"
 
 // Names of the task volumes.
 const (
@@ -30,42 +26,6 @@ const (
 	VolumeTmp    = "tmp"
 	VolumeRun    = "run"
 )
-
-// platform declares the cluster and the Cloud Map namespace the bus nodes
-// register in, and (when asked) ECS's service-linked role.
-func (d *declarer) platform() error {
-	if d.args.CreateServiceLinkedRole {
-		// ECS creates AWSServiceRoleForECS itself when it first needs it, but
-		// not always in time: the first service of a fresh account can fail
-		// with "Unable to assume the service linked role". Declared, every
-		// service waits for it (d.ready). It takes no name (AWS fixes it),
-		// description or tags: the defaults are AWS's.
-		slr, err := iam.NewServiceLinkedRole(d.ctx, d.n("ecs-service-linked-role"), &iam.ServiceLinkedRoleArgs{
-			AwsServiceName: pulumi.String(ECSServicePrincipal),
-		}, d.parent)
-		if err != nil {
-			return fmt.Errorf("ecs service-linked role: %w", err)
-		}
-		d.ready = append(d.ready, slr)
-	}
-	var err error
-	d.cluster, err = ecs.NewCluster(d.ctx, d.n("cluster"), &ecs.ClusterArgs{
-		Settings: ecs.ClusterSettingArray{ecs.ClusterSettingArgs{Name: pulumi.String("containerInsights"), Value: pulumi.String("enabled")}},
-		Tags:     d.tags("cluster", ""),
-	}, d.parent)
-	if err != nil {
-		return fmt.Errorf("cluster: %w", err)
-	}
-	d.namespace, err = servicediscovery.NewPrivateDnsNamespace(d.ctx, d.n("namespace"), &servicediscovery.PrivateDnsNamespaceArgs{
-		Name: pulumi.String(d.args.Namespace), Vpc: d.vpcID,
-		Description: pulumi.String("AI Flock " + d.name + ": the bus is bus." + d.args.Namespace),
-		Tags:        d.tags("discovery", ""),
-	}, d.parent)
-	if err != nil {
-		return fmt.Errorf("namespace: %w", err)
-	}
-	return nil
-}
 
 // volume is an EFS access point mounted in a task.
 type volume struct {
@@ -399,108 +359,4 @@ func digest(parts ...string) string {
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
-}
-
-// declareOperator: a task definition (no service) the operator runs on demand
-// (aws ecs run-task) to reach the bus from inside the VPC with the operator
-// credentials, and to fill common.
-func (d *declarer) declareOperator() error {
-	lg, err := d.logGroup("operator", "operator", "", TaskLogGroupName(d.ctx.Stack(), d.name, "operator"))
-	if err != nil {
-		return err
-	}
-	s, v, err := d.secret("operator-nkey", "operator", "", "AI Flock "+d.name+": the operator's NATS nkey seed",
-		pulumi.ToSecret(pulumi.String(d.args.OperatorSeed)).(pulumi.StringOutput))
-	if err != nil {
-		return err
-	}
-	t := &task{
-		key: "operator", role: "operator", uid: OperatorUID(d.m), gid: OperatorUID(d.m), limits: flock.DefaultLimits,
-		image: d.agentImg.RepoDigest, logGroup: lg,
-		env: map[string]string{
-			protocol.EnvCLINATSURL: BusURL(d.m, d.args.Namespace), protocol.EnvSharedDir: protocol.ContainerSharedDir,
-		},
-		secrets: []secretRef{{env: protocol.EnvCLINkeySeed, arn: s.Arn}},
-		// Run as is, it lists the agents; `aws ecs run-task --overrides`
-		// gives it any other operator command (infra/awsflock/README.md).
-		command: []string{"agents"},
-		volumes: []volume{{name: VolumeCommon, ap: d.commonWriterAP, path: protocol.ContainerCommonDir()}},
-		rw:      []*efs.AccessPoint{d.commonWriterAP},
-		deps:    []pulumi.Resource{v},
-	}
-	d.operatorTask, err = d.define(t)
-	return err
-}
-
-// declareAgent: everything of one agent is its own (log group, secret,
-// roles, access points, task definition, service) and named after its ID,
-// so adding or removing an agent never touches another.
-func (d *declarer) declareAgent(a flock.Agent) error {
-	lg, err := d.logGroup(a.ID, "agent", a.ID, LogGroupName(d.ctx.Stack(), d.name, a.ID))
-	if err != nil {
-		return err
-	}
-	seed := d.args.Seeds[a.ID]
-	s, v, err := d.secret(a.ID+"-nkey", "agent", a.ID, "AI Flock "+d.name+": NATS nkey seed of agent "+a.ID,
-		pulumi.ToSecret(pulumi.String(seed)).(pulumi.StringOutput))
-	if err != nil {
-		return err
-	}
-	dir, err := d.accessPoint(a.ID+"-dir-ap", "agent", a.ID, EFSAgentDir(a.ID), a.UID, a.GID, "0700", a.UID)
-	if err != nil {
-		return err
-	}
-	logs, err := d.accessPoint(a.ID+"-log-ap", "agent", a.ID, EFSLogDir(a.ID), a.UID, a.GID, "0700", a.UID)
-	if err != nil {
-		return err
-	}
-	t := &task{
-		key: a.ID, role: "agent", agent: a.ID, uid: a.UID, gid: a.GID, limits: a.Limits,
-		image: d.agentImg.RepoDigest, logGroup: lg,
-		env: map[string]string{
-			protocol.EnvAgentID:     a.ID,
-			protocol.EnvNATSURL:     BusURL(d.m, d.args.Namespace),
-			protocol.EnvSharedDir:   protocol.ContainerSharedDir,
-			protocol.EnvHeartbeat:   d.m.Bus.Heartbeat.String(),
-			protocol.EnvTaskTimeout: a.Limits.TaskTimeout.String(),
-			protocol.EnvConcurrency: strconv.Itoa(a.Limits.Concurrency),
-			// The status file (and the key the agent writes beside it for
-			// its task processes) stay on the task's /run volume, which
-			// the image declares (mode 1777): gone with the task, never
-			// on EFS.
-		},
-		secrets: []secretRef{{env: protocol.EnvNkeySeed, arn: s.Arn}},
-		volumes: []volume{
-			{name: VolumeAgent, ap: dir, path: protocol.ContainerAgentDir(a.ID)},
-			{name: VolumeCommon, ap: d.commonAP, path: protocol.ContainerCommonDir(), readOnly: true},
-			{name: VolumeLogs, ap: logs, path: ContainerLogDir},
-		},
-		rw:     []*efs.AccessPoint{dir, logs},
-		ro:     []*efs.AccessPoint{d.commonAP},
-		health: []string{"CMD", "/flock-agent", "health"},
-		deps:   []pulumi.Resource{v},
-	}
-	if a.Program != "" {
-		t.env[protocol.EnvProgram] = a.Program
-	}
-	if own := d.ownImgs[a.Image.Key()]; own != nil {
-		t.image = own.RepoDigest
-		// The user's image may hold programs that want a home (caches,
-		// config): the agent's own directory, the one place it may write.
-		t.env["HOME"] = protocol.ContainerAgentDir(a.ID)
-	}
-	triggers := pulumi.StringMap{"credentials": pulumi.String(digest("ai-flock/credentials", seed))}
-	if d.m.Gateway.Enabled() {
-		if err := d.agentGateway(a, t, triggers); err != nil {
-			return err
-		}
-	}
-	td, err := d.define(t)
-	if err != nil {
-		return err
-	}
-	// After the bus: an agent started before it would only retry (its
-	// health does not depend on the bus), but the rollout is in order.
-	_, err = d.serve(t, td, d.sg.agents.ID(), triggers, nil, []pulumi.Resource{d.bus}, false)
-	return err
 }

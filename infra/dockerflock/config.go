@@ -1,6 +1,7 @@
 package dockerflock
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -28,8 +29,8 @@ type Config struct {
 // Validate turns flock:docker and docker:host into the component's arguments
 // (all but the credentials and the rendered bus files), with every problem,
 // each naming its key and the rule it breaks, for the stack to report with
-// the model's.
-func (c Config) Validate(m flock.Model, dockerHost string) (Args, []error) {
+// the model's: errors.Join of *flock.Error (flock.Problems lists them).
+func (c Config) Validate(m flock.Model, dockerHost string) (Args, error) {
 	var errs []error
 	host, err := ParseHost(dockerHost)
 	if err != nil {
@@ -41,7 +42,7 @@ func (c Config) Validate(m flock.Model, dockerHost string) (Args, []error) {
 	}
 	// An agent's own Dockerfile is built where the program runs: it must be there.
 	errs = append(errs, flock.ImageFileErrors(m.Agents, os.Stat)...)
-	return a, errs
+	return a, errors.Join(errs...)
 }
 
 // ParseHost checks a docker:host value. tcp:// engines are refused: the
@@ -59,5 +60,14 @@ func ParseHost(dockerHost string) (Host, error) {
 		return Host{DockerHost: dockerHost}, nil
 	default:
 		return Host{}, &flock.Error{Key: HostKey, Rule: fmt.Sprintf("must be empty, unix://… or ssh://[user@]host[:port]; other engines cannot have the shared directory prepared on their filesystem (got %q)", dockerHost)}
+	}
+}
+
+// ConfigKeys are the dev target's keys, for the configuration reference.
+func ConfigKeys() []flock.ConfigKey {
+	return []flock.ConfigKey{
+		{Key: Key + ".baseImage", Type: "image reference", Default: "(the Dockerfile's BASE)", Rule: "scratch builds with no registry access", Targets: flock.DockerOnly, Description: "base of the stock images"},
+		{Key: Key + ".agentContext", Type: "path", Default: "agent", Rule: "a directory holding agent/Dockerfile and the prebuilt binaries", Targets: flock.DockerOnly, Description: "docker build context of the images"},
+		{Key: HostKey, Type: "string", Default: "(the local engine)", Rule: "empty, unix://… or ssh://[user@]host[:port]", Targets: flock.DockerOnly, Description: "the Docker engine; over SSH the host steps run there too"},
 	}
 }

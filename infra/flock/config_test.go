@@ -96,7 +96,7 @@ func TestValidateRules(t *testing.T) {
 				t.Fatalf("accepted; want an error on %s", tc.key)
 			}
 			var found bool
-			for _, e := range unwrap(err) {
+			for _, e := range Problems(err) {
 				var fe *Error
 				if errors.As(e, &fe) && fe.Key == tc.key && strings.Contains(fe.Rule, tc.rule) {
 					found = true
@@ -109,18 +109,11 @@ func TestValidateRules(t *testing.T) {
 	}
 }
 
-func unwrap(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
 // All problems come back at once, not one per preview.
 func TestValidateReportsEveryProblem(t *testing.T) {
 	c := with(func(c *Config) { c.Target = "nope"; c.Limits.Pids = ip(1); c.Network.PrefixLength = ip(99) })
 	_, err := c.Validate()
-	if n := len(unwrap(err)); n != 3 {
+	if n := len(Problems(err)); n != 3 {
 		t.Fatalf("got %d errors, want 3: %v", n, err)
 	}
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
-// Gateway is the model gateway: the one container (dev) or service (aws)
+// ModelGateway is the model gateway: the one container (dev) or service (aws)
 // with a route out, which holds the model API keys and agents' budgets. A
 // flock without upstreams has no gateway.
-type Gateway struct {
+type ModelGateway struct {
 	Upstreams []Upstream // sorted by name
 	// Slot is the pool slot the gateway takes (the pool's last): its UID is
 	// uidBase + Slot, and on the docker target that slot's subnet is its own
@@ -29,11 +29,11 @@ type Gateway struct {
 	Egress netip.Prefix // the egress network, the one with a route out (docker)
 	Limits Limits
 	// Defaults are every agent's budget and allow-list unless it has its own.
-	Defaults GatewayAccess
+	Defaults ModelGatewayAccess
 }
 
 // Enabled reports whether the flock has a gateway.
-func (g Gateway) Enabled() bool { return len(g.Upstreams) > 0 }
+func (g ModelGateway) Enabled() bool { return len(g.Upstreams) > 0 }
 
 // Upstream is a model API the gateway forwards to. The key itself is not
 // in the model: it is the secret config key flock:<KeySecret>.
@@ -50,8 +50,8 @@ type Upstream struct {
 	Prices map[string]int64
 }
 
-// GatewayAccess is one agent's part of the gateway.
-type GatewayAccess struct {
+// ModelGatewayAccess is one agent's part of the gateway.
+type ModelGatewayAccess struct {
 	// BudgetTokens caps the tokens the agent may spend; 0: no cap.
 	BudgetTokens int64
 	// BudgetWindow starts the budget over at 00:00 UTC each day or on the
@@ -66,8 +66,8 @@ type GatewayAccess struct {
 	AllowHostsKey string
 }
 
-// GatewayConfig is flock:gateway.
-type GatewayConfig struct {
+// ModelGatewayConfig is flock:gateway.
+type ModelGatewayConfig struct {
 	Upstreams map[string]UpstreamConfig `json:"upstreams"`
 	// BudgetTokens and AllowHosts are every agent's unless its
 	// flock:agents entry says otherwise.
@@ -77,8 +77,8 @@ type GatewayConfig struct {
 	Limits       LimitsConfig `json:"limits"`
 }
 
-// AgentGatewayConfig is flock:agents[].gateway.
-type AgentGatewayConfig struct {
+// AgentModelGatewayConfig is flock:agents[].gateway.
+type AgentModelGatewayConfig struct {
 	BudgetTokens *int64   `json:"budgetTokens"`
 	BudgetWindow *string  `json:"budgetWindow"`
 	AllowHosts   []string `json:"allowHosts"`
@@ -103,8 +103,8 @@ var knownUpstreams = map[string]Upstream{
 	"openai":    {URL: "https://api.openai.com", KeyHeader: "Authorization", KeyPrefix: "Bearer ", API: "openai"},
 }
 
-// DefaultGatewayLimits bound the gateway container.
-var DefaultGatewayLimits = Limits{CPUs: 0.5, MemoryMiB: 128, Pids: 256, TmpfsMiB: 16, TaskTimeout: DefaultBus.Limits.TaskTimeout, Concurrency: 1}
+// DefaultModelGatewayLimits bound the gateway container.
+var DefaultModelGatewayLimits = Limits{CPUs: 0.5, MemoryMiB: 128, Pids: 256, TmpfsMiB: 16, TaskTimeout: DefaultBus.Limits.TaskTimeout, Concurrency: 1}
 
 // MaxBudgetTokens is the largest budget one can write (a trillion tokens).
 const MaxBudgetTokens = 1_000_000_000_000
@@ -121,8 +121,8 @@ func DefaultKeySecret(upstream string) string {
 	return strings.ReplaceAll(upstream, "-", "") + "ApiKey"
 }
 
-func (g GatewayConfig) validate(es *errs, net Network, uidBase int) Gateway {
-	var out Gateway
+func (g ModelGatewayConfig) validate(es *errs, net Network, uidBase int) ModelGateway {
+	var out ModelGateway
 	for _, name := range slices.Sorted(func(yield func(string) bool) {
 		for k := range g.Upstreams {
 			if !yield(k) {
@@ -201,7 +201,7 @@ func (g GatewayConfig) validate(es *errs, net Network, uidBase int) Gateway {
 			out.Upstreams = append(out.Upstreams, up)
 		}
 	}
-	out.Limits = g.Limits.validate(es, "flock:gateway.limits", DefaultGatewayLimits)
+	out.Limits = g.Limits.validate(es, "flock:gateway.limits", DefaultModelGatewayLimits)
 	if g.Limits.DiskMiB != nil {
 		es.add("flock:gateway.limits.diskMiB", "is an agent's limit: the gateway keeps nothing on disk")
 	}
@@ -230,7 +230,7 @@ func (g GatewayConfig) validate(es *errs, net Network, uidBase int) Gateway {
 
 // access returns an agent's gateway settings: its own, validated, where it
 // has them, else the stack's (validated once, by Gateway.validate).
-func (g GatewayConfig) access(es *errs, key string, own *AgentGatewayConfig, gw Gateway) GatewayAccess {
+func (g ModelGatewayConfig) access(es *errs, key string, own *AgentModelGatewayConfig, gw ModelGateway) ModelGatewayAccess {
 	out := gw.Defaults
 	if own == nil {
 		return out

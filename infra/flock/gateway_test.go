@@ -11,10 +11,10 @@ import (
 func TestGatewayConfig(t *testing.T) {
 	budget, big := int64(5000), int64(-1)
 	c := Config{Target: "docker", Agents: []AgentConfig{
-		{ID: "agent-1", Gateway: &AgentGatewayConfig{BudgetTokens: &big, AllowHosts: []string{"pypi.org"}}},
-		{ID: "agent-2", Gateway: &AgentGatewayConfig{AllowHosts: []string{"*.github.com:443"}}},
+		{ID: "agent-1", Gateway: &AgentModelGatewayConfig{BudgetTokens: &big, AllowHosts: []string{"pypi.org"}}},
+		{ID: "agent-2", Gateway: &AgentModelGatewayConfig{AllowHosts: []string{"*.github.com:443"}}},
 		{ID: "agent-3"},
-	}, Gateway: GatewayConfig{
+	}, Gateway: ModelGatewayConfig{
 		Upstreams: map[string]UpstreamConfig{
 			"anthropic": {},
 			"Bad_Name":  {},
@@ -47,7 +47,7 @@ func TestGatewayConfig(t *testing.T) {
 	}
 
 	c.Gateway.Upstreams = map[string]UpstreamConfig{"anthropic": {}, "local": {URL: "http://10.0.0.1:9090", KeyHeader: "x-api-key", KeySecret: "localKey", API: "openai"}}
-	c.Agents[0].Gateway = &AgentGatewayConfig{AllowHosts: []string{"PyPI.org:443"}}
+	c.Agents[0].Gateway = &AgentModelGatewayConfig{AllowHosts: []string{"PyPI.org:443"}}
 	m, err := c.Validate()
 	if err != nil {
 		t.Fatal(err)
@@ -80,19 +80,19 @@ func TestGatewayConfig(t *testing.T) {
 func TestGatewayReservesItsSlots(t *testing.T) {
 	slot := 8190
 	c := Config{Target: "docker", Agents: []AgentConfig{{ID: "gateway", Slot: &slot}, {ID: "late", Slot: &slot}},
-		Gateway: GatewayConfig{Upstreams: map[string]UpstreamConfig{"anthropic": {}}}}
+		Gateway: ModelGatewayConfig{Upstreams: map[string]UpstreamConfig{"anthropic": {}}}}
 	_, err := c.Validate()
 	for _, w := range []string{`flock:agents[0].id: "gateway" is reserved`, `flock:agents[1].slot: must be between 1 and 8189 (the per-agent subnets in flock:network.pool, less the last two, which are the gateway's) (got 8190)`} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("want %q in:\n%v", w, err)
 		}
 	}
-	c.Gateway = GatewayConfig{}
+	c.Gateway = ModelGatewayConfig{}
 	c.Agents = c.Agents[1:]
 	if _, err := c.Validate(); err != nil {
 		t.Errorf("without a gateway slot 8190 is an agent's: %v", err)
 	}
-	c.Agents[0].Gateway = &AgentGatewayConfig{}
+	c.Agents[0].Gateway = &AgentModelGatewayConfig{}
 	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "flock:agents[0].gateway: the flock has no gateway") {
 		t.Errorf("agent gateway settings without a gateway: %v", err)
 	}
@@ -104,9 +104,9 @@ func TestGatewayBudgetWindow(t *testing.T) {
 	day, none, bad := "day", "none", "weekly"
 	c := Config{Target: "docker", Agents: []AgentConfig{
 		{ID: "agent-1"},
-		{ID: "agent-2", Gateway: &AgentGatewayConfig{BudgetWindow: &none}},
-		{ID: "agent-3", Gateway: &AgentGatewayConfig{BudgetWindow: &bad}},
-	}, Gateway: GatewayConfig{Upstreams: map[string]UpstreamConfig{"anthropic": {}}, BudgetWindow: &day}}
+		{ID: "agent-2", Gateway: &AgentModelGatewayConfig{BudgetWindow: &none}},
+		{ID: "agent-3", Gateway: &AgentModelGatewayConfig{BudgetWindow: &bad}},
+	}, Gateway: ModelGatewayConfig{Upstreams: map[string]UpstreamConfig{"anthropic": {}}, BudgetWindow: &day}}
 	_, err := c.Validate()
 	if err == nil || !strings.Contains(err.Error(), `flock:agents[2].gateway.budgetWindow: must be "day"`) || !strings.Contains(err.Error(), `(got "weekly")`) {
 		t.Fatalf("a bad window: %v", err)
@@ -119,7 +119,7 @@ func TestGatewayBudgetWindow(t *testing.T) {
 	if w := []string{m.Agents[0].Gateway.BudgetWindow, m.Agents[1].Gateway.BudgetWindow, m.Agents[2].Gateway.BudgetWindow}; !reflect.DeepEqual(w, []string{"day", "", "day"}) {
 		t.Errorf("windows %q", w)
 	}
-	c.Gateway = GatewayConfig{BudgetWindow: &day}
+	c.Gateway = ModelGatewayConfig{BudgetWindow: &day}
 	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "flock:gateway.upstreams: is required with budgetTokens, budgetWindow or allowHosts") {
 		t.Errorf("a window without a gateway: %v", err)
 	}

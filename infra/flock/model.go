@@ -28,7 +28,7 @@ type Model struct {
 	Shared  Shared
 	Bus     Bus
 	Network Network
-	Gateway Gateway
+	Gateway ModelGateway
 	// Runtime is the OCI runtime of agent containers ("" = engine default, or "runsc").
 	Runtime string
 }
@@ -46,7 +46,7 @@ type Agent struct {
 	// AGENT_PROGRAM): a long-lived process the agent runs and restarts
 	// beside its tasks. "" for none.
 	Program string
-	Gateway GatewayAccess
+	Gateway ModelGatewayAccess
 	// Image is the agent's image: the stock one, or the user's with
 	// flock-agent added.
 	Image Image
@@ -180,6 +180,23 @@ func (m Model) Agent(id string) (Agent, bool) {
 		}
 	}
 	return Agent{}, false
+}
+
+// DeclareMembers calls gateway when the flock has a model gateway, then agent
+// for each agent in slot order, as both components declare them; an error
+// says whose it is.
+func (m Model) DeclareMembers(gateway func() error, agent func(Agent) error) error {
+	if m.Gateway.Enabled() {
+		if err := gateway(); err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
+	}
+	for _, a := range m.Agents {
+		if err := agent(a); err != nil {
+			return fmt.Errorf("agent %s: %w", a.ID, err)
+		}
+	}
+	return nil
 }
 
 // AgentIDs lists the agent IDs in slot order.

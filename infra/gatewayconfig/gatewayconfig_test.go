@@ -14,9 +14,9 @@ import (
 func model(t *testing.T) flock.Model {
 	budget, month := int64(500), "month"
 	m, err := flock.Config{Target: "docker", Agents: []flock.AgentConfig{
-		{ID: "agent-1", Gateway: &flock.AgentGatewayConfig{BudgetTokens: &budget, BudgetWindow: &month, AllowHosts: []string{"pypi.org:443"}}},
+		{ID: "agent-1", Gateway: &flock.AgentModelGatewayConfig{BudgetTokens: &budget, BudgetWindow: &month, AllowHosts: []string{"pypi.org:443"}}},
 		{ID: "agent-2"},
-	}, Gateway: flock.GatewayConfig{Upstreams: map[string]flock.UpstreamConfig{"anthropic": {}, "openai": {}}}}.Validate()
+	}, Gateway: flock.ModelGatewayConfig{Upstreams: map[string]flock.UpstreamConfig{"anthropic": {}, "openai": {}}}}.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestAgentEnv(t *testing.T) {
 	if env := strings.Join(AgentEnv(m, m.Agents[1], "http://g:8080", nil), " "); strings.Contains(env, "PROXY") {
 		t.Errorf("agent-2 has no allow-list: %s", env)
 	}
-	m.Gateway = flock.Gateway{}
+	m.Gateway = flock.ModelGateway{}
 	if env := AgentEnv(m, m.Agents[0], "http://g:8080", nil); env != nil {
 		t.Errorf("no gateway, no variables: %v", env)
 	}

@@ -113,21 +113,7 @@ func init() {
 
 // RunAWS captures the aws stack as Pulumi.aws.yaml declares it, with the
 // given keys overriding or adding to its config ("" removes a key).
-func RunAWS(overrides Config) (*Stack, error) {
-	cfg, err := StackConfig("aws")
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range overrides {
-		if v == "" {
-			delete(cfg, k)
-			continue
-		}
-		cfg[k] = v
-	}
-	cfg, secrets := WithSecret(cfg)
-	return Run("aws", cfg, secrets...)
-}
+func RunAWS(overrides Config) (*Stack, error) { return RunStack("aws", overrides) }
 
 // MockID is the ID the mocks give the resource named name.
 func MockID(name string) string { return name + "-id" }

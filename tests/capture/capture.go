@@ -158,7 +158,14 @@ func WithSecret(cfg Config) (Config, []string) {
 // given keys overriding or adding to its config (secretKeys among them are
 // secrets, as `pulumi config set --secret` makes them).
 func RunDev(overrides Config, secretKeys ...string) (*Stack, error) {
-	cfg, err := StackConfig("dev")
+	return RunStack("dev", overrides, secretKeys...)
+}
+
+// RunStack captures stack as Pulumi.<stack>.yaml declares it, with the test
+// bus secret and the given keys overriding or adding to its config (an empty
+// value removes the key; secretKeys among them are secrets).
+func RunStack(stack string, overrides Config, secretKeys ...string) (*Stack, error) {
+	cfg, err := StackConfig(stack)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +177,7 @@ func RunDev(overrides Config, secretKeys ...string) (*Stack, error) {
 		cfg[k] = v
 	}
 	cfg, secrets := WithSecret(cfg)
-	return Run("dev", cfg, append(secrets, secretKeys...)...)
+	return Run(stack, cfg, append(secrets, secretKeys...)...)
 }
 
 // StackConfig reads Pulumi.<stack>.yaml from the project root.

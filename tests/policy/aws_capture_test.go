@@ -30,7 +30,13 @@ func awsCaptureWith(t testing.TB, cfg capture.Config) []capture.Resource {
 	if err != nil {
 		t.Fatalf("aws stack %v: %v", cfg, err)
 	}
-	rs := clone(s.Resources)
+	return withProviderIDs(s.Resources)
+}
+
+// withProviderIDs is a copy of the captured resources with the id and arn
+// outputs the provider would give every aws resource, as the policies read them.
+func withProviderIDs(captured []capture.Resource) []capture.Resource {
+	rs := clone(captured)
 	for i, r := range rs {
 		if !strings.HasPrefix(r.Type, "aws:") {
 			continue

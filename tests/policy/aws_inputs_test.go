@@ -5,8 +5,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
-
 	"github.com/ai-flock/ai-flock/infra/policy/rules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -82,17 +80,7 @@ func awsInputBreakCases() []breakCase {
 		{policy: "aws-ecr-repository-name", resource: "flock-images", stack: "aws", want: `its ECR repository name "Flock-Images" holds the character 'F'`,
 			build: capturedWith(rules.TypeRepository, "flock-images", func(in map[string]any) { in["name"] = "Flock-Images" })},
 		{policy: "aws-efs-access-point-path", resource: "flock-spare-ap", stack: "aws", want: `its EFS access point root directory path "/common/one/two/three/four" is 5 directory levels deep`,
-			build: func(t testing.TB) []capture.Resource {
-				// A new access point (mounted by no task, or stack-nothing-private-shared fires too).
-				rs := awsStack(3)
-				spare := rs[find(t, rs, rules.TypeAccessPoint, "flock-common-ap")]
-				spare.Name = "flock-spare-ap"
-				in := spare.Inputs.Mappable()
-				in["id"] = "fsap-spare"
-				obj(in["rootDirectory"])["path"] = "/common/one/two/three/four"
-				spare.Inputs = resource.NewPropertyMapFromMap(in)
-				return append(rs, spare)
-			}},
+			build: spareAccessPoint("/common/one/two/three/four")},
 		{policy: "aws-secret-name", resource: "flock-agent-1-nkey", stack: "aws", want: `its Secrets Manager secret name "flock agent-1 nkey" holds the character ' '`,
 			build: capturedWith(rules.TypeSecret, "flock-agent-1-nkey", func(in map[string]any) { in["name"] = "flock agent-1 nkey" })},
 		{policy: "aws-tags", resource: "flock-efs", stack: "aws", want: `its tag key "aws:owner" starts with the reserved prefix "aws:"`,

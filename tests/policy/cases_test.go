@@ -216,17 +216,7 @@ func breakCases() []breakCase {
 		{policy: "efs-access-point-posix-user", resource: "flock-bus-ap", stack: "aws", want: "forces the POSIX user 0:0, which is root",
 			build: awsWith(rules.TypeAccessPoint, "flock-bus-ap", func(in map[string]any) { in["posixUser"] = map[string]any{"uid": 0, "gid": 0} })},
 		{policy: "efs-access-point-root-path", resource: "flock-spare-ap", stack: "aws", want: "its root directory is /: it exposes the whole file system",
-			build: func(t testing.TB) []capture.Resource {
-				// A new access point (mounted by no task, or stack-nothing-private-shared fires too).
-				rs := awsStack(3)
-				spare := rs[find(t, rs, rules.TypeAccessPoint, "flock-common-ap")]
-				spare.Name = "flock-spare-ap"
-				in := spare.Inputs.Mappable()
-				in["id"] = "fsap-spare"
-				obj(in["rootDirectory"])["path"] = "/"
-				spare.Inputs = resource.NewPropertyMapFromMap(in)
-				return append(rs, spare)
-			}},
+			build: spareAccessPoint("/")},
 		{policy: "security-group-no-world-ingress", resource: "flock-bus-sg", stack: "aws", want: "an ingress rule (ports 4222-4222) admits 0.0.0.0/0",
 			build: awsWith(rules.TypeSecurityGroup, "flock-bus-sg", func(in map[string]any) {
 				obj(list(in["ingress"])[0])["cidrBlocks"] = []any{"0.0.0.0/0"}
@@ -301,15 +291,7 @@ func breakCases() []breakCase {
 				return append(rs, r)
 			}},
 		{policy: "stack-bus-routes-self-only", resource: "flock-bus-from-agents-all", stack: "aws", want: `from the security group "flock-agents-sg"`,
-			build: func(t testing.TB) []capture.Resource {
-				rs := awsStack(3)
-				r := rs[find(t, rs, rules.TypeSGIngressRule, "flock-efs-from-agents")]
-				r.Name = "flock-bus-from-agents-all"
-				r.Inputs = resource.NewPropertyMapFromMap(map[string]any{
-					"securityGroupId": "sg-bus", "referencedSecurityGroupId": "sg-agents", "ipProtocol": "-1",
-				})
-				return append(rs, r)
-			}},
+			build: allTrafficIngress("flock-bus-from-agents-all", "sg-bus", "sg-agents")},
 		{policy: "stack-agent-own-directory", resource: "flock-agent-2-task", stack: "aws", want: "agent agent-2 has no access point of its own (root /agents/agent-2)",
 			build: func(t testing.TB) []capture.Resource {
 				return remove(t, awsStack(3), rules.TypeAccessPoint, "flock-agent-2-ap")
@@ -319,15 +301,7 @@ func breakCases() []breakCase {
 				obj(obj(in["rootDirectory"])["creationInfo"])["permissions"] = "0755"
 			})},
 		{policy: "stack-agent-own-network", resource: "flock-agents-self", stack: "aws", want: `adds ingress to the agents' security group "flock-agents-sg"`,
-			build: func(t testing.TB) []capture.Resource {
-				rs := awsStack(3)
-				self := rs[find(t, rs, rules.TypeSGIngressRule, "flock-efs-from-agents")]
-				self.Name = "flock-agents-self"
-				self.Inputs = resource.NewPropertyMapFromMap(map[string]any{
-					"securityGroupId": "sg-agents", "referencedSecurityGroupId": "sg-agents", "ipProtocol": "-1",
-				})
-				return append(rs, self)
-			}},
+			build: allTrafficIngress("flock-agents-self", "sg-agents", "sg-agents")},
 		{policy: "stack-nothing-private-shared", resource: "flock-agent-2-task", stack: "aws", want: `EFS volume "peer" reaches /agents/agent-1, which holds agent agent-1's private directory`,
 			build: awsWith(rules.TypeTaskDefinition, "flock-agent-2-task", func(in map[string]any) {
 				peer := map[string]any{"name": "peer", "efsVolumeConfiguration": map[string]any{
@@ -349,3 +323,33 @@ func breakCases() []breakCase {
 
 // testSeed is a made-up nkey seed (the shape of one, not a real credential).
 const testSeed = "SUAGMJH5XLGZKQQWAWKRZJIGMOU4HPFUYLXJMXOO5NLFEO2OOQJ5LPRDPM"
+
+// spareAccessPoint is the aws stack with one more access point, rooted at
+// root: a new one, mounted by no task (or stack-nothing-private-shared
+// fires too).
+func spareAccessPoint(root string) func(testing.TB) []capture.Resource {
+	return func(t testing.TB) []capture.Resource {
+		rs := awsStack(3)
+		spare := rs[find(t, rs, rules.TypeAccessPoint, "flock-common-ap")]
+		spare.Name = "flock-spare-ap"
+		in := spare.Inputs.Mappable()
+		in["id"] = "fsap-spare"
+		obj(in["rootDirectory"])["path"] = root
+		spare.Inputs = resource.NewPropertyMapFromMap(in)
+		return append(rs, spare)
+	}
+}
+
+// allTrafficIngress is the aws stack with one more ingress rule, named name:
+// all traffic into the group sg from the group from.
+func allTrafficIngress(name, sg, from string) func(testing.TB) []capture.Resource {
+	return func(t testing.TB) []capture.Resource {
+		rs := awsStack(3)
+		r := rs[find(t, rs, rules.TypeSGIngressRule, "flock-efs-from-agents")]
+		r.Name = name
+		r.Inputs = resource.NewPropertyMapFromMap(map[string]any{
+			"securityGroupId": sg, "referencedSecurityGroupId": from, "ipProtocol": "-1",
+		})
+		return append(rs, r)
+	}
+}

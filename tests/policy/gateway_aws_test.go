@@ -34,31 +34,16 @@ func awsGatewayCapture(t testing.TB, agents, nodes int) []capture.Resource {
 	if rs, ok := gatewayCaptures[key]; ok {
 		return clone(rs)
 	}
-	cfg, err := capture.StackConfig("aws")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg["flock:agentCount"] = fmt.Sprint(agents)
-	cfg["flock:bus"] = fmt.Sprintf(`{"replicas": %d}`, nodes)
-	cfg["flock:gateway"] = `{"upstreams": {"anthropic": {}}}`
-	cfg["flock:anthropicApiKey"] = gatewayKey
-	cfg, secrets := capture.WithSecret(cfg)
-	s, err := capture.Run("aws", cfg, append(secrets, "flock:anthropicApiKey")...)
+	s, err := capture.RunStack("aws", capture.Config{
+		"flock:agentCount":      fmt.Sprint(agents),
+		"flock:bus":             fmt.Sprintf(`{"replicas": %d}`, nodes),
+		"flock:gateway":         `{"upstreams": {"anthropic": {}}}`,
+		"flock:anthropicApiKey": gatewayKey,
+	}, "flock:anthropicApiKey")
 	if err != nil {
 		t.Fatalf("aws stack with a gateway: %v", err)
 	}
-	rs := clone(s.Resources)
-	for i, r := range rs {
-		if !strings.HasPrefix(r.Type, "aws:") {
-			continue
-		}
-		if _, ok := r.Inputs["id"]; !ok {
-			rs[i].Inputs["id"] = resource.NewStringProperty(capture.MockID(r.Name))
-		}
-		if _, ok := r.Inputs["arn"]; !ok {
-			rs[i].Inputs["arn"] = resource.NewStringProperty(capture.MockARN(r.Type, r.Name, r.Inputs))
-		}
-	}
+	rs := withProviderIDs(s.Resources)
 	gatewayCaptures[key] = rs
 	return clone(rs)
 }

@@ -168,14 +168,11 @@ func devGateway(t testing.TB) []capture.Resource {
 	gwMu.Lock()
 	defer gwMu.Unlock()
 	if gwCapture == nil {
-		cfg, err := capture.StackConfig("dev")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg["flock:gateway"] = `{"upstreams": {"anthropic": {}}, "budgetTokens": 100000}`
-		cfg["flock:anthropicApiKey"] = "sk-ant-policy-test-key"
-		cfg, secrets := capture.WithSecret(cfg)
-		if gwCapture, err = capture.Run("dev", cfg, append(secrets, "flock:anthropicApiKey")...); err != nil {
+		var err error
+		if gwCapture, err = capture.RunStack("dev", capture.Config{
+			"flock:gateway":         `{"upstreams": {"anthropic": {}}, "budgetTokens": 100000}`,
+			"flock:anthropicApiKey": "sk-ant-policy-test-key",
+		}, "flock:anthropicApiKey"); err != nil {
 			t.Fatalf("dev stack with a gateway: %v", err)
 		}
 	}

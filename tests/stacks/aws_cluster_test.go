@@ -1,6 +1,7 @@
 package stacks_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,18 +79,18 @@ func TestAWSOneToThreeNodes(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"flock-bus", "flock-bus-task", "flock-bus-ap", "flock-bus-discovery"} {
-		if !containsStr(removed, want) {
+		if !slices.Contains(removed, want) {
 			t.Errorf("the single bus's %s stays", want)
 		}
 	}
 	allowed := []string{"flock-operator-task", "flock-agent-1-task", "flock-agent-2-task", "flock-agent-3-task"}
 	for _, c := range changed {
-		if !containsStr(allowed, c) {
+		if !slices.Contains(allowed, c) {
 			t.Errorf("going to three nodes changes %s", c)
 		}
 	}
 	for _, want := range allowed {
-		if !containsStr(changed, want) {
+		if !slices.Contains(changed, want) {
 			t.Errorf("%s is not re-pointed at the nodes", want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -35,20 +36,11 @@ func awsGatewayStack(t testing.TB, overrides capture.Config) *capture.Stack {
 }
 
 func runAWSGateway(overrides capture.Config) (*capture.Stack, error) {
-	cfg, err := capture.StackConfig("aws")
-	if err != nil {
-		return nil, err
-	}
-	cfg = withGateway(cfg, "")
+	cfg := withGateway(capture.Config{}, "")
 	for k, v := range overrides {
-		if v == "" {
-			delete(cfg, k)
-			continue
-		}
-		cfg[k] = v
+		cfg[k] = v // an empty value removes the key, the gateway's too
 	}
-	cfg, secrets := capture.WithSecret(cfg)
-	return capture.Run("aws", cfg, append(secrets, "flock:anthropicApiKey")...)
+	return capture.RunStack("aws", cfg, "flock:anthropicApiKey")
 }
 
 // awsGatewayUID is the gateway's UID: flock:uidBase + the pool's last slot.
@@ -216,7 +208,7 @@ func checkAWSGatewayService(t *testing.T, s *capture.Stack, b awsBus) {
 // every agent's token hash, each the SHA-256 of credentials.GatewayToken.
 func checkAWSGatewayTask(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 	td := awsGet(t, s, capture.TypeTaskDefinition, "flock-gateway-task")
-	c := checkAWSHardenedTask(t, td, awsGatewayUID, flock.DefaultGatewayLimits)
+	c := checkAWSHardenedTask(t, td, awsGatewayUID, flock.DefaultModelGatewayLimits)
 	if c.Name != "gateway" || c.Image != capture.MockRegistry()+"/flock-images@"+capture.MockDigest("flock-gateway-image") {
 		t.Errorf("gateway container %q runs %q", c.Name, c.Image)
 	}
@@ -443,11 +435,11 @@ func TestAWSGatewayAddingAnAgent(t *testing.T) {
 			}
 			sort.Strings(changed)
 			for _, c := range changed {
-				if !containsStr(allowed, c) {
+				if !slices.Contains(allowed, c) {
 					t.Errorf("adding agent-4 changed %s", c)
 				}
 			}
-			if !containsStr(changed, "flock-gateway-config-1") || !containsStr(changed, "flock-gateway") {
+			if !slices.Contains(changed, "flock-gateway-config-1") || !slices.Contains(changed, "flock-gateway") {
 				t.Errorf("changed %v: the gateway's config must gain agent-4 and roll the gateway", changed)
 			}
 			before, after := awsGet(t, three, capture.TypeService, "flock-gateway"), awsGet(t, four, capture.TypeService, "flock-gateway")
@@ -461,7 +453,7 @@ func TestAWSGatewayAddingAnAgent(t *testing.T) {
 					t.Errorf("adding agent-4 added %s", a)
 				}
 			}
-			if !containsStr(added, "flock-agent-4-gateway-token") {
+			if !slices.Contains(added, "flock-agent-4-gateway-token") {
 				t.Errorf("agent-4 has no token secret (added %v)", added)
 			}
 		})

@@ -2,6 +2,7 @@ package stacks_test
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,7 +44,7 @@ func checkAWSStorage(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 		if reflect.DeepEqual(st.Condition, map[string]map[string]any{"Bool": {"aws:SecureTransport": "false"}}) && reflect.DeepEqual(st.Action, []string{"*"}) {
 			tls = true
 		}
-		if reflect.DeepEqual(st.Condition, map[string]map[string]any{"Null": {awsflock.APCondition: "true"}}) && contains(awsAnyList(st.Action), "elasticfilesystem:ClientMount") {
+		if reflect.DeepEqual(st.Condition, map[string]map[string]any{"Null": {awsflock.APCondition: "true"}}) && slices.Contains(awsAnyList(st.Action), "elasticfilesystem:ClientMount") {
 			noAP = true
 		}
 	}

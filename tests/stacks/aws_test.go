@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -203,7 +204,7 @@ func checkAWSNoChurn(t *testing.T, b awsBus) {
 		allowed = append(allowed, "flock-"+k, "flock-"+k+"-config-1", "flock-"+k+"-topology-1")
 	}
 	for _, c := range changed {
-		if !containsStr(allowed, c) {
+		if !slices.Contains(allowed, c) {
 			t.Errorf("adding agent-4 changed %s", c)
 		}
 	}
@@ -218,7 +219,7 @@ func checkAWSNoChurn(t *testing.T, b awsBus) {
 		t.Errorf("adding an agent of 1 GiB moved the size alarm by %v bytes, want %v", got, want)
 	}
 	for _, k := range b.keys() {
-		if !containsStr(changed, "flock-"+k+"-config-1") {
+		if !slices.Contains(changed, "flock-"+k+"-config-1") {
 			t.Errorf("the config of %s did not gain agent-4", k)
 		}
 		// The node's service is updated in place (its trigger rolls the
@@ -240,7 +241,7 @@ func checkAWSNoChurn(t *testing.T, b awsBus) {
 		}
 	}
 	for _, want := range []string{"flock-agent-4", "flock-agent-4-task", "flock-agent-4-dir-ap", "flock-agent-4-log-ap", "flock-agent-4-nkey", "flock-agent-4-exec-role", "flock-agent-4-task-role", "flock-agent-4-logs"} {
-		if !containsStr(added, want) {
+		if !slices.Contains(added, want) {
 			t.Errorf("agent-4 lacks %s", want)
 		}
 	}
@@ -249,7 +250,7 @@ func checkAWSNoChurn(t *testing.T, b awsBus) {
 	fewer := awsStack(t, b.config(capture.Config{"flock:agentCount": "", "flock:agents": `[{"id":"agent-1"},{"id":"researcher","slot":9}]`}))
 	changed, removed, added = changedBetween(all, fewer)
 	for _, c := range changed {
-		if !containsStr(allowed, c) {
+		if !slices.Contains(allowed, c) {
 			t.Errorf("removing agent-2 changed %s", c)
 		}
 	}

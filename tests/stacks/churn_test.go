@@ -1,6 +1,7 @@
 package stacks_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,7 +68,7 @@ func checkOnlyAgent4Added(t *testing.T, before, after *capture.Stack, links []st
 		}
 	}
 	for _, want := range append([]string{"flock-agent-4", "flock-agent-4-net", "flock-agent-4-prepare", "flock-agent-4-pids-limit"}, links...) {
-		if !containsStr(added, want) {
+		if !slices.Contains(added, want) {
 			t.Errorf("agent-4 lacks %s (added %v)", want, added)
 		}
 	}
@@ -131,13 +132,4 @@ func TestBusSecretDrivesCredentials(t *testing.T) {
 	if ca.String("stdin") == cb.String("stdin") {
 		t.Fatal("the bus config's public keys do not depend on flock:busSecret")
 	}
-}
-
-func containsStr(l []string, s string) bool {
-	for _, v := range l {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

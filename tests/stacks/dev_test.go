@@ -171,7 +171,7 @@ func checkAgentContainers(t *testing.T, s *capture.Stack, agents map[string]capt
 			t.Errorf("%s: capabilities %v: want drop ALL, add none", id, caps)
 		}
 		opts := list(c, "securityOpts")
-		if !contains(opts, "no-new-privileges:true") {
+		if !slices.Contains(opts, "no-new-privileges:true") {
 			t.Errorf("%s: securityOpts %v lack no-new-privileges:true", id, opts)
 		}
 		for _, o := range opts {
@@ -460,15 +460,6 @@ func checkBus(t *testing.T, s *capture.Stack, n, r int) {
 func dependsOn(step, c capture.Resource) bool {
 	for _, d := range step.Deps {
 		if strings.HasSuffix(d, "::"+c.Name) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(l []any, s string) bool {
-	for _, v := range l {
-		if v == s {
 			return true
 		}
 	}

@@ -26,19 +26,7 @@ func withGateway(c capture.Config, extra string) capture.Config {
 
 func devGateway(t *testing.T, c capture.Config) *capture.Stack {
 	t.Helper()
-	cfg, err := capture.StackConfig("dev")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range c {
-		if v == "" {
-			delete(cfg, k) // as capture.RunDev: an empty value removes the key
-			continue
-		}
-		cfg[k] = v
-	}
-	cfg, secrets := capture.WithSecret(cfg)
-	s, err := capture.Run("dev", cfg, append(secrets, "flock:anthropicApiKey")...)
+	s, err := capture.RunStack("dev", c, "flock:anthropicApiKey")
 	if err != nil {
 		t.Fatalf("dev stack with a gateway: %v", err)
 	}
@@ -207,7 +195,7 @@ func TestAddingAnAgentReplacesNoGateway(t *testing.T) {
 		t.Errorf("changed %v; want only the bus and gateway config steps", changed)
 	}
 	for _, want := range []string{"flock-agent-4", "flock-agent-4-gateway-link", "flock-agent-4-bus-link"} {
-		if !containsStr(added, want) {
+		if !slices.Contains(added, want) {
 			t.Errorf("agent-4 lacks %s (added %v)", want, added)
 		}
 	}

@@ -296,20 +296,23 @@ func worldCIDR(c string) bool {
 	return err == nil && p.Bits() == 0
 }
 
+// worldCIDRs are the CIDRs among the values (each a CIDR or a list of
+// them) that admit every address.
+func worldCIDRs(vs ...any) []string {
+	var hits []string
+	for _, v := range vs {
+		for _, c := range append(strs(v), str(v)) {
+			if worldCIDR(c) {
+				hits = append(hits, c)
+			}
+		}
+	}
+	return hits
+}
+
 func securityGroupNoWorldIngress(r Resource) []Finding {
 	const fix = "admit only the flock's own security groups (referencedSecurityGroupId / sourceSecurityGroupId), never 0.0.0.0/0 or ::/0"
 	var out []Finding
-	world := func(vs ...any) []string {
-		var hits []string
-		for _, v := range vs {
-			for _, c := range append(strs(v), str(v)) {
-				if worldCIDR(c) {
-					hits = append(hits, c)
-				}
-			}
-		}
-		return hits
-	}
 	ports := func(m map[string]any) string {
 		return fmt.Sprintf("ports %s-%s", describe(m["fromPort"]), describe(m["toPort"]))
 	}
@@ -317,17 +320,17 @@ func securityGroupNoWorldIngress(r Resource) []Finding {
 	case TypeSecurityGroup:
 		for _, in := range list(r.get("ingress")) {
 			m := obj(in)
-			for _, c := range world(m["cidrBlocks"], m["ipv6CidrBlocks"]) {
+			for _, c := range worldCIDRs(m["cidrBlocks"], m["ipv6CidrBlocks"]) {
 				out = append(out, r.finding(fix, "an ingress rule (%s) admits %s, the whole internet", ports(m), c))
 			}
 		}
 	case TypeSGIngressRule:
-		for _, c := range world(r.get("cidrIpv4"), r.get("cidrIpv6")) {
+		for _, c := range worldCIDRs(r.get("cidrIpv4"), r.get("cidrIpv6")) {
 			out = append(out, r.finding(fix, "admits %s (%s), the whole internet", c, ports(r.Props)))
 		}
 	case TypeSecurityGroupRule:
 		if str(r.get("type")) == "ingress" {
-			for _, c := range world(r.get("cidrBlocks"), r.get("ipv6CidrBlocks")) {
+			for _, c := range worldCIDRs(r.get("cidrBlocks"), r.get("ipv6CidrBlocks")) {
 				out = append(out, r.finding(fix, "admits %s (%s), the whole internet", c, ports(r.Props)))
 			}
 		}

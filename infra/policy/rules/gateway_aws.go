@@ -55,16 +55,7 @@ func idsOf(r Resource) []string {
 // groups agents run in (tagged as the agents', or given to an agent
 // service), by ID.
 func agentServices(rs []Resource) (services []Resource, groups map[string]Resource) {
-	agentTDs := map[string]bool{}
-	for _, td := range byTypeSorted(rs, TypeTaskDefinition) {
-		if taskAgent(td) != "" {
-			for _, k := range []string{"arn", "id", "family"} {
-				if v := str(td.get(k)); v != "" {
-					agentTDs[v] = true
-				}
-			}
-		}
-	}
+	agentTDs := agentTaskDefinitions(rs)
 	byID := map[string]Resource{}
 	groups = map[string]Resource{}
 	for _, sg := range byTypeSorted(rs, TypeSecurityGroup) {
@@ -176,22 +167,11 @@ func stackAWSAgentsNoRouteOut(rs []Resource) []Finding {
 			}
 		}
 	}
-	world := func(vs ...any) []string {
-		var hits []string
-		for _, v := range vs {
-			for _, c := range append(strs(v), str(v)) {
-				if worldCIDR(c) {
-					hits = append(hits, c)
-				}
-			}
-		}
-		return hits
-	}
 	for _, id := range slices.Sorted(maps.Keys(groups)) {
 		sg := groups[id]
 		for _, e := range list(sg.get("egress")) {
 			m := obj(e)
-			for _, c := range world(m["cidrBlocks"], m["ipv6CidrBlocks"]) {
+			for _, c := range worldCIDRs(m["cidrBlocks"], m["ipv6CidrBlocks"]) {
 				findings = append(findings, sg.finding(fix, "is an agents' security group with egress (ports %s-%s) to %s: agents could reach the internet around the gateway", describe(m["fromPort"]), describe(m["toPort"]), c))
 			}
 		}
@@ -201,7 +181,7 @@ func stackAWSAgentsNoRouteOut(rs []Resource) []Finding {
 		if !ok || str(r.get("type")) != "egress" {
 			continue
 		}
-		for _, c := range world(r.get("cidrBlocks"), r.get("ipv6CidrBlocks")) {
+		for _, c := range worldCIDRs(r.get("cidrBlocks"), r.get("ipv6CidrBlocks")) {
 			findings = append(findings, r.finding(fix, "gives the agents' security group %q egress (ports %s-%s) to %s: agents could reach the internet around the gateway", sg.Name, describe(r.get("fromPort")), describe(r.get("toPort")), c))
 		}
 	}
@@ -210,7 +190,7 @@ func stackAWSAgentsNoRouteOut(rs []Resource) []Finding {
 		if !ok {
 			continue
 		}
-		for _, c := range world(r.get("cidrIpv4"), r.get("cidrIpv6")) {
+		for _, c := range worldCIDRs(r.get("cidrIpv4"), r.get("cidrIpv6")) {
 			findings = append(findings, r.finding(fix, "gives the agents' security group %q egress (ports %s-%s) to %s: agents could reach the internet around the gateway", sg.Name, describe(r.get("fromPort")), describe(r.get("toPort")), c))
 		}
 	}

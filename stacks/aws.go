@@ -1,0 +1,98 @@
+package stacks
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/busconfig"
+	"github.com/ai-flock/ai-flock/infra/credentials"
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// awsTarget is the aws stack's: the flock on ECS Fargate.
+type awsTarget struct{}
+
+// Deploy renders each bus node's config, gives the model gateway its
+// tokens and config, and declares the ECS flock component.
+func (awsTarget) Deploy(ctx *pulumi.Context, s Settings, keys Keys) (Outputs, error) {
+	args := s.AWS
+	var err error
+	// Monitoring listens on every address of the bus task: its security
+	// group admits the monitoring port from the operator task only. A
+	// cluster node's routes listen on every address too (the group admits
+	// the route port from the bus nodes only) and reach the others by their
+	// Cloud Map names; its store is on its own task storage.
+	hosts := awsflock.BusHosts(s.Model, args.Namespace)
+	for _, n := range s.Model.Bus.BusNodes() {
+		opt := busconfig.Options{StoreDir: protocol.BusStoreDir}
+		if s.Model.Bus.Clustered() {
+			opt = busconfig.Options{StoreDir: awsflock.BusNodeStoreDir, Node: n, RouteHost: "0.0.0.0", Routes: hosts}
+		}
+		conf, err := busconfig.Render(s.Model, keys.PublicKeys(), opt)
+		if err != nil {
+			return nil, fmt.Errorf("bus node %d: %w", n, err)
+		}
+		args.BusConfigs = append(args.BusConfigs, conf)
+	}
+	// Every task has an address of its own and is counted; operators on
+	// flock:aws.operatorCidrs (a VPN, where many may share an address) are not.
+	var uncounted []netip.Prefix
+	for _, c := range args.OperatorCIDRs {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			uncounted = append(uncounted, p)
+		}
+	}
+	if args.BusTopology, err = busconfig.RenderTopology(s.Model, uncounted...); err != nil {
+		return nil, err
+	}
+	args.Seeds = map[string]string{}
+	for id, k := range keys.Agents {
+		args.Seeds[id] = k.Seed
+	}
+	args.OperatorSeed = keys.Operator.Seed
+	if s.Model.Gateway.Enabled() {
+		if err := awsGateway(s, keys, &args); err != nil {
+			return nil, err
+		}
+	}
+	f, err := awsflock.New(ctx, s.Model.Name, args)
+	if err != nil {
+		return nil, fmt.Errorf("aws flock: %w", err)
+	}
+	return Outputs{
+		"busUrl":                 f.BusURL,
+		"monitorUrl":             f.MonitorURL,
+		"cluster":                f.ClusterName,
+		"repositoryUrl":          f.RepositoryURL,
+		"fileSystemId":           f.FileSystemID,
+		"operatorTaskDefinition": f.OperatorTaskDefinition,
+		"operatorSecurityGroup":  f.OperatorSecurityGroupID,
+		"subnets":                f.SubnetIDs,
+	}, nil
+}
+
+// awsGateway gives the aws gateway what it needs: each agent's gateway
+// token, derived from the bus secret (agents share one network on aws, so
+// the gateway knows a caller by its token), its config (callers by token;
+// each key in the variable its secret fills; usage to the bus at the URL
+// agents use, as the gateway bus user whose seed its secret fills), its
+// seed and the upstreams' keys.
+func awsGateway(s Settings, keys Keys, args *awsflock.Args) error {
+	args.GatewayTokens = map[string]string{}
+	for _, a := range s.Model.Agents {
+		t, err := credentials.GatewayToken(s.BusSecret, a.ID)
+		if err != nil {
+			return fmt.Errorf("agent %s: %w", a.ID, err)
+		}
+		args.GatewayTokens[a.ID] = t
+	}
+	conf, err := awsflock.GatewayConfig(s.Model, args.Namespace, args.GatewayTokens)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	args.GatewayConfig, args.GatewaySeed, args.GatewayKeys = conf, keys.Gateway.Seed, s.GatewayKeys
+	return nil
+}
