@@ -160,5 +160,20 @@ func ConfigReference(keys []ConfigKey) string {
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", k.Key, cell(k.Type), cell(def), cell(k.Rule), k.Targets, cell(k.Description))
 	}
+	b.WriteString(referenceNotes)
 	return b.String()
 }
+
+// referenceNotes close the reference: what the table cannot say.
+const referenceNotes = `
+Unknown keys inside an object (a typo such as ` + "`memoryMb`" + `) are errors too. Secrets
+(` + "`flock:busSecret`" + `, the model gateway's upstream keys) must be set with
+` + "`pulumi config set --secret`" + `: a plain-text value is refused.
+
+## Stack outputs
+
+` + "`busUrl`" + ` (with a clustered bus, every node's URL, comma-separated: NATS clients take the list
+and fail over), ` + "`monitorUrl`" + ` (the first node's), ` + "`agents`" + ` (id, slot, uid, gid, dir, logFile,
+subnet), ` + "`sharedRoot`" + `, and ` + "`operatorSeed`" + ` (a secret:
+` + "`pulumi stack output operatorSeed --show-secrets`" + `, or ` + "`make operator-key`" + `).
+`
