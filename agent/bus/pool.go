@@ -215,7 +215,10 @@ func (s *Server) handOutBatch(ctx context.Context, cons jetstream.Consumer, d *d
 		err   error
 	)
 	if wait {
-		batch, err = cons.Fetch(n, jetstream.FetchMaxWait(poolFetchWait))
+		// The wait ends with the bus: a stopping bus does not sit out the fetch.
+		fctx, cancel := context.WithTimeout(ctx, poolFetchWait)
+		defer cancel()
+		batch, err = cons.Fetch(n, jetstream.FetchContext(fctx))
 	} else {
 		batch, err = cons.FetchNoWait(n)
 	}
@@ -258,7 +261,7 @@ func (s *Server) handOutBatch(ctx context.Context, cons jetstream.Consumer, d *d
 			return given, ctx.Err()
 		}
 	}
-	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 		return given, err
 	}
 	return given, nil
