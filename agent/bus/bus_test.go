@@ -231,6 +231,7 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 	})
 
 	t.Run("cannot create consumers or use agent-2's", func(t *testing.T) {
+		testkit.SkipInShort(t, "slow: each refused JetStream call waits out its timeout; make check runs it")
 		js1 := bustest.JetStream(t, a1.Conn)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -368,6 +369,7 @@ func TestAgentJetStreamRoundTripWithItsOwnCredentials(t *testing.T) {
 }
 
 func TestMaxDeliveriesParksTaskOnDeadLetterStream(t *testing.T) {
+	testkit.SkipInShort(t, "slow: waits out every redelivery; make check runs it")
 	t.Parallel()
 	cfg := bustest.Agents(2)
 	cfg.Bus.AckWait, cfg.Bus.MaxDeliver = ptr("1s"), ptr(2)
@@ -616,6 +618,7 @@ func TestResultsFloodEvictsOnlyTheFlooder(t *testing.T) {
 // the bucket allows (burst 4 MiB is the floor, so the limit here is low and
 // the push bigger), while the same push over loopback (not limited) does not.
 func TestPeerByteRateIsBounded(t *testing.T) {
+	testkit.SkipInShort(t, "slow: measures a rate over seconds; make check runs it")
 	kib := 1024
 	cfg := bustest.Agents(1)
 	cfg.Bus.PeerKiBps = &kib

@@ -20,6 +20,7 @@ import (
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 func TestRoundTripEachRoutingMode(t *testing.T) {
@@ -68,6 +69,7 @@ func TestRoundTripEachRoutingMode(t *testing.T) {
 }
 
 func TestPoolTaskRunByExactlyOneOfThree(t *testing.T) {
+	testkit.SkipInShort(t, "slow: 24 pool tasks over three agents; make check runs it")
 	t.Parallel()
 	e := newEnv(t, flockWith(3, nil))
 	for _, id := range []string{"agent-1", "agent-2", "agent-3"} {
@@ -119,6 +121,7 @@ func TestPoolTaskRunByExactlyOneOfThree(t *testing.T) {
 }
 
 func TestKilledMidTaskIsRedeliveredAndCompleted(t *testing.T) {
+	testkit.SkipInShort(t, "slow: kills an agent process and waits out the redelivery; make check runs it")
 	t.Parallel()
 	e := newEnv(t, flockWith(1, func(c *flock.Config) { c.Bus.AckWait = ptr("2s") }))
 	first := e.spawn("agent-1")
@@ -408,6 +411,7 @@ func TestHeartbeatAndHealth(t *testing.T) {
 // the return (reconnected, with how long it took) and counts it in its
 // heartbeats.
 func TestHealthyWhileTheBusIsAway(t *testing.T) {
+	testkit.SkipInShort(t, "slow: stops and restarts the bus; make check runs it")
 	t.Parallel()
 	f := bustest.Start(t, flockWith(1, nil))
 	// The operator's connection outlives the outage and comes back before
@@ -573,6 +577,7 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 }
 
 func TestLongTaskIsNotRedeliveredWhileItRuns(t *testing.T) {
+	testkit.SkipInShort(t, "slow: runs a task past its ack wait; make check runs it")
 	t.Parallel()
 	// Ack wait 1 s, task 2.5 s: without progress acks the bus would hand
 	// the task out again twice while it still runs.
@@ -676,6 +681,7 @@ func TestInboxFloodFromOneSenderIsRefused(t *testing.T) {
 // drains the old session and connects again with the new key, in the same
 // process, and takes tasks again; the old key no longer gets in.
 func TestKeyRotationReachesRunningAgent(t *testing.T) {
+	testkit.SkipInShort(t, "slow: rotates a key and waits for the agent to reconnect with it; make check runs it")
 	e := newEnv(t, bustest.Agents(2))
 	a1 := e.start("agent-1", func(c *worker.Config) { c.KeyCheck = 100 * time.Millisecond })
 	if res := e.run(operator.Target{Agent: "agent-1"}, echo("before", "old key"), 10*time.Second); len(res) != 1 || !res[0].OK() {

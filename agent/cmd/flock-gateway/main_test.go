@@ -503,6 +503,7 @@ func TestConfigFromTheEnvironment(t *testing.T) {
 // A bus that is down never fails the call of an agent without a budget (its
 // cost is written when the bus is back), and health says so.
 func TestBusDownNeverFailsACall(t *testing.T) {
+	t.Parallel() // its own gateway and bus; no signals
 	_, upURL := fakeUpstream(t, fakemodel.Options{})
 	kp, _ := nkeys.CreateUser()
 	seed, _ := kp.Seed()
@@ -674,6 +675,7 @@ func TestReloadOnSIGHUPKeepsWhatAgentsSpent(t *testing.T) {
 // a redeploy) refuses an agent whose budget the first one spent; the
 // operator's raise lets it call again.
 func TestRestartContinuesFromTheBusLedger(t *testing.T) {
+	t.Parallel() // its own gateway and bus; no signals
 	f := bustest.Start(t, bustest.Agents(2))
 	fm, upURL := fakeUpstream(t, fakemodel.Options{RequireKey: realKey})
 	dir := t.TempDir()
@@ -718,6 +720,7 @@ func TestRestartContinuesFromTheBusLedger(t *testing.T) {
 // A call of an agent with a budget is refused (503, retry) while the ledger
 // cannot be reached: never forwarded unmetered.
 func TestBudgetedCallRefusedWithoutTheBus(t *testing.T) {
+	t.Parallel() // its own gateway and bus; no signals
 	fm, upURL := fakeUpstream(t, fakemodel.Options{})
 	kp, _ := nkeys.CreateUser()
 	seed, _ := kp.Seed()
