@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"github.com/ai-flock/ai-flock/tests/syncbuf"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,7 +22,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
-	"github.com/ai-flock/ai-flock/agent/gateway"
+	"github.com/ai-flock/ai-flock/agent/gateway/service"
 	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
@@ -206,7 +205,7 @@ func TestNetworkCallerGetsTheAnswerAndUsageOnTheBus(t *testing.T) {
 		time.Since(u.Time) > time.Minute {
 		t.Errorf("usage %s", m.Data)
 	}
-	var h healthReport
+	var h service.HealthReport
 	waitFor(t, func() bool {
 		resp, err := http.Get("http://" + g.healthAddr + "/healthz")
 		if err != nil {
@@ -214,7 +213,7 @@ func TestNetworkCallerGetsTheAnswerAndUsageOnTheBus(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		json.NewDecoder(resp.Body).Decode(&h)
-		return resp.StatusCode == 200 && h == healthReport{Status: "ok", Upstreams: 1, Agents: 2, Bus: "connected"}
+		return resp.StatusCode == 200 && h == service.HealthReport{Status: "ok", Upstreams: 1, Agents: 2, Bus: "connected"}
 	}, "healthz ok with the bus connected")
 	noKeyIn(t, g, dummyKey)
 	// The access log is the library's, in the service's log.
@@ -526,39 +525,13 @@ func TestBusDownNeverFailsACall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h healthReport
+	var h service.HealthReport
 	json.NewDecoder(resp.Body).Decode(&h)
 	resp.Body.Close()
 	if h.Status != "ok" || h.Bus != "disconnected" {
 		t.Errorf("health %+v", h)
 	}
 	noKeyIn(t, g, string(seed))
-}
-
-// The queue to the bus is bounded: past it a report is dropped and counted,
-// never waited for.
-func TestUsageQueueDropsWhenFull(t *testing.T) {
-	var logs syncBuffer
-	p := &publisher{queue: make(chan protocol.Usage, 2), log: slog.New(slog.NewJSONHandler(&logs, nil))}
-	done := make(chan struct{})
-	go func() {
-		for range 5 {
-			p.offer(gateway.Usage{Agent: "agent-1"})
-		}
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-		t.Fatal("offer blocked on a full queue")
-	}
-	if n := p.dropped.Load(); n != 3 {
-		t.Errorf("dropped %d, want 3", n)
-	}
-	p.reportDrops()
-	if !strings.Contains(logs.String(), `"count":3`) || p.dropped.Load() != 0 {
-		t.Errorf("drops not reported once: %s", logs.String())
-	}
 }
 
 // health answers 0 while the gateway runs; SIGTERM lets a stream in flight

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"bytes"
@@ -24,18 +24,18 @@ import (
 // configVersion is the GatewayConfig.V this gateway reads.
 const configVersion = 1
 
-// setup is a validated configuration, keys read, ready to serve.
-type setup struct {
+// Setup is a validated configuration, keys read, ready to serve.
+type Setup struct {
 	cfg  protocol.GatewayConfig
 	gw   gateway.Config // OnUsage and Logger still unset
 	nkey nats.Option    // nil without a bus
 }
 
-// load reads the configuration from the environment parts if
+// Load reads the configuration from the environment parts if
 // FLOCK_GATEWAY_CONFIG_DATA_PARTS is set (aws), else from the file at
 // FLOCK_GATEWAY_CONFIG, and checks all of it. The errors are every problem
 // found, each naming its field; none holds a key or a seed.
-func load(getenv func(string) string) (*setup, []error) {
+func Load(getenv func(string) string) (*Setup, []error) {
 	data, fromEnv, err := protocol.DecodeEnv(protocol.EnvGatewayConfigData, getenv)
 	source := protocol.EnvGatewayConfigData
 	if err != nil {
@@ -60,12 +60,12 @@ func load(getenv func(string) string) (*setup, []error) {
 }
 
 // check validates c and reads its keys.
-func check(c protocol.GatewayConfig, getenv func(string) string) (*setup, []error) {
+func check(c protocol.GatewayConfig, getenv func(string) string) (*Setup, []error) {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, args...)...))
 	}
-	s := &setup{cfg: c, gw: gateway.Config{
+	s := &Setup{cfg: c, gw: gateway.Config{
 		Upstreams:     map[string]gateway.Upstream{},
 		Budgets:       map[string]int64{},
 		BudgetWindows: map[string]string{},
