@@ -27,6 +27,7 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 	"github.com/ai-flock/ai-flock/tests/fakemodel"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // realKey is the upstream's key: distinctive, so a test can say it appears
@@ -593,13 +594,7 @@ func TestHealthAndGracefulStop(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 5*time.Second, what, cond)
 }
 
 // SIGHUP: the gateway reads its config again and applies it to new calls; an
