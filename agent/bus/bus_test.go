@@ -613,6 +613,28 @@ func TestResultsFloodEvictsOnlyTheFlooder(t *testing.T) {
 	t.Logf("agent-1 sent %d MiB; its stream holds %d KiB in %d messages; agent-2 kept %v", sent/2, st.Bytes>>10, st.Msgs, a2ids)
 }
 
+// onEveryInterface starts a second bus of cfg's flock listening on every
+// interface (the peer limits leave loopback alone) and returns the flock, that
+// bus, this machine's non-loopback IPv4 address, its port and agent-1's
+// credential.
+func onEveryInterface(t *testing.T, cfg flock.Config) (f *bustest.Flock, b *bus.Server, ip, port string, nk nats.Option) {
+	t.Helper()
+	f = bustest.Start(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := bus.Start(ctx, bus.Config{ConfigFile: f.ConfigFile, TopologyFile: f.TopologyFile, Host: "0.0.0.0", Port: -1, NoMonitor: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Shutdown)
+	_, port, _ = net.SplitHostPort(strings.TrimPrefix(b.ClientURL(), "nats://"))
+	nk, err = nats.NkeyOptionFromSeed(f.SeedFile(t, "agent-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, b, testkit.LocalIPv4(t), port, nk
+}
+
 // The bus reads no more than flock:bus.peerKiBps from one network peer: an
 // agent pushing 2 MiB at it through its own address takes at least the time
 // the bucket allows (burst 4 MiB is the floor, so the limit here is low and
@@ -622,20 +644,7 @@ func TestPeerByteRateIsBounded(t *testing.T) {
 	kib := 1024
 	cfg := bustest.Agents(1)
 	cfg.Bus.PeerKiBps = &kib
-	f := bustest.Start(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	b, err := bus.Start(ctx, bus.Config{ConfigFile: f.ConfigFile, TopologyFile: f.TopologyFile, Host: "0.0.0.0", Port: -1, NoMonitor: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown()
-	_, port, _ := net.SplitHostPort(strings.TrimPrefix(b.ClientURL(), "nats://"))
-	ip := testkit.LocalIPv4(t)
-	nk, err := nats.NkeyOptionFromSeed(f.SeedFile(t, "agent-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, ip, port, nk := onEveryInterface(t, cfg)
 	push := func(host string) time.Duration {
 		nc, err := nats.Connect("nats://"+net.JoinHostPort(host, port), nk, nats.CustomInboxPrefix(protocol.InboxPrefix("agent-1")))
 		if err != nil {
@@ -673,20 +682,7 @@ func TestConnectionsPerPeerAreBounded(t *testing.T) {
 	share := 3
 	cfg := bustest.Agents(1)
 	cfg.Bus.ConnectionsPerPeer = &share
-	f := bustest.Start(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	b, err := bus.Start(ctx, bus.Config{ConfigFile: f.ConfigFile, TopologyFile: f.TopologyFile, Host: "0.0.0.0", Port: -1, NoMonitor: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown()
-	_, port, _ := net.SplitHostPort(strings.TrimPrefix(b.ClientURL(), "nats://"))
-	ip := testkit.LocalIPv4(t)
-	nk, err := nats.NkeyOptionFromSeed(f.SeedFile(t, "agent-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, b, ip, port, nk := onEveryInterface(t, cfg)
 	dial := func(host string) (*nats.Conn, error) {
 		return nats.Connect("nats://"+net.JoinHostPort(host, port), nk, nats.CustomInboxPrefix(protocol.InboxPrefix("agent-1")),
 			nats.NoReconnect(), nats.Timeout(3*time.Second))
