@@ -500,22 +500,30 @@ func TestConfigFromTheEnvironment(t *testing.T) {
 	}
 }
 
-// A bus that is down never fails the call of an agent without a budget (its
-// cost is written when the bus is back), and health says so.
-func TestBusDownNeverFailsACall(t *testing.T) {
-	t.Parallel() // its own gateway and bus; no signals
-	_, upURL := fakeUpstream(t, fakemodel.Options{})
+// busDownEnv is the environment of a gateway for agent whose bus is down:
+// nothing listens at its natsUrl. seed is the gateway's bus seed.
+func busDownEnv(t *testing.T, upURL string, agent protocol.GatewayAgent) (env map[string]string, seed string) {
+	t.Helper()
 	kp, _ := nkeys.CreateUser()
-	seed, _ := kp.Seed()
+	raw, _ := kp.Seed()
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadURL := "nats://" + dead.Addr().String()
 	dead.Close() // nothing listens there
-	env := configEnv(t, protocol.GatewayConfig{V: 1, Callers: "network",
+	env = configEnv(t, protocol.GatewayConfig{V: 1, Callers: "network",
 		Upstreams: []protocol.GatewayUpstream{{Name: "anthropic", URL: upURL, KeyHeader: "x-api-key", KeyEnv: "K"}},
-		Agents:    []protocol.GatewayAgent{{ID: "agent-1", Network: "127.0.0.1/32"}},
+		Agents:    []protocol.GatewayAgent{agent},
 		NATSURL:   deadURL, NkeyEnv: "SEED",
 	})
-	env["K"], env["SEED"] = realKey, string(seed)
+	env["K"], env["SEED"] = realKey, string(raw)
+	return env, string(raw)
+}
+
+// A bus that is down never fails the call of an agent without a budget (its
+// cost is written when the bus is back), and health says so.
+func TestBusDownNeverFailsACall(t *testing.T) {
+	t.Parallel() // its own gateway; no signals
+	_, upURL := fakeUpstream(t, fakemodel.Options{})
+	env, seed := busDownEnv(t, upURL, protocol.GatewayAgent{ID: "agent-1", Network: "127.0.0.1/32"})
 	g := start(t, env)
 	for range 3 {
 		if st, body := call(t, g.url+"/anthropic/v1/messages", "", "", `{"model":"m"}`); st != 200 {
@@ -532,7 +540,7 @@ func TestBusDownNeverFailsACall(t *testing.T) {
 	if h.Status != "ok" || h.Bus != "disconnected" {
 		t.Errorf("health %+v", h)
 	}
-	noKeyIn(t, g, string(seed))
+	noKeyIn(t, g, seed)
 }
 
 // health answers 0 while the gateway runs; SIGTERM lets a stream in flight
@@ -688,19 +696,9 @@ func TestRestartContinuesFromTheBusLedger(t *testing.T) {
 // A call of an agent with a budget is refused (503, retry) while the ledger
 // cannot be reached: never forwarded unmetered.
 func TestBudgetedCallRefusedWithoutTheBus(t *testing.T) {
-	t.Parallel() // its own gateway and bus; no signals
+	t.Parallel() // its own gateway; no signals
 	fm, upURL := fakeUpstream(t, fakemodel.Options{})
-	kp, _ := nkeys.CreateUser()
-	seed, _ := kp.Seed()
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadURL := "nats://" + dead.Addr().String()
-	dead.Close()
-	env := configEnv(t, protocol.GatewayConfig{V: 1, Callers: "network",
-		Upstreams: []protocol.GatewayUpstream{{Name: "anthropic", URL: upURL, KeyHeader: "x-api-key", KeyEnv: "K"}},
-		Agents:    []protocol.GatewayAgent{{ID: "agent-1", Network: "127.0.0.1/32", BudgetTokens: 1000}},
-		NATSURL:   deadURL, NkeyEnv: "SEED",
-	})
-	env["K"], env["SEED"] = realKey, string(seed)
+	env, _ := busDownEnv(t, upURL, protocol.GatewayAgent{ID: "agent-1", Network: "127.0.0.1/32", BudgetTokens: 1000})
 	g := start(t, env)
 	st, body := call(t, g.url+"/anthropic/v1/messages", "", "", `{"model":"m"}`)
 	if st != 503 || !strings.Contains(body, "ledger_unavailable") {
