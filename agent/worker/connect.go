@@ -170,21 +170,15 @@ func filePublicKey(file string) (string, error) {
 
 // watchKey calls rotated once the key file holds a key other than pub. A
 // file that cannot be read for a moment (mid-replacement) is no change.
-func watchKey(ctx context.Context, file, pub string, every time.Duration, rotated func()) {
-	if every <= 0 {
-		every = DefaultKeyCheck
+func watchKey(ctx context.Context, file, pub string, period time.Duration, rotated func()) {
+	if period <= 0 {
+		period = DefaultKeyCheck
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if now, err := filePublicKey(file); err == nil && now != pub {
-				rotated()
-				return
-			}
+	every(ctx, period, func() bool {
+		if now, err := filePublicKey(file); err == nil && now != pub {
+			rotated()
+			return false
 		}
-	}
+		return true
+	})
 }

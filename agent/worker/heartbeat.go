@@ -25,14 +25,22 @@ func (a *Agent) heartbeat() {
 }
 
 func (a *Agent) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(a.cfg.Heartbeat)
+	every(ctx, a.cfg.Heartbeat, func() bool { a.heartbeat(); return true })
+}
+
+// every calls fn each period (the first time one period from now) until ctx
+// ends or fn returns false.
+func every(ctx context.Context, period time.Duration, fn func() (again bool)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			a.heartbeat()
+			if !fn() {
+				return
+			}
 		}
 	}
 }
