@@ -126,11 +126,7 @@ func TestKilledMidTaskIsRedeliveredAndCompleted(t *testing.T) {
 	e := newEnv(t, flockWith(1, func(c *flock.Config) { c.Bus.AckWait = ptr("2s") }))
 	first := e.spawn("agent-1")
 	ch := e.subscribeResults()
-	mark := filepath.Join(e.shared, "started-1")
-	b, _ := json.Marshal(tool("victim", "sleep", "1s", "--mark", mark))
-	seq := e.publishRaw(protocol.TaskSubject("agent-1"), b)
-
-	waitFile(t, mark, 10*time.Second)
+	seq := e.publishSleeping("victim", "1s", "started-1")
 	if err := first.Process.Kill(); err != nil { // SIGKILL: no drain, no nak
 		t.Fatal(err)
 	}
@@ -305,10 +301,7 @@ func TestGracefulShutdownFinishesInFlightTask(t *testing.T) {
 	hb := e.subscribeHeartbeats("agent-1")
 	proc := e.spawn("agent-1")
 	ch := e.subscribeResults()
-	mark := filepath.Join(e.shared, "started")
-	b, _ := json.Marshal(tool("inflight", "sleep", "700ms", "--mark", mark))
-	seq := e.publishRaw(protocol.TaskSubject("agent-1"), b)
-	waitFile(t, mark, 10*time.Second)
+	seq := e.publishSleeping("inflight", "700ms", "started")
 	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -334,10 +327,7 @@ func TestShutdownHandsBackTaskLongerThanGrace(t *testing.T) {
 	e := newEnv(t, flockWith(1, nil))
 	a := e.start("agent-1", func(c *worker.Config) { c.Grace = 300 * time.Millisecond })
 	ch := e.subscribeResults()
-	mark := filepath.Join(e.shared, "long-started")
-	b, _ := json.Marshal(tool("long", "sleep", "30s", "--mark", mark))
-	seq := e.publishRaw(protocol.TaskSubject("agent-1"), b)
-	waitFile(t, mark, 10*time.Second)
+	seq := e.publishSleeping("long", "30s", "long-started")
 	start := time.Now()
 	if err := a.stop(t); err != nil {
 		t.Fatalf("Run returned %v, want nil", err)
