@@ -55,8 +55,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "run":
 		log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "flock-gateway")
-		s, errs := service.Load(getenv)
-		if errs != nil {
+		s, err := service.Load(getenv)
+		if err != nil {
+			errs := service.Problems(err)
 			for _, err := range errs {
 				log.Error("bad configuration", "err", err.Error())
 			}
@@ -67,7 +68,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
-		reload := func() (*service.Setup, []error) { return service.Load(getenv) }
+		reload := func() (*service.Setup, error) { return service.Load(getenv) }
 		if err := service.Serve(ctx, s, addr, healthAddr, log, hup, reload); err != nil {
 			log.Error("gateway failed", "err", err.Error())
 			return 1

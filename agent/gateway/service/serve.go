@@ -27,7 +27,7 @@ const (
 )
 
 // Serve runs the gateway until ctx ends, then lets calls in flight finish.
-func Serve(ctx context.Context, s *Setup, addr, healthAddr string, log *slog.Logger, hup <-chan os.Signal, reload func() (*Setup, []error)) error {
+func Serve(ctx context.Context, s *Setup, addr, healthAddr string, log *slog.Logger, hup <-chan os.Signal, reload func() (*Setup, error)) error {
 	var (
 		pub       *publisher
 		ledgerBus *ledger.Bus
@@ -92,8 +92,9 @@ wait:
 		case <-ctx.Done():
 			break wait
 		case <-hup:
-			next, errs := reload()
-			if errs == nil {
+			next, rerr := reload()
+			errs := Problems(rerr)
+			if rerr == nil {
 				next.gw.Logger, next.gw.Ledger = log, gw.Load().Ledger()
 				if pub != nil {
 					next.gw.OnUsage = pub.offer
