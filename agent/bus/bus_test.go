@@ -231,6 +231,7 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 	})
 
 	t.Run("cannot create consumers or use agent-2's", func(t *testing.T) {
+		testkit.SkipInShort(t, "slow: each refused JetStream call waits out its timeout; make check runs it")
 		js1 := bustest.JetStream(t, a1.Conn)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -368,6 +369,7 @@ func TestAgentJetStreamRoundTripWithItsOwnCredentials(t *testing.T) {
 }
 
 func TestMaxDeliveriesParksTaskOnDeadLetterStream(t *testing.T) {
+	testkit.SkipInShort(t, "slow: waits out every redelivery; make check runs it")
 	t.Parallel()
 	cfg := bustest.Agents(2)
 	cfg.Bus.AckWait, cfg.Bus.MaxDeliver = ptr("1s"), ptr(2)
@@ -611,28 +613,38 @@ func TestResultsFloodEvictsOnlyTheFlooder(t *testing.T) {
 	t.Logf("agent-1 sent %d MiB; its stream holds %d KiB in %d messages; agent-2 kept %v", sent/2, st.Bytes>>10, st.Msgs, a2ids)
 }
 
-// The bus reads no more than flock:bus.peerKiBps from one network peer: an
-// agent pushing 2 MiB at it through its own address takes at least the time
-// the bucket allows (burst 4 MiB is the floor, so the limit here is low and
-// the push bigger), while the same push over loopback (not limited) does not.
-func TestPeerByteRateIsBounded(t *testing.T) {
-	kib := 1024
-	cfg := bustest.Agents(1)
-	cfg.Bus.PeerKiBps = &kib
-	f := bustest.Start(t, cfg)
+// onEveryInterface starts a second bus of cfg's flock listening on every
+// interface (the peer limits leave loopback alone) and returns the flock, that
+// bus, this machine's non-loopback IPv4 address, its port and agent-1's
+// credential.
+func onEveryInterface(t *testing.T, cfg flock.Config) (f *bustest.Flock, b *bus.Server, ip, port string, nk nats.Option) {
+	t.Helper()
+	f = bustest.Start(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	b, err := bus.Start(ctx, bus.Config{ConfigFile: f.ConfigFile, TopologyFile: f.TopologyFile, Host: "0.0.0.0", Port: -1, NoMonitor: true, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Shutdown()
-	_, port, _ := net.SplitHostPort(strings.TrimPrefix(b.ClientURL(), "nats://"))
-	ip := testkit.LocalIPv4(t)
-	nk, err := nats.NkeyOptionFromSeed(f.SeedFile(t, "agent-1"))
+	t.Cleanup(b.Shutdown)
+	_, port, _ = net.SplitHostPort(strings.TrimPrefix(b.ClientURL(), "nats://"))
+	nk, err = nats.NkeyOptionFromSeed(f.SeedFile(t, "agent-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f, b, testkit.LocalIPv4(t), port, nk
+}
+
+// The bus reads no more than flock:bus.peerKiBps from one network peer: an
+// agent pushing 2 MiB at it through its own address takes at least the time
+// the bucket allows (burst 4 MiB is the floor, so the limit here is low and
+// the push bigger), while the same push over loopback (not limited) does not.
+func TestPeerByteRateIsBounded(t *testing.T) {
+	testkit.SkipInShort(t, "slow: measures a rate over seconds; make check runs it")
+	kib := 1024
+	cfg := bustest.Agents(1)
+	cfg.Bus.PeerKiBps = &kib
+	_, _, ip, port, nk := onEveryInterface(t, cfg)
 	push := func(host string) time.Duration {
 		nc, err := nats.Connect("nats://"+net.JoinHostPort(host, port), nk, nats.CustomInboxPrefix(protocol.InboxPrefix("agent-1")))
 		if err != nil {
@@ -670,20 +682,7 @@ func TestConnectionsPerPeerAreBounded(t *testing.T) {
 	share := 3
 	cfg := bustest.Agents(1)
 	cfg.Bus.ConnectionsPerPeer = &share
-	f := bustest.Start(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	b, err := bus.Start(ctx, bus.Config{ConfigFile: f.ConfigFile, TopologyFile: f.TopologyFile, Host: "0.0.0.0", Port: -1, NoMonitor: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown()
-	_, port, _ := net.SplitHostPort(strings.TrimPrefix(b.ClientURL(), "nats://"))
-	ip := testkit.LocalIPv4(t)
-	nk, err := nats.NkeyOptionFromSeed(f.SeedFile(t, "agent-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, b, ip, port, nk := onEveryInterface(t, cfg)
 	dial := func(host string) (*nats.Conn, error) {
 		return nats.Connect("nats://"+net.JoinHostPort(host, port), nk, nats.CustomInboxPrefix(protocol.InboxPrefix("agent-1")),
 			nats.NoReconnect(), nats.Timeout(3*time.Second))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,7 +214,10 @@ func (s *Server) handOutBatch(ctx context.Context, cons jetstream.Consumer, d *d
 		err   error
 	)
 	if wait {
-		batch, err = cons.Fetch(n, jetstream.FetchMaxWait(poolFetchWait))
+		// The wait ends with the bus: a stopping bus does not sit out the fetch.
+		fctx, cancel := context.WithTimeout(ctx, poolFetchWait)
+		defer cancel()
+		batch, err = cons.Fetch(n, jetstream.FetchContext(fctx))
 	} else {
 		batch, err = cons.FetchNoWait(n)
 	}
@@ -258,113 +260,10 @@ func (s *Server) handOutBatch(ctx context.Context, cons jetstream.Consumer, d *d
 			return given, ctx.Err()
 		}
 	}
-	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 		return given, err
 	}
 	return given, nil
-}
-
-// freeSlots is every agent's free slots as its consumer shows them.
-type freeSlots struct {
-	ready []*agentSlots // waiting for work (a pull is open): first choice
-	quiet []*agentSlots // no pull open (starting, or gone): only when no ready agent is free
-	size  map[string]int
-	rr    int
-}
-
-type agentSlots struct {
-	id   string
-	free int
-	size int
-}
-
-// credit gives agent id back a slot (up to its size).
-func (f *freeSlots) credit(id string) {
-	for _, l := range [][]*agentSlots{f.ready, f.quiet} {
-		for _, a := range l {
-			if a.id == id {
-				a.free = min(a.free+1, a.size)
-				return
-			}
-		}
-	}
-	if n := f.size[id]; n > 0 {
-		f.ready = append(f.ready, &agentSlots{id: id, free: 1, size: n})
-	}
-}
-
-func (f *freeSlots) total() int {
-	n := 0
-	for _, l := range [][]*agentSlots{f.ready, f.quiet} {
-		for _, a := range l {
-			n += a.free
-		}
-	}
-	return n
-}
-
-// pick takes a slot: the ready agent with the most free slots (ties in
-// turn), else a quiet one; never an agent in avoid while another is free.
-func (f *freeSlots) pick(avoid map[string]bool) string {
-	for _, pass := range []bool{true, false} {
-		for _, l := range [][]*agentSlots{f.ready, f.quiet} {
-			var best *agentSlots
-			for i := range l {
-				a := l[(i+f.rr)%len(l)]
-				if a.free > 0 && (!pass || !avoid[a.id]) && (best == nil || a.free > best.free) {
-					best = a
-				}
-			}
-			if best != nil {
-				best.free--
-				f.rr++
-				return best.id
-			}
-		}
-	}
-	return ""
-}
-
-// freeSlots reads every agent's consumer: slots minus the tasks it holds
-// (delivered, not acked) minus those waiting for it (stored, not delivered).
-// An agent with anything waiting gets nothing more.
-func (s *Server) freeSlots(ctx context.Context) (*freeSlots, error) {
-	slots := map[string]int{}
-	for _, a := range s.Topology().Pool.Agents {
-		slots[protocol.AgentConsumer(a.ID)] = a.Slots
-	}
-	stream, err := s.js.Stream(ctx, protocol.StreamTasks)
-	if err != nil {
-		return nil, err
-	}
-	f := &freeSlots{size: map[string]int{}}
-	for _, a := range s.Topology().Pool.Agents {
-		f.size[a.ID] = a.Slots
-	}
-	list := stream.ListConsumers(ctx)
-	for info := range list.Info() {
-		n, ok := slots[info.Name]
-		if !ok || info.NumPending > 0 {
-			continue
-		}
-		free := n - info.NumAckPending
-		if free <= 0 {
-			continue
-		}
-		a := &agentSlots{id: info.Name, free: free, size: n}
-		if info.NumWaiting > 0 {
-			f.ready = append(f.ready, a)
-		} else {
-			f.quiet = append(f.quiet, a)
-		}
-	}
-	if err := list.Err(); err != nil {
-		return nil, err
-	}
-	for _, l := range [][]*agentSlots{f.ready, f.quiet} {
-		sort.Slice(l, func(i, j int) bool { return l[i].id < l[j].id })
-	}
-	return f, nil
 }
 
 // poolOrigin is the pool task a message on tasks.pool stands for: itself, or
@@ -411,142 +310,6 @@ func (s *Server) copyFor(msg jetstream.Msg, free *freeSlots) (uint64, string, je
 	}
 	s.log.Debug("pool task given", "seq", seq, "attempt", attempt, "agent", agent)
 	return seq, agent, f, nil
-}
-
-// headerTakenFrom lists the agents a pool task was taken back from, so the
-// next copy goes to another agent if one is free.
-const headerTakenFrom = "Flock-Pool-Taken-From"
-
-func takenFrom(h nats.Header) map[string]bool {
-	m := map[string]bool{}
-	for _, id := range strings.Split(h.Get(headerTakenFrom), ",") {
-		if id != "" {
-			m[id] = true
-		}
-	}
-	return m
-}
-
-// sweepPool takes back every copy held past its deadline: the task's timeout
-// (its own, or its agent's default) plus the grace, from when the copy was
-// stored. A copy acked by its agent is no longer in the stream.
-func (s *Server) sweepPool(ctx context.Context, d *dispatch) error {
-	topo := s.Topology()
-	pool, maxDeliver := topo.Pool, poolMaxDeliver(topo)
-	agents := map[string]protocol.PoolAgent{}
-	for _, a := range pool.Agents {
-		agents[a.ID] = a
-	}
-	stream, err := s.js.Stream(ctx, protocol.StreamTasks)
-	if err != nil {
-		return err
-	}
-	prefix := protocol.SubjectTasksPool + "."
-	return eachCopy(ctx, stream, prefix+"*", func(raw *jetstream.RawStreamMsg) error {
-		agent := strings.TrimPrefix(raw.Subject, prefix)
-		timeout := time.Duration(agents[agent].TaskTimeout)
-		if t, err := protocol.DecodeTask(raw.Data, 0); err == nil && t.Timeout > 0 {
-			timeout = time.Duration(t.Timeout)
-		}
-		if timeout <= 0 {
-			timeout = protocol.MaxTaskTimeout // an agent gone from the topology: its own consumer is deleted with it
-		}
-		if time.Since(raw.Time) < timeout+time.Duration(pool.Grace) {
-			return nil
-		}
-		if seq, _, ok := protocol.PoolOrigin(raw.Header.Get); ok {
-			d.forget(seq)
-		}
-		reason := fmt.Sprintf("pool task taken back from agent %s: no answer within its timeout %s and the pool's grace %s", agent, timeout, time.Duration(pool.Grace))
-		if err := s.takeBack(ctx, stream, raw, agent, reason, maxDeliver); err != nil {
-			s.log.Warn("pool task not taken back yet", "copy", raw.Sequence, "agent", agent, "err", err)
-		}
-		return nil
-	})
-}
-
-// takeBack queues a copy's task on the pool again (or parks it once it was
-// given to maxDeliver agents), then deletes the copy: the agent's consumer
-// drops it, and the slot it held is free.
-func (s *Server) takeBack(ctx context.Context, stream jetstream.Stream, raw *jetstream.RawStreamMsg, agent, reason string, maxDeliver int) error {
-	seq, attempt, ok := protocol.PoolOrigin(raw.Header.Get)
-	if !ok { // the operator wrote to tasks.pool.<id> itself: give it the same treatment
-		seq, attempt = raw.Sequence, 1
-	}
-	taken := raw.Header.Get(headerTakenFrom)
-	if taken != "" {
-		taken += ","
-	}
-	taken += agent
-	if attempt >= maxDeliver {
-		if err := s.deadLetter(ctx, raw, protocol.ConsumerPool, uint64(attempt),
-			fmt.Sprintf("%s; given to %d agents (%s), none answered", reason, attempt, taken)); err != nil {
-			return err
-		}
-	} else {
-		m := nats.NewMsg(protocol.SubjectTasksPool)
-		m.Data = raw.Data
-		m.Header.Set(protocol.HeaderPoolSeq, strconv.FormatUint(seq, 10))
-		m.Header.Set(protocol.HeaderPoolAttempt, strconv.Itoa(attempt+1))
-		m.Header.Set(headerTakenFrom, taken)
-		m.Header.Set(nats.MsgIdHdr, poolRequeueID(seq, attempt+1))
-		pctx, cancel := bounded(ctx)
-		_, err := s.js.PublishMsg(pctx, m)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("queue again: %w", err)
-		}
-	}
-	dctx, cancel := bounded(ctx)
-	err := stream.DeleteMsg(dctx, raw.Sequence)
-	cancel()
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("delete copy: %w", err)
-	}
-	s.log.Warn("pool task taken back", "seq", seq, "attempt", attempt, "agent", agent, "reason", reason)
-	return nil
-}
-
-// poolMaxDeliver is how many agents a pool task is given to at most: the
-// pool consumer's maxDeliver.
-func poolMaxDeliver(topo protocol.Topology) int {
-	for _, c := range topo.Consumers {
-		if c.Stream == protocol.StreamTasks && c.Config.Durable == protocol.ConsumerPool && c.Config.MaxDeliver > 0 {
-			return c.Config.MaxDeliver
-		}
-	}
-	return 5
-}
-
-// handBackCopies queues again the pool tasks given to agent, whose consumer
-// is about to be deleted (the agent left the flock): with no consumer
-// interested in them, interest retention would drop the copies, and the
-// tasks with them.
-func (s *Server) handBackCopies(ctx context.Context, stream jetstream.Stream, agent string, maxDeliver int) error {
-	return eachCopy(ctx, stream, protocol.PoolTaskSubject(agent), func(raw *jetstream.RawStreamMsg) error {
-		return s.takeBack(ctx, stream, raw, agent, "pool task taken back from agent "+agent+": it left the flock", maxDeliver)
-	})
-}
-
-// eachCopy calls fn on every message of the task stream on subject (pool
-// copies: tasks.pool.<id> or tasks.pool.*), oldest first, until fn fails.
-func eachCopy(ctx context.Context, stream jetstream.Stream, subject string, fn func(*jetstream.RawStreamMsg) error) error {
-	for seq := uint64(1); ctx.Err() == nil; seq++ {
-		gctx, cancel := bounded(ctx)
-		raw, err := stream.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(subject))
-		cancel()
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		seq = raw.Sequence
-		if err := fn(raw); err != nil {
-			return err
-		}
-	}
-	return ctx.Err()
 }
 
 func sleepOrStop(ctx context.Context, d time.Duration) {

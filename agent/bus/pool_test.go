@@ -13,6 +13,7 @@ import (
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // poolGrace shortens the pool's grace in f's topology and reloads the bus.
@@ -121,6 +122,7 @@ func answer(ctx context.Context, t *testing.T, js jetstream.JetStream, id string
 // that works runs it. Before the bus handed the pool out, agent-1 pulled the
 // shared pool consumer and took every task.
 func TestPoolHoarderHoldsNoMoreThanItsSlotsNorLongerThanTheTimeout(t *testing.T) {
+	testkit.SkipInShort(t, "slow: waits out the pool's deadline; make check runs it")
 	t.Parallel()
 	f := bustest.Start(t, bustest.Agents(2)) // 2 slots each
 	const grace = time.Second
@@ -200,6 +202,7 @@ func TestPoolHoarderHoldsNoMoreThanItsSlotsNorLongerThanTheTimeout(t *testing.T)
 // the one hoarder, again and again), then parked on the dead-letter stream
 // with the reason: never lost, never held for ever.
 func TestPoolTaskNobodyAnswersIsParked(t *testing.T) {
+	testkit.SkipInShort(t, "slow: waits out the pool's deadline for every agent; make check runs it")
 	t.Parallel()
 	cfg := bustest.Agents(1)
 	two := 2

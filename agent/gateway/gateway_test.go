@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 func TestKeyInjectedAndAgentCredentialsNeverForwarded(t *testing.T) {
@@ -371,13 +373,7 @@ func TestConfigValidate(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 5*time.Second, what, cond)
 }
 
 // boundOf is what a metered call with this body reserves and, when its usage

@@ -143,6 +143,12 @@ func rawPost(url, body string) (int, http.Header, string, error) {
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Api-Key", dummyKey)
+	return do(req)
+}
+
+// do sends req and returns the status, the header, the body read so far and
+// the read's error.
+func do(req *http.Request) (int, http.Header, string, error) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, "", err
@@ -290,13 +296,7 @@ func TestInFlightCapPerAgent(t *testing.T) {
 	call := func(ctx context.Context, token, model string) (int, http.Header, string, error) {
 		req, _ := http.NewRequestWithContext(ctx, "POST", tg.url+"/anthropic/v1/messages", strings.NewReader(`{"model":"`+model+`"}`))
 		req.Header.Set("X-Api-Key", token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, nil, "", err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, string(b), err
+		return do(req)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -61,6 +61,7 @@ func drain(t *testing.T, l *ledger.Bus) {
 // continues from the total; a call whose gateway died before it settled
 // stays charged its bound.
 func TestBusLedgerIsSharedAndSurvives(t *testing.T) {
+	t.Parallel() // each test has its own bus
 	f := bustest.Start(t, bustest.Agents(2))
 	ctx := context.Background()
 	g1 := newBus(t, f.Connect(t, protocol.GatewayUser))
@@ -102,6 +103,7 @@ func TestBusLedgerIsSharedAndSurvives(t *testing.T) {
 // 40 calls at once through two gateways at 995 of 1,000 tokens: one is
 // admitted, whichever gateway carries it.
 func TestBusLedgerRaceAcrossGateways(t *testing.T) {
+	t.Parallel() // each test has its own bus
 	f := bustest.Start(t, bustest.Agents(1))
 	ctx := context.Background()
 	gws := []*ledger.Bus{newBus(t, f.Connect(t, protocol.GatewayUser)), newBus(t, f.Connect(t, protocol.GatewayUser))}
@@ -140,6 +142,7 @@ func TestBusLedgerRaceAcrossGateways(t *testing.T) {
 // never admitted unmetered; an agent without a cap is admitted, and its cost
 // is written once the bus is back.
 func TestBusLedgerFailsClosed(t *testing.T) {
+	t.Parallel() // each test has its own bus
 	f := bustest.Start(t, bustest.Agents(2))
 	nc := f.Connect(t, protocol.GatewayUser, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	l := newBus(t, nc)
@@ -168,6 +171,7 @@ func TestBusLedgerFailsClosed(t *testing.T) {
 // charged its cost in the new period. Raising an agent without a budget is
 // refused, naming the config key.
 func TestOperatorRaisesAndResets(t *testing.T) {
+	t.Parallel() // each test has its own bus
 	f := bustest.Start(t, bustest.Agents(2))
 	ctx := context.Background()
 	g := newBus(t, f.Connect(t, protocol.GatewayUser))
@@ -222,6 +226,7 @@ func TestOperatorRaisesAndResets(t *testing.T) {
 // Only the gateway and the operator may write the ledger: an agent can
 // neither put its own entry nor read another's.
 func TestAgentsCannotTouchTheLedger(t *testing.T) {
+	t.Parallel() // each test has its own bus
 	f := bustest.Start(t, bustest.Agents(2))
 	ctx := context.Background()
 	g := newBus(t, f.Connect(t, protocol.GatewayUser))
@@ -252,6 +257,7 @@ func TestAgentsCannotTouchTheLedger(t *testing.T) {
 // crashes a gateway that knew the old one: its next write reads the new
 // bucket, and an entry it knew as over the limit is read again.
 func TestBusLedgerSurvivesABucketMadeAgain(t *testing.T) {
+	t.Parallel() // each test has its own bus
 	f := bustest.Start(t, bustest.Agents(1))
 	ctx := context.Background()
 	g := newBus(t, f.Connect(t, protocol.GatewayUser))

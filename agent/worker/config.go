@@ -90,36 +90,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return def
 	}
 	dur := func(name string, def, lo, hi time.Duration) time.Duration {
-		v := getenv(name)
-		if v == "" {
-			return def
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			bad(name, "want a duration such as 30s (got %q)", v)
-			return def
-		}
-		if d < lo || d > hi {
-			bad(name, "must be between %s and %s (got %s)", lo, hi, d)
-			return def
-		}
-		return d
+		return inRange(getenv(name), def, lo, hi, time.ParseDuration, "a duration such as 30s", func(format string, a ...any) { bad(name, format, a...) })
 	}
 	num := func(name string, def, lo, hi int64) int64 {
-		v := getenv(name)
-		if v == "" {
-			return def
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			bad(name, "want an integer (got %q)", v)
-			return def
-		}
-		if n < lo || n > hi {
-			bad(name, "must be between %d and %d (got %d)", lo, hi, n)
-			return def
-		}
-		return n
+		parse := func(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) }
+		return inRange(getenv(name), def, lo, hi, parse, "an integer", func(format string, a ...any) { bad(name, format, a...) })
 	}
 	c := Config{
 		ID:             str(protocol.EnvAgentID, ""),
@@ -159,6 +134,24 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	return c, errors.Join(errs...)
 }
 
+// inRange is v parsed, def if v is empty, and def with a problem told to
+// bad if v does not parse or is outside [lo, hi].
+func inRange[T int64 | time.Duration](v string, def, lo, hi T, parse func(string) (T, error), want string, bad func(format string, a ...any)) T {
+	if v == "" {
+		return def
+	}
+	n, err := parse(v)
+	if err != nil {
+		bad("want %s (got %q)", want, v)
+		return def
+	}
+	if n < lo || n > hi {
+		bad("must be between %v and %v (got %v)", lo, hi, n)
+		return def
+	}
+	return n
+}
+
 // Validate checks what FromEnv cannot default and fills zero values.
 func (c *Config) Validate() error {
 	var errs []error
@@ -194,41 +187,27 @@ func (c *Config) Validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
 	}
-	def := func(p *int64, v int64) {
-		if *p <= 0 {
-			*p = v
-		}
-	}
 	if c.URL == "" {
 		c.URL = DefaultURL
 	}
-	if c.Heartbeat <= 0 {
-		c.Heartbeat = DefaultHeartbeat
-	}
-	if c.TaskTimeout <= 0 {
-		c.TaskTimeout = DefaultTaskTimeout
-	}
-	if c.Concurrency <= 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	def(&c.MaxOutputBytes, DefaultMaxOutputBytes)
-	def(&c.LogMaxBytes, DefaultLogMaxBytes)
-	if c.MaxTaskBytes <= 0 {
-		c.MaxTaskBytes = DefaultMaxTaskBytes
-	}
-	if c.TaskKeep <= 0 {
-		c.TaskKeep = DefaultTaskKeep
-	}
-	if c.InboxRate <= 0 {
-		c.InboxRate = DefaultInboxRate
-	}
-	if c.InboxBytesRate <= 0 {
-		c.InboxBytesRate = DefaultInboxBytesRate
-	}
-	if c.InboxKeep <= 0 {
-		c.InboxKeep = DefaultInboxKeep
-	}
+	positiveOr(&c.Heartbeat, DefaultHeartbeat)
+	positiveOr(&c.TaskTimeout, DefaultTaskTimeout)
+	positiveOr(&c.Concurrency, DefaultConcurrency)
+	positiveOr(&c.MaxOutputBytes, DefaultMaxOutputBytes)
+	positiveOr(&c.LogMaxBytes, DefaultLogMaxBytes)
+	positiveOr(&c.MaxTaskBytes, DefaultMaxTaskBytes)
+	positiveOr(&c.TaskKeep, DefaultTaskKeep)
+	positiveOr(&c.InboxRate, DefaultInboxRate)
+	positiveOr(&c.InboxBytesRate, DefaultInboxBytesRate)
+	positiveOr(&c.InboxKeep, DefaultInboxKeep)
 	return errors.Join(errs...)
+}
+
+// positiveOr sets *p to v unless *p is positive (a zero value takes the default).
+func positiveOr[T ~int | ~int64 | ~float64](p *T, v T) {
+	if *p <= 0 {
+		*p = v
+	}
 }
 
 // AgentDir is the agent's own directory: <shared>/agents/<id>.

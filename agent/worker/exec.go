@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -234,3 +235,28 @@ func (c *capture) Write(p []byte) (int, error) {
 func (c *capture) truncated() bool { return c.total > int64(len(c.head)) || c.total > c.kept }
 
 func (c *capture) close() { _ = c.f.Close() }
+
+var errHandback = errors.New("handed back")
+
+// allowedEnv keeps the variables of environ named in allow ("NAME" or
+// "PREFIX*"), and the gateway's (protocol.GatewayAgentVars) always.
+func allowedEnv(allow []string, environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, ok := strings.Cut(kv, "=")
+		if ok && slices.Contains(protocol.GatewayAgentVars, name) {
+			out = append(out, kv)
+			continue
+		}
+		if !ok || strings.HasPrefix(name, "FLOCK_") {
+			continue
+		}
+		for _, p := range allow {
+			if name == p || (strings.HasSuffix(p, "*") && strings.HasPrefix(name, strings.TrimSuffix(p, "*"))) {
+				out = append(out, kv)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -223,6 +223,18 @@ func (e *env) run(target operator.Target, task protocol.Task, d time.Duration) [
 	return res
 }
 
+// publishSleeping publishes to agent-1 a task id that sleeps for d, marking
+// the file markName in the shared directory as it starts, and returns the
+// task's stream sequence once the mark is there.
+func (e *env) publishSleeping(id, d, markName string) uint64 {
+	e.t.Helper()
+	mark := filepath.Join(e.shared, markName)
+	b, _ := json.Marshal(tool(id, "sleep", d, "--mark", mark))
+	seq := e.publishRaw(protocol.TaskSubject("agent-1"), b)
+	waitFile(e.t, mark, 10*time.Second)
+	return seq
+}
+
 // publishRaw publishes body on subject as the operator and returns its sequence.
 func (e *env) publishRaw(subject string, body []byte) uint64 {
 	e.t.Helper()

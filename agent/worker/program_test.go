@@ -13,11 +13,13 @@ import (
 
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // A program that keeps failing is started again with a backoff that
 // doubles, and every start and exit is an event.
 func TestAgentProgramRestartsWithBackoff(t *testing.T) {
+	testkit.SkipInShort(t, "slow: waits out the restart backoff; make check runs it")
 	t.Parallel()
 	e := newEnv(t, flockWith(1, nil))
 	e.start("agent-1", func(c *worker.Config) { c.Program = []string{self, "tool", "exit", "3"} })

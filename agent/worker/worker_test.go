@@ -20,6 +20,7 @@ import (
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 func TestRoundTripEachRoutingMode(t *testing.T) {
@@ -68,6 +69,7 @@ func TestRoundTripEachRoutingMode(t *testing.T) {
 }
 
 func TestPoolTaskRunByExactlyOneOfThree(t *testing.T) {
+	testkit.SkipInShort(t, "slow: 24 pool tasks over three agents; make check runs it")
 	t.Parallel()
 	e := newEnv(t, flockWith(3, nil))
 	for _, id := range []string{"agent-1", "agent-2", "agent-3"} {
@@ -119,15 +121,12 @@ func TestPoolTaskRunByExactlyOneOfThree(t *testing.T) {
 }
 
 func TestKilledMidTaskIsRedeliveredAndCompleted(t *testing.T) {
+	testkit.SkipInShort(t, "slow: kills an agent process and waits out the redelivery; make check runs it")
 	t.Parallel()
 	e := newEnv(t, flockWith(1, func(c *flock.Config) { c.Bus.AckWait = ptr("2s") }))
 	first := e.spawn("agent-1")
 	ch := e.subscribeResults()
-	mark := filepath.Join(e.shared, "started-1")
-	b, _ := json.Marshal(tool("victim", "sleep", "1s", "--mark", mark))
-	seq := e.publishRaw(protocol.TaskSubject("agent-1"), b)
-
-	waitFile(t, mark, 10*time.Second)
+	seq := e.publishSleeping("victim", "1s", "started-1")
 	if err := first.Process.Kill(); err != nil { // SIGKILL: no drain, no nak
 		t.Fatal(err)
 	}
@@ -302,10 +301,7 @@ func TestGracefulShutdownFinishesInFlightTask(t *testing.T) {
 	hb := e.subscribeHeartbeats("agent-1")
 	proc := e.spawn("agent-1")
 	ch := e.subscribeResults()
-	mark := filepath.Join(e.shared, "started")
-	b, _ := json.Marshal(tool("inflight", "sleep", "700ms", "--mark", mark))
-	seq := e.publishRaw(protocol.TaskSubject("agent-1"), b)
-	waitFile(t, mark, 10*time.Second)
+	seq := e.publishSleeping("inflight", "700ms", "started")
 	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -331,10 +327,7 @@ func TestShutdownHandsBackTaskLongerThanGrace(t *testing.T) {
 	e := newEnv(t, flockWith(1, nil))
 	a := e.start("agent-1", func(c *worker.Config) { c.Grace = 300 * time.Millisecond })
 	ch := e.subscribeResults()
-	mark := filepath.Join(e.shared, "long-started")
-	b, _ := json.Marshal(tool("long", "sleep", "30s", "--mark", mark))
-	seq := e.publishRaw(protocol.TaskSubject("agent-1"), b)
-	waitFile(t, mark, 10*time.Second)
+	seq := e.publishSleeping("long", "30s", "long-started")
 	start := time.Now()
 	if err := a.stop(t); err != nil {
 		t.Fatalf("Run returned %v, want nil", err)
@@ -408,6 +401,7 @@ func TestHeartbeatAndHealth(t *testing.T) {
 // the return (reconnected, with how long it took) and counts it in its
 // heartbeats.
 func TestHealthyWhileTheBusIsAway(t *testing.T) {
+	testkit.SkipInShort(t, "slow: stops and restarts the bus; make check runs it")
 	t.Parallel()
 	f := bustest.Start(t, flockWith(1, nil))
 	// The operator's connection outlives the outage and comes back before
@@ -573,6 +567,7 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 }
 
 func TestLongTaskIsNotRedeliveredWhileItRuns(t *testing.T) {
+	testkit.SkipInShort(t, "slow: runs a task past its ack wait; make check runs it")
 	t.Parallel()
 	// Ack wait 1 s, task 2.5 s: without progress acks the bus would hand
 	// the task out again twice while it still runs.
@@ -676,6 +671,7 @@ func TestInboxFloodFromOneSenderIsRefused(t *testing.T) {
 // drains the old session and connects again with the new key, in the same
 // process, and takes tasks again; the old key no longer gets in.
 func TestKeyRotationReachesRunningAgent(t *testing.T) {
+	testkit.SkipInShort(t, "slow: rotates a key and waits for the agent to reconnect with it; make check runs it")
 	e := newEnv(t, bustest.Agents(2))
 	a1 := e.start("agent-1", func(c *worker.Config) { c.KeyCheck = 100 * time.Millisecond })
 	if res := e.run(operator.Target{Agent: "agent-1"}, echo("before", "old key"), 10*time.Second); len(res) != 1 || !res[0].OK() {

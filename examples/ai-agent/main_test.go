@@ -20,6 +20,7 @@ import (
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // The test binary doubles as flock-agent (AI_AGENT_TEST_FLOCK_AGENT=1), so
@@ -397,13 +398,7 @@ func logHas(t *testing.T, log string, want map[string]any) {
 
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 20*time.Second, what, ok)
 }
 
 func exists(p string) bool {

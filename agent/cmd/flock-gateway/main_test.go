@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"github.com/ai-flock/ai-flock/tests/syncbuf"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,11 +22,12 @@ import (
 
 	"github.com/nats-io/nkeys"
 
-	"github.com/ai-flock/ai-flock/agent/gateway"
+	"github.com/ai-flock/ai-flock/agent/gateway/service"
 	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 	"github.com/ai-flock/ai-flock/tests/fakemodel"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // realKey is the upstream's key: distinctive, so a test can say it appears
@@ -206,7 +206,7 @@ func TestNetworkCallerGetsTheAnswerAndUsageOnTheBus(t *testing.T) {
 		time.Since(u.Time) > time.Minute {
 		t.Errorf("usage %s", m.Data)
 	}
-	var h healthReport
+	var h service.HealthReport
 	waitFor(t, func() bool {
 		resp, err := http.Get("http://" + g.healthAddr + "/healthz")
 		if err != nil {
@@ -214,7 +214,7 @@ func TestNetworkCallerGetsTheAnswerAndUsageOnTheBus(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		json.NewDecoder(resp.Body).Decode(&h)
-		return resp.StatusCode == 200 && h == healthReport{Status: "ok", Upstreams: 1, Agents: 2, Bus: "connected"}
+		return resp.StatusCode == 200 && h == service.HealthReport{Status: "ok", Upstreams: 1, Agents: 2, Bus: "connected"}
 	}, "healthz ok with the bus connected")
 	noKeyIn(t, g, dummyKey)
 	// The access log is the library's, in the service's log.
@@ -500,21 +500,30 @@ func TestConfigFromTheEnvironment(t *testing.T) {
 	}
 }
 
-// A bus that is down never fails the call of an agent without a budget (its
-// cost is written when the bus is back), and health says so.
-func TestBusDownNeverFailsACall(t *testing.T) {
-	_, upURL := fakeUpstream(t, fakemodel.Options{})
+// busDownEnv is the environment of a gateway for agent whose bus is down:
+// nothing listens at its natsUrl. seed is the gateway's bus seed.
+func busDownEnv(t *testing.T, upURL string, agent protocol.GatewayAgent) (env map[string]string, seed string) {
+	t.Helper()
 	kp, _ := nkeys.CreateUser()
-	seed, _ := kp.Seed()
+	raw, _ := kp.Seed()
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadURL := "nats://" + dead.Addr().String()
 	dead.Close() // nothing listens there
-	env := configEnv(t, protocol.GatewayConfig{V: 1, Callers: "network",
+	env = configEnv(t, protocol.GatewayConfig{V: 1, Callers: "network",
 		Upstreams: []protocol.GatewayUpstream{{Name: "anthropic", URL: upURL, KeyHeader: "x-api-key", KeyEnv: "K"}},
-		Agents:    []protocol.GatewayAgent{{ID: "agent-1", Network: "127.0.0.1/32"}},
+		Agents:    []protocol.GatewayAgent{agent},
 		NATSURL:   deadURL, NkeyEnv: "SEED",
 	})
-	env["K"], env["SEED"] = realKey, string(seed)
+	env["K"], env["SEED"] = realKey, string(raw)
+	return env, string(raw)
+}
+
+// A bus that is down never fails the call of an agent without a budget (its
+// cost is written when the bus is back), and health says so.
+func TestBusDownNeverFailsACall(t *testing.T) {
+	t.Parallel() // its own gateway; no signals
+	_, upURL := fakeUpstream(t, fakemodel.Options{})
+	env, seed := busDownEnv(t, upURL, protocol.GatewayAgent{ID: "agent-1", Network: "127.0.0.1/32"})
 	g := start(t, env)
 	for range 3 {
 		if st, body := call(t, g.url+"/anthropic/v1/messages", "", "", `{"model":"m"}`); st != 200 {
@@ -525,39 +534,13 @@ func TestBusDownNeverFailsACall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h healthReport
+	var h service.HealthReport
 	json.NewDecoder(resp.Body).Decode(&h)
 	resp.Body.Close()
 	if h.Status != "ok" || h.Bus != "disconnected" {
 		t.Errorf("health %+v", h)
 	}
-	noKeyIn(t, g, string(seed))
-}
-
-// The queue to the bus is bounded: past it a report is dropped and counted,
-// never waited for.
-func TestUsageQueueDropsWhenFull(t *testing.T) {
-	var logs syncBuffer
-	p := &publisher{queue: make(chan protocol.Usage, 2), log: slog.New(slog.NewJSONHandler(&logs, nil))}
-	done := make(chan struct{})
-	go func() {
-		for range 5 {
-			p.offer(gateway.Usage{Agent: "agent-1"})
-		}
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-		t.Fatal("offer blocked on a full queue")
-	}
-	if n := p.dropped.Load(); n != 3 {
-		t.Errorf("dropped %d, want 3", n)
-	}
-	p.reportDrops()
-	if !strings.Contains(logs.String(), `"count":3`) || p.dropped.Load() != 0 {
-		t.Errorf("drops not reported once: %s", logs.String())
-	}
+	noKeyIn(t, g, seed)
 }
 
 // health answers 0 while the gateway runs; SIGTERM lets a stream in flight
@@ -619,13 +602,7 @@ func TestHealthAndGracefulStop(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 5*time.Second, what, cond)
 }
 
 // SIGHUP: the gateway reads its config again and applies it to new calls; an
@@ -674,6 +651,7 @@ func TestReloadOnSIGHUPKeepsWhatAgentsSpent(t *testing.T) {
 // a redeploy) refuses an agent whose budget the first one spent; the
 // operator's raise lets it call again.
 func TestRestartContinuesFromTheBusLedger(t *testing.T) {
+	t.Parallel() // its own gateway and bus; no signals
 	f := bustest.Start(t, bustest.Agents(2))
 	fm, upURL := fakeUpstream(t, fakemodel.Options{RequireKey: realKey})
 	dir := t.TempDir()
@@ -718,18 +696,9 @@ func TestRestartContinuesFromTheBusLedger(t *testing.T) {
 // A call of an agent with a budget is refused (503, retry) while the ledger
 // cannot be reached: never forwarded unmetered.
 func TestBudgetedCallRefusedWithoutTheBus(t *testing.T) {
+	t.Parallel() // its own gateway; no signals
 	fm, upURL := fakeUpstream(t, fakemodel.Options{})
-	kp, _ := nkeys.CreateUser()
-	seed, _ := kp.Seed()
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadURL := "nats://" + dead.Addr().String()
-	dead.Close()
-	env := configEnv(t, protocol.GatewayConfig{V: 1, Callers: "network",
-		Upstreams: []protocol.GatewayUpstream{{Name: "anthropic", URL: upURL, KeyHeader: "x-api-key", KeyEnv: "K"}},
-		Agents:    []protocol.GatewayAgent{{ID: "agent-1", Network: "127.0.0.1/32", BudgetTokens: 1000}},
-		NATSURL:   deadURL, NkeyEnv: "SEED",
-	})
-	env["K"], env["SEED"] = realKey, string(seed)
+	env, _ := busDownEnv(t, upURL, protocol.GatewayAgent{ID: "agent-1", Network: "127.0.0.1/32", BudgetTokens: 1000})
 	g := start(t, env)
 	st, body := call(t, g.url+"/anthropic/v1/messages", "", "", `{"model":"m"}`)
 	if st != 503 || !strings.Contains(body, "ledger_unavailable") {

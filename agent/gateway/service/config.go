@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"bytes"
@@ -24,48 +24,61 @@ import (
 // configVersion is the GatewayConfig.V this gateway reads.
 const configVersion = 1
 
-// setup is a validated configuration, keys read, ready to serve.
-type setup struct {
+// Setup is a validated configuration, keys read, ready to serve.
+type Setup struct {
 	cfg  protocol.GatewayConfig
 	gw   gateway.Config // OnUsage and Logger still unset
 	nkey nats.Option    // nil without a bus
 }
 
-// load reads the configuration from the environment parts if
+// Load reads the configuration from the environment parts if
 // FLOCK_GATEWAY_CONFIG_DATA_PARTS is set (aws), else from the file at
-// FLOCK_GATEWAY_CONFIG, and checks all of it. The errors are every problem
-// found, each naming its field; none holds a key or a seed.
-func load(getenv func(string) string) (*setup, []error) {
+// FLOCK_GATEWAY_CONFIG, and checks all of it. The error joins every problem
+// found (Problems lists them), each naming its field; none holds a key or a
+// seed.
+func Load(getenv func(string) string) (*Setup, error) {
 	data, fromEnv, err := protocol.DecodeEnv(protocol.EnvGatewayConfigData, getenv)
 	source := protocol.EnvGatewayConfigData
 	if err != nil {
-		return nil, []error{err}
+		return nil, err
 	}
 	if !fromEnv {
 		source = cmp.Or(getenv(protocol.EnvGatewayConfig), protocol.GatewayConfigFile)
 		if data, err = os.ReadFile(source); err != nil {
-			return nil, []error{fmt.Errorf("%s: %w", protocol.EnvGatewayConfig, err)}
+			return nil, fmt.Errorf("%s: %w", protocol.EnvGatewayConfig, err)
 		}
 	}
 	var c protocol.GatewayConfig
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields() // a misspelt field is a mistake, not a default
 	if err := dec.Decode(&c); err != nil {
-		return nil, []error{fmt.Errorf("%s: %w", source, err)}
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	if dec.More() {
-		return nil, []error{fmt.Errorf("%s: more than one JSON value", source)}
+		return nil, fmt.Errorf("%s: more than one JSON value", source)
 	}
 	return check(c, getenv)
 }
 
+// Problems lists the problems err joins: one for an error that joins none,
+// none for nil.
+func Problems(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
 // check validates c and reads its keys.
-func check(c protocol.GatewayConfig, getenv func(string) string) (*setup, []error) {
+func check(c protocol.GatewayConfig, getenv func(string) string) (*Setup, error) {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, args...)...))
 	}
-	s := &setup{cfg: c, gw: gateway.Config{
+	s := &Setup{cfg: c, gw: gateway.Config{
 		Upstreams:     map[string]gateway.Upstream{},
 		Budgets:       map[string]int64{},
 		BudgetWindows: map[string]string{},
@@ -193,11 +206,11 @@ func check(c protocol.GatewayConfig, getenv func(string) string) (*setup, []erro
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, errors.Join(errs...)
 	}
 	// The library's own checks: nothing above should have let a problem by.
 	if err := s.gw.Validate(); err != nil {
-		return nil, []error{err}
+		return nil, errors.Join(err) // one problem, however many it names
 	}
 	return s, nil
 }

@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// finish charges what the call cost, reports it and writes the access log.
+func (g *Gateway) finish(c *call, r *http.Request, start time.Time, aborted bool) {
+	var (
+		u       *Usage
+		problem string
+		extra   []any
+	)
+	if aborted {
+		problem = "response cut short"
+	}
+	if c.meter != nil {
+		got, ok, p := c.meter.result()
+		if p != "" {
+			problem = p
+		}
+		if c.reserved {
+			// A complete, readable usage is the cost. An answer the upstream
+			// bills but whose usage the gateway could not read all of (cut
+			// short, unreadable, absent) costs the call's bound, never less
+			// than what was read; an error answer without usage, nothing
+			// (the upstreams bill no refused call).
+			cost := got.Total + c.tools
+			switch {
+			case c.flat:
+				cost, problem = c.bound, ""
+				extra = append(extra, "charged_price", c.bound)
+			case ok && problem == "":
+			case !ok && c.status >= 400:
+				cost = 0
+			default:
+				cost = max(c.bound, got.Total+c.tools)
+				extra = append(extra, "charged_bound", c.bound)
+			}
+			got.Agent, got.Upstream, got.Status = c.agent, c.up.name, c.status
+			if !ok || cost != got.Total {
+				got.Total = cost
+			}
+			got.SpentTokens = g.ledger.Settle(c.res, cost)
+			c.reserved = false
+			ok = true
+		} else {
+			ok = false // a free endpoint (token counting): nothing to charge or report
+		}
+		if ok {
+			got.BudgetTokens = g.budgets[c.agent].Tokens
+			u = &got
+			if g.onUsage != nil {
+				g.onUsage(got)
+			}
+		}
+		if cl := c.meter.clamped(); cl != "" {
+			// Charged all the same, at the bound: a broken upstream's
+			// numbers neither overflow the ledger nor go uncharged.
+			extra = append(extra, "clamped", cl)
+		}
+	}
+	if c.reserved { // no answer at all (the upstream unreachable, the agent gone first)
+		g.ledger.Settle(c.res, 0)
+	}
+	if len(c.notes) > 0 {
+		extra = append(extra, "request_changed", strings.Join(c.notes, "; "))
+	}
+	g.accessLog(c.agent, c.up.name, r, c.status, start, u, problem, extra...)
+}
+
+// accessLog writes one line per request: who, where, how it went and what it
+// cost. Never a body, a query string or a header's value.
+func (g *Gateway) accessLog(agent, upstream string, r *http.Request, status int, start time.Time, u *Usage, problem string, extra ...any) {
+	attrs := []any{"agent", agent, "upstream", upstream, "method", r.Method, "path", r.URL.Path,
+		"status", status, "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
+	if u != nil {
+		attrs = append(attrs, "input_tokens", u.InputTokens, "output_tokens", u.OutputTokens,
+			"cache_read_tokens", u.CacheReadTokens, "total_tokens", u.Total)
+	}
+	attrs = append(attrs, extra...)
+	level := slog.LevelInfo
+	for i := 0; i+1 < len(extra); i += 2 {
+		if k, _ := extra[i].(string); k != "request_changed" && k != "charged_price" {
+			level = slog.LevelWarn // clamped counts, a bound charged
+		}
+	}
+	if problem != "" {
+		attrs = append(attrs, "unmetered", problem)
+		level = slog.LevelWarn
+	}
+	g.log.Log(context.Background(), level, "model call", attrs...)
+}

@@ -1,0 +1,137 @@
+// Package service is the model gateway as a process runs it: its
+// configuration from the environment (Load, every problem named), the bus
+// connection that carries usage reports and the ledger, /healthz (Probe), and
+// Serve, which serves until its context ends and applies a reloaded
+// configuration on SIGHUP. Command flock-gateway wires it to flags, the
+// environment and signals.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/ai-flock/ai-flock/agent/gateway"
+	"github.com/ai-flock/ai-flock/agent/ledger"
+)
+
+const (
+	shutdownGrace = 10 * time.Second
+	healthTimeout = 2 * time.Second
+)
+
+// Serve runs the gateway until ctx ends, then lets calls in flight finish.
+func Serve(ctx context.Context, s *Setup, addr, healthAddr string, log *slog.Logger, hup <-chan os.Signal, reload func() (*Setup, error)) error {
+	var (
+		pub       *publisher
+		ledgerBus *ledger.Bus
+	)
+	if s.cfg.NATSURL != "" {
+		nc, err := connectBus(s.cfg.NATSURL, s.nkey, log)
+		if err != nil {
+			return fmt.Errorf("bus: %w", err)
+		}
+		pub = newPublisher(nc, log)
+		defer pub.close()
+		s.gw.OnUsage = pub.offer
+		// Spending lives in the bus: a restart, a redeploy or a second
+		// gateway continues from the same totals.
+		if ledgerBus, err = ledger.NewBus(nc, log); err != nil {
+			return fmt.Errorf("ledger: %w", err)
+		}
+		s.gw.Ledger = ledgerBus
+	}
+	s.gw.Logger = log
+	first, err := gateway.New(s.gw)
+	if err != nil {
+		return err
+	}
+	var gw atomic.Pointer[gateway.Gateway]
+	gw.Store(first)
+	var current atomic.Pointer[Setup]
+	current.Store(s)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	// Each agent (its address) holds its share of connections, no more:
+	// thousands of idle ones from one agent must not exhaust the
+	// descriptors the others' calls need.
+	ln = gateway.LimitPeers(ln, gateway.DefaultMaxConnsPerPeer, log)
+	hln, err := net.Listen("tcp", healthAddr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { gw.Load().ServeHTTP(w, r) }),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		// No WriteTimeout: a stream lasts as long as the model writes.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	health := &http.Server{Handler: healthHandler(&current, pub), ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- health.Serve(hln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "health_addr", hln.Addr().String(),
+		"callers", s.cfg.Callers, "upstreams", len(s.cfg.Upstreams), "agents", len(s.cfg.Agents), "bus", pub.status())
+
+wait:
+	for {
+		select {
+		case err = <-errc:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-hup:
+			next, rerr := reload()
+			errs := Problems(rerr)
+			if rerr == nil {
+				next.gw.Logger, next.gw.Ledger = log, gw.Load().Ledger()
+				if pub != nil {
+					next.gw.OnUsage = pub.offer
+				}
+				var g *gateway.Gateway
+				if g, err = gateway.New(next.gw); err == nil {
+					gw.Store(g)
+					current.Store(next)
+					log.Info("reloaded", "upstreams", len(next.cfg.Upstreams), "agents", len(next.cfg.Agents))
+					continue
+				}
+				errs = []error{err}
+			}
+			for _, e := range errs {
+				log.Error("reload refused: keeping the configuration in use", "err", e.Error())
+			}
+			err = nil
+		}
+	}
+	log.Info("shutting down: no new calls; calls in flight get the grace period", "grace", shutdownGrace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if serr := srv.Shutdown(sctx); serr != nil {
+		log.Warn("grace period over: closing the calls still open", "err", serr.Error())
+		srv.Close()
+	}
+	health.Close()
+	if ledgerBus != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if derr := ledgerBus.Drain(dctx); derr != nil {
+			log.Warn("stopping with costs not written to the ledger: those calls stay charged their bound", "err", derr.Error())
+		}
+		cancel()
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}

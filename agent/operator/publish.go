@@ -1,0 +1,84 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// NotStoredError says a task was not stored by the bus, so nothing will run
+// it: the bus refused it or never acknowledged it (a clustered bus without a
+// quorum, a bus that is down). Sending it again is safe: its message ID
+// makes a copy the bus did store after all a no-op.
+type NotStoredError struct {
+	TaskID string
+	Err    error
+}
+
+func (e *NotStoredError) Error() string {
+	return fmt.Sprintf("task %s was not stored by the bus, nothing will run it: %v", e.TaskID, e.Err)
+}
+
+func (e *NotStoredError) Unwrap() error { return e.Err }
+
+// publishTries bounds how long Run tries to have a task stored: long enough
+// for a clustered bus to elect a new stream leader after losing a node
+// (a second or two), short enough to say soon that it has no quorum.
+const publishTries = 15 * time.Second
+
+// publish stores a task, trying again with the same message ID (the bus
+// keeps one copy) while the bus does not acknowledge it.
+func (c *Client) publish(ctx context.Context, subject, id string, body []byte) (*jetstream.PubAck, error) {
+	var ack *jetstream.PubAck
+	err := c.untilAnswered(ctx, func(ctx context.Context) error {
+		m := nats.NewMsg(subject)
+		m.Data = body
+		m.Header.Set(nats.MsgIdHdr, id)
+		var err error
+		ack, err = c.js.PublishMsg(ctx, m)
+		return err
+	})
+	if err != nil {
+		return nil, &NotStoredError{TaskID: id, Err: fmt.Errorf("on %s: %w", subject, err)}
+	}
+	return ack, nil
+}
+
+// untilAnswered runs call, each try bounded to 3 s, again while its error is
+// transient, for at most publishTries (or until ctx ends): a bus without a
+// quorum answers nothing at all, and a caller must hear so in seconds.
+func (c *Client) untilAnswered(ctx context.Context, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, publishTries)
+	defer cancel()
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, 3*time.Second)
+		err := call(tctx)
+		tcancel()
+		if err == nil || !transient(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no answer from the bus for %s: %w", publishTries, err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// transient reports whether a publish may succeed if sent again: no answer,
+// no quorum (503), or an earlier copy still being stored by a cluster that
+// lost its leader (10158, duplicate message ID in process).
+func transient(err error) bool {
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return true // a timeout, no responders, a lost connection
+	}
+	return apiErr.Code == 503 || apiErr.ErrorCode == 10158
+}

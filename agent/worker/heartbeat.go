@@ -1,0 +1,89 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// heartbeat publishes the agent's status on agent.<id>.heartbeat.
+func (a *Agent) heartbeat() {
+	hb := protocol.Heartbeat{
+		V: protocol.Version, Agent: a.cfg.ID, Seq: a.hbSeq.Add(1), Time: time.Now().UTC(),
+		State: a.state.Load().(string), UptimeMS: time.Since(a.start).Milliseconds(),
+		IntervalMS: a.cfg.Heartbeat.Milliseconds(), Running: a.slots.running(),
+		Completed: a.completed.Load(), Failed: a.failed.Load(),
+		Concurrency: a.cfg.Concurrency, Version: a.cfg.Version,
+		Reconnects: a.reconnects.Load(),
+	}
+	b, _ := json.Marshal(hb)
+	if err := a.nc.Publish(protocol.HeartbeatSubject(a.cfg.ID), b); err != nil {
+		a.log.Warn("heartbeat not sent", "err", err)
+	}
+}
+
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	every(ctx, a.cfg.Heartbeat, func() bool { a.heartbeat(); return true })
+}
+
+// every calls fn each period (the first time one period from now) until ctx
+// ends or fn returns false.
+func every(ctx context.Context, period time.Duration, fn func() (again bool)) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if !fn() {
+				return
+			}
+		}
+	}
+}
+
+// event publishes a lifecycle event on agent.<id>.events.
+func (a *Agent) event(typ, ref, detail string) {
+	b, _ := json.Marshal(protocol.Event{V: protocol.Version, Agent: a.cfg.ID, Time: time.Now().UTC(), Type: typ, Ref: ref, Detail: detail})
+	if err := a.nc.Publish(protocol.EventsSubject(a.cfg.ID), b); err != nil {
+		a.log.Warn("event not sent", "type", typ, "err", err)
+	}
+}
+
+// statusLoop writes the status file every StatusEvery from the session's
+// start to its end, and checks the bus (a PING answered) on the way: the
+// file says the runtime is alive, and how its bus is.
+func (a *Agent) statusLoop(ctx context.Context) {
+	every := min(StatusEvery, max(a.cfg.Heartbeat, 100*time.Millisecond))
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		a.confirm()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// confirm pings the bus if the agent is connected (remembering when it
+// answered), then writes the status file.
+func (a *Agent) confirm() {
+	if nc := a.ncp.Load(); nc != nil && nc.IsConnected() && nc.FlushTimeout(2*time.Second) == nil {
+		a.busConfirmed.Store(time.Now().UnixNano())
+	}
+	st := status{State: a.state.Load().(string), Bus: busUnreachable}
+	if nc := a.ncp.Load(); nc != nil && nc.IsConnected() {
+		st.Bus = busConnected
+	}
+	if c := a.busConfirmed.Load(); c != 0 {
+		st.BusConfirmed = time.Unix(0, c).UTC()
+	}
+	if err := writeStatus(a.cfg.StatusFile, st); err != nil {
+		a.log.Warn("status file not written", "file", a.cfg.StatusFile, "err", err)
+	}
+}
