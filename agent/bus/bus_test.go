@@ -617,7 +617,7 @@ func TestResultsFloodEvictsOnlyTheFlooder(t *testing.T) {
 // interface (the peer limits leave loopback alone) and returns the flock, that
 // bus, this machine's non-loopback IPv4 address, its port and agent-1's
 // credential.
-func onEveryInterface(t *testing.T, cfg flock.Config) (f *bustest.Flock, b *bus.Server, ip, port string, nk nats.Option) {
+func onEveryInterface(t *testing.T, cfg flock.Config) (f *bustest.Bus, b *bus.Server, ip, port string, nk nats.Option) {
 	t.Helper()
 	f = bustest.Start(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
