@@ -7,7 +7,7 @@ import (
 
 // caller names the request's agent: by its token if the gateway is
 // configured so, else by the connection's source address.
-func (g *Gateway) caller(r *http.Request) (string, bool) {
+func (g *Handler) caller(r *http.Request) (string, bool) {
 	if g.callerReq != nil {
 		return g.callerReq(r)
 	}
@@ -21,7 +21,7 @@ func (g *Gateway) caller(r *http.Request) (string, bool) {
 // refuseCaller answers a request the gateway cannot attribute to an agent.
 // By token: 401 (407 to a CONNECT, which proxies answer so), never saying
 // what was sent; by address: 403.
-func (g *Gateway) refuseCaller(w http.ResponseWriter, r *http.Request) {
+func (g *Handler) refuseCaller(w http.ResponseWriter, r *http.Request) {
 	g.log.Warn("refused: unknown caller", "remote", r.RemoteAddr, "method", r.Method)
 	switch {
 	case g.callerReq == nil:

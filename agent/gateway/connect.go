@@ -41,7 +41,7 @@ func (r allowRule) allows(host, port string) bool {
 func normalHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
 
 // allowed says whether agent may open a tunnel to target ("host:port").
-func (g *Gateway) allowed(agent, target string) bool {
+func (g *Handler) allowed(agent, target string) bool {
 	host, port, err := net.SplitHostPort(target)
 	if err != nil {
 		return false
@@ -59,7 +59,7 @@ func (g *Gateway) allowed(agent, target string) bool {
 // allow-listed target, bytes copied both ways. What goes through is TLS the
 // gateway cannot read, so it is neither metered nor given a key: it is for
 // hosts an agent may reach with what it already holds.
-func (g *Gateway) connect(w http.ResponseWriter, r *http.Request, agent string, start time.Time) {
+func (g *Handler) connect(w http.ResponseWriter, r *http.Request, agent string, start time.Time) {
 	target := r.Host
 	logAttrs := []any{"agent", agent, "method", r.Method, "host", target}
 	if !g.allowed(agent, target) {

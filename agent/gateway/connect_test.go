@@ -142,7 +142,7 @@ func TestConnectAsHTTPSProxy(t *testing.T) {
 }
 
 func TestAllowRules(t *testing.T) {
-	g := &Gateway{allow: map[string][]allowRule{"agent-1": {
+	g := &Handler{allow: map[string][]allowRule{"agent-1": {
 		parseAllowRule("*.Example.com:443"), parseAllowRule("api.anthropic.com:443"), parseAllowRule("[::1]:8443"),
 	}}}
 	for target, want := range map[string]bool{

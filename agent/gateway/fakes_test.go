@@ -159,7 +159,7 @@ var responsesEvents = []string{
 // known as "anthropic" (x-api-key) and "openai" (Authorization: Bearer, base
 // path /v1), with its log and reported usage captured.
 type testGateway struct {
-	gw   *Gateway
+	gw   *Handler
 	url  string
 	up   *fakeUpstream
 	logs *syncBuffer

@@ -9,7 +9,7 @@ import (
 )
 
 // finish charges what the call cost, reports it and writes the access log.
-func (g *Gateway) finish(c *call, r *http.Request, start time.Time, aborted bool) {
+func (g *Handler) finish(c *call, r *http.Request, start time.Time, aborted bool) {
 	var (
 		u       *Usage
 		problem string
@@ -75,7 +75,7 @@ func (g *Gateway) finish(c *call, r *http.Request, start time.Time, aborted bool
 
 // accessLog writes one line per request: who, where, how it went and what it
 // cost. Never a body, a query string or a header's value.
-func (g *Gateway) accessLog(agent, upstream string, r *http.Request, status int, start time.Time, u *Usage, problem string, extra ...any) {
+func (g *Handler) accessLog(agent, upstream string, r *http.Request, status int, start time.Time, u *Usage, problem string, extra ...any) {
 	attrs := []any{"agent", agent, "upstream", upstream, "method", r.Method, "path", r.URL.Path,
 		"status", status, "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
 	if u != nil {

@@ -25,9 +25,9 @@ import (
 // and anything else the agent claims must never reach an upstream.
 var agentCredentials = []string{"Authorization", "X-Api-Key", "Api-Key", "Cookie", "Proxy-Authorization"}
 
-// Gateway is the http.Handler agents call: /<upstream>/<path> for a model
+// Handler is the model gateway: the http.Handler agents call: /<upstream>/<path> for a model
 // API, CONNECT host:port for an allow-listed tunnel.
-type Gateway struct {
+type Handler struct {
 	upstreams map[string]*upstream
 	strip     []string // agentCredentials and every upstream's key header
 	names     string   // the upstream names, for the 404 message
@@ -74,11 +74,11 @@ type call struct {
 type callKey struct{}
 
 // New validates cfg and returns the gateway.
-func New(cfg Config) (*Gateway, error) {
+func New(cfg Config) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{
+	g := &Handler{
 		upstreams: make(map[string]*upstream, len(cfg.Upstreams)),
 		names:     strings.Join(sortedKeys(cfg.Upstreams), ", "),
 		callerOf:  cfg.CallerOf,
@@ -134,17 +134,17 @@ func New(cfg Config) (*Gateway, error) {
 
 // Spent is the tokens agent has been charged in its budget's current
 // period, as far as this gateway knows.
-func (g *Gateway) Spent(agent string) int64 { return g.ledger.Known(agent, g.budgets[agent]).Spent }
+func (g *Handler) Spent(agent string) int64 { return g.ledger.Known(agent, g.budgets[agent]).Spent }
 
 // inFlightOf is how many of agent's requests are in flight: 0 once every
 // call it made has been settled and logged.
-func (g *Gateway) inFlightOf(agent string) int { return g.inFlight.of(agent) }
+func (g *Handler) inFlightOf(agent string) int { return g.inFlight.of(agent) }
 
 // Ledger is what the gateway meters with, for the next gateway of a reload
 // (Config.Ledger).
-func (g *Gateway) Ledger() ledger.Ledger { return g.ledger }
+func (g *Handler) Ledger() ledger.Ledger { return g.ledger }
 
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (g *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	agent, ok := g.caller(r)
 	if !ok {
@@ -260,7 +260,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // reserve holds bound against the call's agent's budget, or answers the
 // request itself: 429 when the budget is spent, 503 when the ledger cannot
 // be reached (a call is never forwarded unmetered).
-func (g *Gateway) reserve(w http.ResponseWriter, r *http.Request, c *call, bound int64, start time.Time) (ledger.Reservation, bool) {
+func (g *Handler) reserve(w http.ResponseWriter, r *http.Request, c *call, bound int64, start time.Time) (ledger.Reservation, bool) {
 	adm, err := g.ledger.Reserve(r.Context(), c.agent, g.budgets[c.agent], bound)
 	switch {
 	case err != nil:

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+func (g *Handler) rewrite(pr *httputil.ProxyRequest) {
 	c := pr.In.Context().Value(callKey{}).(*call)
 	path, err := url.PathUnescape(c.rest)
 	if err != nil {
@@ -28,7 +28,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	h.Set(c.up.header, c.up.value)
 }
 
-func (g *Gateway) modifyResponse(resp *http.Response) error {
+func (g *Handler) modifyResponse(resp *http.Response) error {
 	c := resp.Request.Context().Value(callKey{}).(*call)
 	c.status = resp.StatusCode
 	resp.Header.Del("Set-Cookie")
@@ -41,7 +41,7 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 // answered (nginx's 499); nobody is left to read an answer.
 const statusClientGone = 499
 
-func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+func (g *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	c := r.Context().Value(callKey{}).(*call)
 	if r.Context().Err() != nil {
 		c.status = statusClientGone

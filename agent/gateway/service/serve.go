@@ -52,7 +52,7 @@ func Serve(ctx context.Context, s *Setup, addr, healthAddr string, log *slog.Log
 	if err != nil {
 		return err
 	}
-	var gw atomic.Pointer[gateway.Gateway]
+	var gw atomic.Pointer[gateway.Handler]
 	gw.Store(first)
 	var current atomic.Pointer[Setup]
 	current.Store(s)
@@ -99,7 +99,7 @@ wait:
 				if pub != nil {
 					next.gw.OnUsage = pub.offer
 				}
-				var g *gateway.Gateway
+				var g *gateway.Handler
 				if g, err = gateway.New(next.gw); err == nil {
 					gw.Store(g)
 					current.Store(next)
