@@ -29,6 +29,15 @@ func newBus(t *testing.T, nc *nats.Conn) *ledger.Bus {
 }
 
 // entry reads agent's entry as the operator sees it.
+// gatewayBus runs the test in parallel on a bus of its own with the given
+// agents, and is a gateway's ledger on that bus.
+func gatewayBus(t *testing.T, agents int) (*bustest.Bus, *ledger.Bus) {
+	t.Helper()
+	t.Parallel() // each test has its own bus
+	f := bustest.Start(t, bustest.Agents(agents))
+	return f, newBus(t, f.Connect(t, protocol.GatewayUser))
+}
+
 func entry(t *testing.T, f *bustest.Bus, agent string) protocol.LedgerEntry {
 	t.Helper()
 	kv, err := ledger.Bucket(context.Background(), bustest.JetStream(t, f.Connect(t, protocol.OperatorUser)))
@@ -171,10 +180,8 @@ func TestBusLedgerFailsClosed(t *testing.T) {
 // charged its cost in the new period. Raising an agent without a budget is
 // refused, naming the config key.
 func TestOperatorRaisesAndResets(t *testing.T) {
-	t.Parallel() // each test has its own bus
-	f := bustest.Start(t, bustest.Agents(2))
+	f, g := gatewayBus(t, 2)
 	ctx := context.Background()
-	g := newBus(t, f.Connect(t, protocol.GatewayUser))
 	kv, err := ledger.Bucket(ctx, bustest.JetStream(t, f.Connect(t, protocol.OperatorUser)))
 	if err != nil {
 		t.Fatal(err)
@@ -226,10 +233,8 @@ func TestOperatorRaisesAndResets(t *testing.T) {
 // Only the gateway and the operator may write the ledger: an agent can
 // neither put its own entry nor read another's.
 func TestAgentsCannotTouchTheLedger(t *testing.T) {
-	t.Parallel() // each test has its own bus
-	f := bustest.Start(t, bustest.Agents(2))
+	f, g := gatewayBus(t, 2)
 	ctx := context.Background()
-	g := newBus(t, f.Connect(t, protocol.GatewayUser))
 	adm, _ := g.Reserve(ctx, "agent-1", capped, 900)
 	g.Settle(adm.Reservation, 900)
 	drain(t, g)
@@ -257,10 +262,8 @@ func TestAgentsCannotTouchTheLedger(t *testing.T) {
 // crashes a gateway that knew the old one: its next write reads the new
 // bucket, and an entry it knew as over the limit is read again.
 func TestBusLedgerSurvivesABucketMadeAgain(t *testing.T) {
-	t.Parallel() // each test has its own bus
-	f := bustest.Start(t, bustest.Agents(1))
+	f, g := gatewayBus(t, 1)
 	ctx := context.Background()
-	g := newBus(t, f.Connect(t, protocol.GatewayUser))
 	for range 3 {
 		adm, _ := g.Reserve(ctx, "agent-1", capped, 400)
 		g.Settle(adm.Reservation, 400)

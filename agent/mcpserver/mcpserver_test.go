@@ -13,20 +13,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/ai-flock/ai-flock/agent/cli"
 	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/tests/agentcli"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
 // The test binary doubles as flock-agent (FLOCK_MCP_TEST_CLI=1), so the
 // stdio servers are tested as a client on the operator's machine or an
 // agent program in a container starts them: a subprocess on stdin/stdout.
-func TestMain(m *testing.M) {
-	if os.Getenv("FLOCK_MCP_TEST_CLI") == "1" {
-		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Getenv, cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { agentcli.Main(m, "FLOCK_MCP_TEST_CLI") }
 
 // testFlock is a real bus with running agents sharing one directory.
 type testFlock struct {

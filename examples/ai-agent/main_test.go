@@ -15,22 +15,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-flock/ai-flock/agent/cli"
 	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/agentcli"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // The test binary doubles as flock-agent (AI_AGENT_TEST_FLOCK_AGENT=1), so
 // `ai-agent run` starts the real `flock-agent mcp` as its MCP server.
-func TestMain(m *testing.M) {
-	if os.Getenv("AI_AGENT_TEST_FLOCK_AGENT") == "1" {
-		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Getenv, cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { agentcli.Main(m, "AI_AGENT_TEST_FLOCK_AGENT") }
 
 // fakeAnthropic serves POST /v1/messages as the Anthropic API streams it
 // (server-sent events). Its answer is "fake answer to: <prompt>". A prompt

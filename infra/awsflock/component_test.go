@@ -99,30 +99,31 @@ func TestComponentDeclaresTheFlock(t *testing.T) {
 	}
 }
 
-// A bus config per node: too few or too many is refused before anything is declared.
-func TestComponentRefusesMissingBusConfigs(t *testing.T) {
-	a := args(t, 2)
-	a.BusConfigs = a.BusConfigs[:1]
+// checkRefused checks that a is refused, naming want (what the test calls
+// what it misses), before anything is declared.
+func checkRefused(t *testing.T, a awsflock.Args, want, what string) {
+	t.Helper()
 	s, err := declare(t, a)
-	if err == nil || !strings.Contains(err.Error(), "1 bus configs for 3 bus nodes") {
-		t.Fatalf("want the missing bus configs named, got %v", err)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("want the %s named, got %v", what, err)
 	}
 	if s != nil && len(s.Resources) > 1 {
 		t.Errorf("declared %d resources before refusing", len(s.Resources))
 	}
 }
 
+// A bus config per node: too few or too many is refused before anything is declared.
+func TestComponentRefusesMissingBusConfigs(t *testing.T) {
+	a := args(t, 2)
+	a.BusConfigs = a.BusConfigs[:1]
+	checkRefused(t, a, "1 bus configs for 3 bus nodes", "missing bus configs")
+}
+
 // Missing arguments are refused before anything is declared.
 func TestComponentRefusesMissingCredentials(t *testing.T) {
 	a := args(t, 2)
 	delete(a.Seeds, "agent-2")
-	s, err := declare(t, a)
-	if err == nil || !strings.Contains(err.Error(), "agent agent-2: no credentials") {
-		t.Fatalf("want the missing credentials named, got %v", err)
-	}
-	if s != nil && len(s.Resources) > 1 {
-		t.Errorf("declared %d resources before refusing", len(s.Resources))
-	}
+	checkRefused(t, a, "agent agent-2: no credentials", "missing credentials")
 }
 
 // An agent's own image without its tags (Config.Validate derives them) is
@@ -130,11 +131,5 @@ func TestComponentRefusesMissingCredentials(t *testing.T) {
 func TestComponentRefusesUntaggedOwnImage(t *testing.T) {
 	a := args(t, 2)
 	a.Model.Agents[1].Image = flock.Image{Base: "python:3.12-slim", ConfigKey: "flock:agents[1].image"}
-	s, err := declare(t, a)
-	if err == nil || !strings.Contains(err.Error(), "flock:agents[1].image: no tags for its image") {
-		t.Fatalf("want the untagged image named, got %v", err)
-	}
-	if s != nil && len(s.Resources) > 1 {
-		t.Errorf("declared %d resources before refusing", len(s.Resources))
-	}
+	checkRefused(t, a, "flock:agents[1].image: no tags for its image", "untagged image")
 }

@@ -42,6 +42,21 @@ func keys(t *testing.T, m flock.Model) PublicKeys {
 // The rendered file is what the bus ships: the stock nats-server parser must
 // load it as is, with one user per agent plus the operator and exactly the
 // permissions the contract gives them.
+// load is how nats-server reads conf from a file; t fails, naming what conf
+// is, if it rejects it.
+func load(t *testing.T, conf []byte, what string) *server.Options {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(p, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(p)
+	if err != nil {
+		t.Fatalf("nats-server rejects the rendered %s: %v", what, err)
+	}
+	return opts
+}
+
 func TestRenderedConfigLoadsInNatsServer(t *testing.T) {
 	m := model(t, 3)
 	k := keys(t, m)
@@ -52,14 +67,7 @@ func TestRenderedConfigLoadsInNatsServer(t *testing.T) {
 	if strings.Contains(string(conf), `\u003e`) {
 		t.Fatal(`rendered config escapes ">": nats-server rejects \u003e`)
 	}
-	p := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(p, conf, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(p)
-	if err != nil {
-		t.Fatalf("nats-server rejects the rendered config: %v", err)
-	}
+	opts := load(t, conf, "config")
 	if len(opts.Nkeys) != 4 {
 		t.Fatalf("%d nkey users, want 3 agents + operator", len(opts.Nkeys))
 	}
@@ -94,14 +102,7 @@ func TestGatewayUserPublishesUsageAndLedgerOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(p, conf, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(p)
-	if err != nil {
-		t.Fatalf("nats-server rejects the rendered config: %v", err)
-	}
+	opts := load(t, conf, "config")
 	if len(opts.Nkeys) != 4 {
 		t.Fatalf("%d nkey users, want 2 agents + operator + gateway", len(opts.Nkeys))
 	}
@@ -206,14 +207,7 @@ func TestClusteredNodeConfigLoadsInNatsServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(p, conf, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(p)
-	if err != nil {
-		t.Fatalf("nats-server rejects the rendered node config: %v", err)
-	}
+	opts := load(t, conf, "node config")
 	if opts.ServerName != "flock-bus-2" || opts.Cluster.Name != "flock-bus" || opts.Cluster.Host != hosts[1] || opts.Cluster.Port != protocol.RoutePort || !opts.Cluster.NoAdvertise {
 		t.Errorf("node 2: server %q, cluster %q on %s:%d, no_advertise %v", opts.ServerName, opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port, opts.Cluster.NoAdvertise)
 	}

@@ -23,11 +23,7 @@ import (
 
 func awsStack(t testing.TB, overrides capture.Config) *capture.Stack {
 	t.Helper()
-	s, err := capture.RunAWS(overrides)
-	if err != nil {
-		t.Fatalf("aws stack: %v", err)
-	}
-	return s
+	return captured(t, "aws", overrides)
 }
 
 func awsGet(t testing.TB, s *capture.Stack, typ, name string) capture.Resource {

@@ -56,20 +56,28 @@ func TestAddingAnAgentReplacesNoBusNode(t *testing.T) {
 func checkOnlyAgent4Added(t *testing.T, before, after *capture.Stack, links []string) {
 	t.Helper()
 	changed, removed, added := changedBetween(before, after)
-	if len(removed) != 0 {
-		t.Errorf("removed: %v", removed)
+	checkOneAgentDiff(t, changed, removed, "removed", added, "agent-4", "adding agent-4 added")
+	for _, want := range append([]string{"flock-agent-4", "flock-agent-4-net", "flock-agent-4-prepare", "flock-agent-4-pids-limit"}, links...) {
+		if !slices.Contains(added, want) {
+			t.Errorf("agent-4 lacks %s (added %v)", want, added)
+		}
+	}
+}
+
+// checkOneAgentDiff checks what one agent coming or going changes: nothing
+// went the other way (none, reported as noneWhat), flock-bus-config is the
+// only change, and every name in diff is the agent's (else "<doing> <name>").
+func checkOneAgentDiff(t *testing.T, changed, none []string, noneWhat string, diff []string, agent, doing string) {
+	t.Helper()
+	if len(none) != 0 {
+		t.Errorf("%s: %v", noneWhat, none)
 	}
 	if len(changed) != 1 || changed[0] != "flock-bus-config" {
 		t.Errorf("changed %v; want only flock-bus-config", changed)
 	}
-	for _, name := range added {
-		if !strings.HasPrefix(name, "flock-agent-4") {
-			t.Errorf("adding agent-4 added %s", name)
-		}
-	}
-	for _, want := range append([]string{"flock-agent-4", "flock-agent-4-net", "flock-agent-4-prepare", "flock-agent-4-pids-limit"}, links...) {
-		if !slices.Contains(added, want) {
-			t.Errorf("agent-4 lacks %s (added %v)", want, added)
+	for _, name := range diff {
+		if !strings.HasPrefix(name, "flock-"+agent) {
+			t.Errorf("%s %s", doing, name)
 		}
 	}
 }
@@ -80,17 +88,7 @@ func TestRemovingAnAgentChangesNoOtherAgent(t *testing.T) {
 	all := dev(t, capture.Config{"flock:agentCount": "", "flock:agents": `[{"id":"agent-1"},{"id":"agent-2"},{"id":"researcher","slot":9}]`})
 	fewer := dev(t, capture.Config{"flock:agentCount": "", "flock:agents": `[{"id":"agent-1"},{"id":"researcher","slot":9}]`})
 	changed, removed, added := changedBetween(all, fewer)
-	if len(added) != 0 {
-		t.Errorf("added: %v", added)
-	}
-	if len(changed) != 1 || changed[0] != "flock-bus-config" {
-		t.Errorf("changed %v; want only flock-bus-config", changed)
-	}
-	for _, name := range removed {
-		if !strings.HasPrefix(name, "flock-agent-2") {
-			t.Errorf("removing agent-2 removed %s", name)
-		}
-	}
+	checkOneAgentDiff(t, changed, added, "added", removed, "agent-2", "removing agent-2 removed")
 	if len(removed) == 0 {
 		t.Error("agent-2's resources were not removed")
 	}

@@ -70,21 +70,12 @@ func TestInvalidConfigDeclaresNothing(t *testing.T) {
 
 // On the aws stack, flock:aws problems come in the same list as the model's.
 func TestAWSConfigErrorsReportedWithTheRest(t *testing.T) {
-	cfg, secrets := capture.WithSecret(capture.Config{
+	checkReportedTogether(t, "aws", capture.Config{
 		"flock:target": "aws", "aws:region": "eu-west-1", "flock:agentCount": "0",
 		"flock:aws": `{"egress": "teleport"}`,
-	})
-	_, err := capture.Run("aws", cfg, secrets...)
-	if err == nil {
-		t.Fatal("accepted")
-	}
-	for _, want := range []string{"flock:agentCount: must be between 1 and 1000", "flock:aws.egress"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("want %q in:\n%v", want, err)
-		}
-	}
+	}, "flock:agentCount: must be between 1 and 1000", "flock:aws.egress")
 	// flock:aws that is not even the right shape is the stack's to report.
-	_, err = capture.RunAWS(capture.Config{"flock:aws": `{"vpc":"vpc-1"}`})
+	_, err := capture.RunAWS(capture.Config{"flock:aws": `{"vpc":"vpc-1"}`})
 	if err == nil || !strings.Contains(err.Error(), `flock:aws: must be an object {vpcId,`) || !strings.Contains(err.Error(), `unknown field "vpc"`) {
 		t.Errorf("unknown field in flock:aws: %v", err)
 	}
@@ -92,14 +83,21 @@ func TestAWSConfigErrorsReportedWithTheRest(t *testing.T) {
 
 // On the dev stack, docker:host problems come in the same list as the model's.
 func TestDockerHostErrorsReportedWithTheRest(t *testing.T) {
-	cfg, secrets := capture.WithSecret(capture.Config{
+	checkReportedTogether(t, "dev", capture.Config{
 		"flock:target": "docker", "flock:agentCount": "0", "docker:host": "tcp://10.0.0.5:2375",
-	})
-	_, err := capture.Run("dev", cfg, secrets...)
+	}, "flock:agentCount: must be between 1 and 1000", "docker:host: must be empty, unix://")
+}
+
+// checkReportedTogether checks that stack refuses c (with the test bus
+// secret) with an error that names every one of wants.
+func checkReportedTogether(t *testing.T, stack string, c capture.Config, wants ...string) {
+	t.Helper()
+	cfg, secrets := capture.WithSecret(c)
+	_, err := capture.Run(stack, cfg, secrets...)
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, want := range []string{"flock:agentCount: must be between 1 and 1000", "docker:host: must be empty, unix://"} {
+	for _, want := range wants {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q in:\n%v", want, err)
 		}

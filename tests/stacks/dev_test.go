@@ -17,9 +17,16 @@ import (
 
 func dev(t testing.TB, overrides capture.Config) *capture.Stack {
 	t.Helper()
-	s, err := capture.RunDev(overrides)
+	return captured(t, "dev", overrides)
+}
+
+// captured is the named stack (Pulumi.<stack>.yaml) under the mock engine,
+// with overrides; t fails if it does not capture.
+func captured(t testing.TB, stack string, overrides capture.Config) *capture.Stack {
+	t.Helper()
+	s, err := capture.RunStack(stack, overrides)
 	if err != nil {
-		t.Fatalf("dev stack: %v", err)
+		t.Fatalf("%s stack: %v", stack, err)
 	}
 	return s
 }
