@@ -263,8 +263,11 @@ rm -f "$common/bin/ai-agent"
 # 7. The policy pack: clean, then blocking a broken change.
 run "make preview (diff with the policy pack)" policy-clean.log make --no-print-directory preview
 ! grep -qi 'mandatory' "$logs/policy-clean.log" || die "the policy pack reports violations on the stack ($logs/policy-clean.log)"
-sed -i 's/ReadOnly:     pulumi.Bool(true)/ReadOnly:     pulumi.Bool(false)/' infra/dockerflock/dockerflock.go
-git diff --quiet infra/dockerflock/dockerflock.go && die "could not break the stack for the policy test"
+# The file that declares the containers' read-only root, wherever it lives.
+mapfile -t readonly_go < <(grep -rlE 'ReadOnly: +pulumi.Bool\(true\)' infra/dockerflock --include='*.go' | grep -v _test.go)
+[ "${#readonly_go[@]}" -gt 0 ] || die "no container declares ReadOnly: pulumi.Bool(true) under infra/dockerflock"
+sed -i -E 's/ReadOnly: +pulumi.Bool\(true\)/ReadOnly: pulumi.Bool(false)/' "${readonly_go[@]}"
+git diff --quiet -- "${readonly_go[@]}" && die "could not break the stack for the policy test"
 echo "== make preview, containers made writable"
 t0=$(now)
 if make --no-print-directory preview >"$logs/policy-broken.log" 2>&1; then
@@ -273,7 +276,7 @@ fi
 grep -q 'container-read-only-rootfs' "$logs/policy-broken.log" || die "the preview failed, but not on container-read-only-rootfs ($logs/policy-broken.log)"
 echo "   blocked: $(grep -m1 -o 'container-read-only-rootfs.*' "$logs/policy-broken.log" | cut -c1-100)"
 record "policy pack blocking a writable container" "$(secs "$t0" "$(now)")"
-git checkout -q infra/dockerflock/dockerflock.go
+git checkout -q -- "${readonly_go[@]}"
 
 # 8. Destroy, as the README says, and look for anything left.
 run "make destroy" destroy.log make --no-print-directory destroy
