@@ -106,6 +106,16 @@ func checkAWSHardenedTask(t *testing.T, td capture.Resource, uid int, limits flo
 			vols[n] = "ephemeral"
 		}
 	}
+	mounts := awsMounts(c, vols)
+	if mounts["/tmp"] != "ephemeral rw" || mounts["/run"] != "ephemeral rw" {
+		t.Errorf("%s: scratch %v: want ephemeral volumes at /tmp and /run", name, mounts)
+	}
+	return c
+}
+
+// awsMounts maps each of c's mount paths to its volume (as named in vols)
+// and its mode, "rw" or "ro".
+func awsMounts(c awsflock.ContainerDefinition, vols map[string]string) map[string]string {
 	mounts := map[string]string{}
 	for _, m := range c.MountPoints {
 		mode := "rw"
@@ -114,10 +124,7 @@ func checkAWSHardenedTask(t *testing.T, td capture.Resource, uid int, limits flo
 		}
 		mounts[m.ContainerPath] = vols[m.SourceVolume] + " " + mode
 	}
-	if mounts["/tmp"] != "ephemeral rw" || mounts["/run"] != "ephemeral rw" {
-		t.Errorf("%s: scratch %v: want ephemeral volumes at /tmp and /run", name, mounts)
-	}
-	return c
+	return mounts
 }
 
 // 4. One hardened Fargate task per agent: its own user, directories,
@@ -153,14 +160,7 @@ func checkAWSAgentTasks(t *testing.T, s *capture.Stack, ids []string, b awsBus) 
 				vols[vm["name"].(string)] = "ephemeral"
 			}
 		}
-		got := map[string]string{}
-		for _, m := range c.MountPoints {
-			mode := "rw"
-			if m.ReadOnly {
-				mode = "ro"
-			}
-			got[m.ContainerPath] = vols[m.SourceVolume] + " " + mode
-		}
+		got := awsMounts(c, vols)
 		want := map[string]string{
 			"/shared/agents/" + id: capture.MockID("flock-"+id+"-dir-ap") + " rw",
 			"/shared/common":       capture.MockID("flock-common-ap") + " ro",
