@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -227,6 +228,17 @@ func ProjectRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// ProjectFile is the path of parts under the project's root (ProjectRoot);
+// t fails if there is no root.
+func ProjectFile(t testing.TB, parts ...string) string {
+	t.Helper()
+	root, err := ProjectRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(append([]string{root}, parts...)...)
 }
 
 // ByType returns the resources of one type, sorted by name.

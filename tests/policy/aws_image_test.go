@@ -1,7 +1,6 @@
 package policy_test
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/ai-flock/ai-flock/tests/capture"
@@ -12,11 +11,7 @@ import (
 // for the rest; and flock:image for all of 50) breaks no policy, in preview
 // (unknown values) either, and the task policies saw every agent.
 func TestAWSOwnImageStackPasses(t *testing.T) {
-	root, err := capture.ProjectRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	df := filepath.Join(root, "tests", "e2e", "byo", "Dockerfile")
+	df := capture.ProjectFile(t, "tests", "e2e", "byo", "Dockerfile")
 	for _, c := range []struct {
 		name   string
 		agents int

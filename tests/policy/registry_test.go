@@ -21,22 +21,13 @@ import (
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
-func projectFile(t testing.TB, parts ...string) string {
-	t.Helper()
-	root, err := capture.ProjectRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(append([]string{root}, parts...)...)
-}
-
 // TestNoRuleMissingFromRegistry reads the rules package's source: every
 // function shaped like a rule (func(Resource) []Finding or
 // func([]Resource) []Finding) must be the check of a policy in All(), and
 // All() must refer to nothing else. A rule written but never registered is
 // never served; this test is what notices.
 func TestNoRuleMissingFromRegistry(t *testing.T) {
-	dir := projectFile(t, "infra", "policy", "rules")
+	dir := capture.ProjectFile(t, "infra", "policy", "rules")
 	fset := token.NewFileSet()
 	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil || len(paths) == 0 {
@@ -202,7 +193,7 @@ func TestPackServesEveryPolicy(t *testing.T) {
 
 // TestPolicyPackProject: PulumiPolicy.yaml is what the CLI expects of a Go pack.
 func TestPolicyPackProject(t *testing.T) {
-	proj, err := workspace.LoadPolicyPack(projectFile(t, "infra", "policy", "PulumiPolicy.yaml"))
+	proj, err := workspace.LoadPolicyPack(capture.ProjectFile(t, "infra", "policy", "PulumiPolicy.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +203,7 @@ func TestPolicyPackProject(t *testing.T) {
 	if proj.Main != "" {
 		t.Errorf("main %q: the Go language host builds the pack's own directory", proj.Main)
 	}
-	if _, err := os.Stat(projectFile(t, "infra", "policy", "main.go")); err != nil {
+	if _, err := os.Stat(capture.ProjectFile(t, "infra", "policy", "main.go")); err != nil {
 		t.Errorf("the Go language host runs `go build` in infra/policy: %v", err)
 	}
 }
@@ -243,7 +234,7 @@ func TestSharedConstants(t *testing.T) {
 // has a row for every policy, with its level, and no row for a policy that
 // does not exist.
 func TestReadmeListsEveryPolicy(t *testing.T) {
-	raw, err := os.ReadFile(projectFile(t, "infra", "policy", "README.md"))
+	raw, err := os.ReadFile(capture.ProjectFile(t, "infra", "policy", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ import (
 // in the pack's directory), starts it, and connects to the analyzer it serves.
 func startPack(t *testing.T) pulumirpc.AnalyzerClient {
 	t.Helper()
-	dir := projectFile(t, "infra", "policy")
+	dir := capture.ProjectFile(t, "infra", "policy")
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the pack is built with the go command: %v", err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
 // workflow is the part of a GitHub workflow these tests read.
@@ -29,7 +31,7 @@ type workflow struct {
 
 func readWorkflow(t *testing.T, name string) workflow {
 	t.Helper()
-	raw, err := os.ReadFile(projectFile(t, ".github", "workflows", name))
+	raw, err := os.ReadFile(capture.ProjectFile(t, ".github", "workflows", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,7 @@ import (
 // and agent-5 the same base image (in entries of their own), agent-4 none.
 func awsOwnImageAgents(t testing.TB) (config capture.Config, dockerfile string) {
 	t.Helper()
-	root, err := capture.ProjectRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	df := filepath.Join(root, "tests", "e2e", "byo", "Dockerfile")
+	df := capture.ProjectFile(t, "tests", "e2e", "byo", "Dockerfile")
 	return capture.Config{"flock:agentCount": "", "flock:agents": `[
 		{"id": "agent-1", "image": {"dockerfile": "` + df + `"}},
 		{"id": "agent-2", "image": {"dockerfile": "` + df + `"}},

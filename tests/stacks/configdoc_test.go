@@ -2,7 +2,6 @@ package stacks_test
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
@@ -13,11 +12,7 @@ import (
 // docs/configuration.md is generated from the configuration key table, which
 // validation takes its defaults and ranges from: it fails here when stale.
 func TestConfigurationDoc(t *testing.T) {
-	root, err := capture.ProjectRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := filepath.Join(root, "docs", "configuration.md")
+	doc := capture.ProjectFile(t, "docs", "configuration.md")
 	want := flock.ConfigReference(stacks.ConfigKeys())
 	if *update {
 		if err := os.WriteFile(doc, []byte(want), 0o644); err != nil {

@@ -12,11 +12,7 @@ import (
 // added on top from agent/Dockerfile's agent target (BASE); agents naming
 // the same image share it; the others keep the stock image.
 func TestDevOwnImages(t *testing.T) {
-	root, err := capture.ProjectRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	df := filepath.Join(root, "tests", "e2e", "byo", "Dockerfile")
+	df := capture.ProjectFile(t, "tests", "e2e", "byo", "Dockerfile")
 	s := dev(t, capture.Config{"flock:agentCount": "", "flock:agents": `[
 		{"id": "agent-1", "image": {"dockerfile": "` + df + `"}},
 		{"id": "agent-2", "image": {"dockerfile": "` + df + `"}},
