@@ -12,6 +12,15 @@ type edge struct {
 	outside []string
 }
 
+// upTo is e for a rule whose values are at most n characters, none empty:
+// n characters inside, n+1 and none outside.
+func (e edge) upTo(n int) edge {
+	return edge{
+		inside:  append([]string{at(n, "a")}, e.inside...),
+		outside: append([]string{at(n+1, "a"), ""}, e.outside...),
+	}
+}
+
 // at builds a value of exactly n characters from unit, repeated.
 func at(n int, unit string) string { return strings.Repeat(unit, n) }
 
@@ -42,34 +51,16 @@ func edges() map[string]edge {
 			inside:  append([]string{at(64, "a"), "a"}, iam.inside...),
 			outside: append([]string{at(65, "a"), ""}, iam.outside...),
 		},
-		IAMRoleNamePrefix.What: {
-			inside:  append([]string{at(38, "a")}, iam.inside...),
-			outside: append([]string{at(39, "a"), ""}, iam.outside...),
-		},
+		IAMRoleNamePrefix.What: iam.upTo(38),
 		IAMRoleDescription.What: {
 			inside:  []string{at(1000, "a"), "", "tab\there, line\nfeed, ¡ÿ, ~", "AI Flock f agent-1: pull its image"},
 			outside: []string{at(1001, "a"), "\x7f", "\u00a0", "Ā", "€"},
 		},
-		IAMRolePolicyName.What: {
-			inside:  append([]string{at(128, "a")}, iam.inside...),
-			outside: append([]string{at(129, "a"), ""}, iam.outside...),
-		},
-		ECSTaskFamily.What: {
-			inside:  append([]string{at(255, "a")}, ecs.inside...),
-			outside: append([]string{at(256, "a"), ""}, ecs.outside...),
-		},
-		ECSContainerName.What: {
-			inside:  append([]string{at(255, "a")}, ecs.inside...),
-			outside: append([]string{at(256, "a"), ""}, ecs.outside...),
-		},
-		ECSServiceName.What: {
-			inside:  append([]string{at(255, "a")}, ecs.inside...),
-			outside: append([]string{at(256, "a"), ""}, ecs.outside...),
-		},
-		ECSClusterName.What: {
-			inside:  append([]string{at(255, "a")}, ecs.inside...),
-			outside: append([]string{at(256, "a"), ""}, ecs.outside...),
-		},
+		IAMRolePolicyName.What: iam.upTo(128),
+		ECSTaskFamily.What:     ecs.upTo(255),
+		ECSContainerName.What:  ecs.upTo(255),
+		ECSServiceName.What:    ecs.upTo(255),
+		ECSClusterName.What:    ecs.upTo(255),
 		CloudMapServiceName.What: {
 			inside:  []string{at(63, "a"), "bus", "bus-1", "B2"},
 			outside: []string{at(64, "a"), "", "-bus", "bus-", "bus_1", "bus.1"},
