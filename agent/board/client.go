@@ -1,0 +1,134 @@
+package board
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// Client asks the board service: as an agent (its own request subjects) or
+// as the operator. The bus, not the client, makes the caller's identity
+// certain: an agent's connection may publish only on its own subjects.
+type Client struct {
+	nc *nats.Conn
+	as string // an agent's ID, or protocol.OperatorUser
+}
+
+// NewAgentClient asks as agent id.
+func NewAgentClient(nc *nats.Conn, id string) *Client { return &Client{nc: nc, as: id} }
+
+// NewOperatorClient asks as the operator.
+func NewOperatorClient(nc *nats.Conn) *Client { return &Client{nc: nc, as: protocol.OperatorUser} }
+
+func (c *Client) subject(op string) string {
+	if c.as == protocol.OperatorUser {
+		return protocol.BoardOperatorSubject(op)
+	}
+	return protocol.BoardAgentSubject(c.as, op)
+}
+
+// Do sends one request and returns the reply; a refusal is a
+// *protocol.BoardError.
+func (c *Client) Do(ctx context.Context, op string, req protocol.BoardRequest) (*protocol.BoardReply, error) {
+	req.V = protocol.Version
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := c.nc.RequestWithContext(ctx, c.subject(op), body)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, fmt.Errorf("board %s: no board service answers (is the bus up?): %w", op, err)
+		}
+		return nil, fmt.Errorf("board %s: %w", op, err)
+	}
+	var rep protocol.BoardReply
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		return nil, fmt.Errorf("board %s: unreadable reply: %w", op, err)
+	}
+	if rep.Error != "" {
+		return &rep, &protocol.BoardError{Code: rep.Code, Msg: rep.Error}
+	}
+	return &rep, nil
+}
+
+// Claim takes a ready task the caller may take (of kind, "" for any; of
+// plan/task when given). A *protocol.BoardError with code
+// protocol.BoardErrNothing means nothing is ready for it.
+func (c *Client) Claim(ctx context.Context, plan, task, kind string) (*protocol.BoardReply, error) {
+	return c.Do(ctx, protocol.BoardOpClaim, protocol.BoardRequest{Plan: plan, Task: task, Kind: kind})
+}
+
+// Renew extends the lease on a task the caller holds.
+func (c *Client) Renew(ctx context.Context, plan, task string) (*protocol.BoardTask, error) {
+	return taskOf(c.Do(ctx, protocol.BoardOpRenew, protocol.BoardRequest{Plan: plan, Task: task}))
+}
+
+// Complete marks a held task done with its result.
+func (c *Client) Complete(ctx context.Context, plan, task string, res protocol.BoardResult) (*protocol.BoardTask, error) {
+	return taskOf(c.Do(ctx, protocol.BoardOpComplete, protocol.BoardRequest{Plan: plan, Task: task, Result: &res}))
+}
+
+// Fail marks a held task failed.
+func (c *Client) Fail(ctx context.Context, plan, task, reason string, res *protocol.BoardResult) (*protocol.BoardTask, error) {
+	return taskOf(c.Do(ctx, protocol.BoardOpFail, protocol.BoardRequest{Plan: plan, Task: task, Reason: reason, Result: res}))
+}
+
+// Release hands a held task back to the board.
+func (c *Client) Release(ctx context.Context, plan, task, reason string) (*protocol.BoardTask, error) {
+	return taskOf(c.Do(ctx, protocol.BoardOpRelease, protocol.BoardRequest{Plan: plan, Task: task, Reason: reason}))
+}
+
+// Add adds a subtask under a task the caller holds.
+func (c *Client) Add(ctx context.Context, plan, under string, spec protocol.BoardTaskSpec) (*protocol.BoardTask, error) {
+	return taskOf(c.Do(ctx, protocol.BoardOpAdd, protocol.BoardRequest{Plan: plan, Task: under, Tasks: []protocol.BoardTaskSpec{spec}}))
+}
+
+// List returns the tasks the caller may see (of plan when given, of the
+// statuses when given).
+func (c *Client) List(ctx context.Context, plan string, status ...string) ([]protocol.BoardTask, error) {
+	rep, err := c.Do(ctx, protocol.BoardOpList, protocol.BoardRequest{Plan: plan, Status: status})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Tasks, nil
+}
+
+// Show returns one task.
+func (c *Client) Show(ctx context.Context, plan, task string) (*protocol.BoardTask, error) {
+	return taskOf(c.Do(ctx, protocol.BoardOpShow, protocol.BoardRequest{Plan: plan, Task: task}))
+}
+
+// Apply writes a plan (operator only).
+func (c *Client) Apply(ctx context.Context, p protocol.BoardPlan) ([]protocol.BoardChange, error) {
+	rep, err := c.Do(ctx, protocol.BoardOpApply, protocol.BoardRequest{Plan: p.Plan, Tasks: p.Tasks})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Changes, nil
+}
+
+// Cancel cancels a task that is not done (operator only).
+func (c *Client) Cancel(ctx context.Context, plan, task, reason string) (*protocol.BoardTask, error) {
+	return taskOf(c.Do(ctx, protocol.BoardOpCancel, protocol.BoardRequest{Plan: plan, Task: task, Reason: reason}))
+}
+
+// Retry puts a failed or cancelled task back, its attempts reset (operator only).
+func (c *Client) Retry(ctx context.Context, plan, task string) (*protocol.BoardTask, error) {
+	return taskOf(c.Do(ctx, protocol.BoardOpRetry, protocol.BoardRequest{Plan: plan, Task: task}))
+}
+
+func taskOf(rep *protocol.BoardReply, err error) (*protocol.BoardTask, error) {
+	if err != nil {
+		return nil, err
+	}
+	if rep.Task == nil {
+		return nil, fmt.Errorf("board: reply without a task")
+	}
+	return rep.Task, nil
+}

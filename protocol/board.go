@@ -1,0 +1,269 @@
+package protocol
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// The board's contract: the flock's shared task list. Tasks live in a
+// JetStream key-value bucket (BoardBucket, key "<plan>.<task>") that only the
+// board service writes; the service runs inside the bus (every node, one
+// queue group: any node may answer, compare-and-set on the entry's revision
+// makes each transition happen once). Agents ask it on request subjects of
+// their own (board.agent.<id>.<op>: the bus lets only agent <id> publish
+// there, so the service knows the caller without trusting the body); the
+// operator asks on board.operator.<op>. Every transition is published on
+// board.events.<plan>.<task>, and a task that became ready rings
+// SubjectBoardReady (no body) so idle agents claim without polling.
+
+// BoardBucket is the bucket's name; its stream is "KV_" + BoardBucket.
+const BoardBucket = "FLOCK_BOARD"
+
+// BoardStream is the bucket's stream.
+const BoardStream = "KV_" + BoardBucket
+
+// Board subjects.
+const (
+	SubjectBoardAgentRequests = "board.agent.*.*"  // what the service answers for agents
+	SubjectBoardOperator      = "board.operator.*" // what the service answers for the operator
+	SubjectBoardEvents        = "board.events.>"   // every transition (the operator watches)
+	SubjectBoardReady         = "board.ready"      // a task became ready (empty body)
+	BoardQueueGroup           = "flock-board"      // every bus node serves; one answers each request
+	boardAgentPrefix          = "board.agent."     // + <id> + "." + <op>
+	boardOperatorPrefix       = "board.operator."  // + <op>
+	boardEventsPrefix         = "board.events."    // + <plan> + "." + <task>
+)
+
+// BoardAgentSubject is where agent id asks the board to do op.
+func BoardAgentSubject(id, op string) string { return boardAgentPrefix + id + "." + op }
+
+// BoardAgentRequests is what agent id may publish on: its own request subjects.
+func BoardAgentRequests(id string) string { return boardAgentPrefix + id + ".*" }
+
+// BoardOperatorSubject is where the operator asks the board to do op.
+func BoardOperatorSubject(op string) string { return boardOperatorPrefix + op }
+
+// BoardEventSubject is where the service publishes a task's transition.
+func BoardEventSubject(plan, task string) string { return boardEventsPrefix + plan + "." + task }
+
+// BoardCaller reads a request subject: "operator", or the agent's ID, and the
+// op. ok is false for a subject that is neither.
+func BoardCaller(subject string) (caller, op string, ok bool) {
+	if rest, found := cutPrefix(subject, boardOperatorPrefix); found {
+		return OperatorUser, rest, rest != "" && !containsDot(rest)
+	}
+	if rest, found := cutPrefix(subject, boardAgentPrefix); found {
+		for i := 0; i < len(rest); i++ {
+			if rest[i] == '.' {
+				id, op := rest[:i], rest[i+1:]
+				return id, op, ValidAgentID(id) && op != "" && !containsDot(op)
+			}
+		}
+	}
+	return "", "", false
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):], true
+	}
+	return s, false
+}
+
+func containsDot(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			return true
+		}
+	}
+	return false
+}
+
+// Board operations. Agents: list, show, claim, renew, complete, fail,
+// release, add. The operator: apply, list, show, cancel, retry.
+const (
+	BoardOpList     = "list"
+	BoardOpShow     = "show"
+	BoardOpClaim    = "claim"
+	BoardOpRenew    = "renew"
+	BoardOpComplete = "complete"
+	BoardOpFail     = "fail"
+	BoardOpRelease  = "release"
+	BoardOpAdd      = "add"
+	BoardOpApply    = "apply"
+	BoardOpCancel   = "cancel"
+	BoardOpRetry    = "retry"
+)
+
+// Board task statuses.
+const (
+	BoardBlocked   = "blocked"   // waits for a dependency to be done
+	BoardReady     = "ready"     // may be claimed
+	BoardClaimed   = "claimed"   // held by an agent under a lease
+	BoardDone      = "done"      // completed by its holder
+	BoardFailed    = "failed"    // failed by its holder, or out of attempts
+	BoardCancelled = "cancelled" // cancelled by the operator (or removed from its plan before it started)
+)
+
+// Board kinds: what a task asks for.
+const (
+	BoardKindRun    = "run"    // a command the agent runtime runs itself
+	BoardKindPrompt = "prompt" // text for an AI agent
+)
+
+// Board limits.
+const (
+	BoardIDRule            = `^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$` // plan and task IDs: one key token each
+	MaxBoardTitle          = 200
+	MaxBoardPrompt         = 16 << 10
+	MaxBoardRunArgs        = 64
+	MaxBoardRunBytes       = 8 << 10 // the whole command, all arguments
+	MaxBoardNeeds          = 64
+	MaxBoardLabels         = 16
+	MaxBoardLabel          = 63
+	MaxBoardAttempts       = 100
+	DefaultBoardAttempts   = 3
+	DefaultBoardTimeout    = 10 * time.Minute // the lease a claim takes, and a run task's timeout
+	MaxBoardTimeout        = 24 * time.Hour
+	MaxBoardSummary        = 4 << 10
+	MaxBoardArtifacts      = 16
+	MaxBoardArtifactRef    = 256
+	MaxBoardReason         = 1 << 10
+	MaxBoardPlanTasks      = 5000
+	DefaultBoardClaimLimit = 1  // tasks an agent holds at once
+	DefaultBoardAddQuota   = 50 // subtasks an agent may add, all told
+)
+
+var boardIDPattern = regexp.MustCompile(BoardIDRule)
+
+// ValidBoardID reports whether s may be a plan's or a task's ID.
+func ValidBoardID(s string) bool { return boardIDPattern.MatchString(s) }
+
+// BoardKey is a task's key in the bucket.
+func BoardKey(plan, task string) string { return plan + "." + task }
+
+// BoardTaskSpec is a task as a plan file (or an agent adding a subtask) states
+// it: everything the operator decides. Exactly one of Run and Prompt.
+type BoardTaskSpec struct {
+	ID       string   `json:"id" yaml:"id"`
+	Title    string   `json:"title,omitempty" yaml:"title,omitempty"`
+	Run      []string `json:"run,omitempty" yaml:"run,omitempty"`
+	Prompt   string   `json:"prompt,omitempty" yaml:"prompt,omitempty"`
+	Needs    []string `json:"needs,omitempty" yaml:"needs,omitempty"`
+	Labels   []string `json:"labels,omitempty" yaml:"labels,omitempty"`     // an agent must have every one to claim it
+	Assignee string   `json:"assignee,omitempty" yaml:"assignee,omitempty"` // only this agent may claim it
+	Attempts int      `json:"attempts,omitempty" yaml:"attempts,omitempty"` // claims before it fails; DefaultBoardAttempts when 0
+	Timeout  Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`   // lease and run timeout; DefaultBoardTimeout when 0
+}
+
+// Kind says whether the spec is a run or a prompt task.
+func (s BoardTaskSpec) Kind() string {
+	if len(s.Run) > 0 {
+		return BoardKindRun
+	}
+	return BoardKindPrompt
+}
+
+// BoardPlan is a plan file: an ID (the file's name when it has none) and
+// its tasks. Two plans' tasks never collide: a task's key is "<plan>.<id>".
+type BoardPlan struct {
+	Plan  string          `json:"plan,omitempty" yaml:"plan,omitempty"`
+	Tasks []BoardTaskSpec `json:"tasks" yaml:"tasks"`
+}
+
+// BoardResult is what a holder leaves when it completes or fails a task:
+// small, so that a dependent task's context can carry it.
+type BoardResult struct {
+	Summary   string   `json:"summary,omitempty"`
+	Artifacts []string `json:"artifacts,omitempty"` // references (names in the board's artifact store)
+	ExitCode  *int     `json:"exitCode,omitempty"`  // a run task's exit code
+}
+
+// BoardTask is a task as the board keeps it.
+type BoardTask struct {
+	V    int    `json:"v"`
+	Plan string `json:"plan"`
+	BoardTaskSpec
+	Status     string       `json:"status"`
+	Attempts   int          `json:"attemptsUsed"` // claims so far (a release gives one back)
+	Holder     string       `json:"holder,omitempty"`
+	LeaseUntil time.Time    `json:"leaseUntil,omitzero"`
+	Result     *BoardResult `json:"result,omitempty"`
+	Reason     string       `json:"reason,omitempty"` // why it failed, was released or cancelled, or what blocks it
+	Parent     string       `json:"parent,omitempty"` // the task it was added under (by an agent)
+	CreatedBy  string       `json:"createdBy"`        // "operator" or an agent's ID
+	Created    time.Time    `json:"created"`
+	Updated    time.Time    `json:"updated"`
+	Revision   uint64       `json:"revision,omitempty"` // the entry's revision, as read (not stored)
+}
+
+// Key is the task's key in the bucket.
+func (t BoardTask) Key() string { return BoardKey(t.Plan, t.ID) }
+
+// BoardRequest is the body of every board request; each op reads what it
+// needs.
+type BoardRequest struct {
+	V    int    `json:"v"`
+	Plan string `json:"plan,omitempty"`
+	Task string `json:"task,omitempty"`
+	// claim: a kind to take (run or prompt; empty: either).
+	Kind string `json:"kind,omitempty"`
+	// list: only these statuses (empty: all).
+	Status []string `json:"status,omitempty"`
+	// complete, fail: what the holder leaves.
+	Result *BoardResult `json:"result,omitempty"`
+	// fail, release, cancel: why.
+	Reason string `json:"reason,omitempty"`
+	// apply: the whole plan; add: one subtask (Tasks[0]) under Task.
+	Tasks []BoardTaskSpec `json:"tasks,omitempty"`
+}
+
+// BoardReply is the service's answer. Error is set when the request was
+// refused (Code says which rule); nothing changed then.
+type BoardReply struct {
+	V     int         `json:"v"`
+	Error string      `json:"error,omitempty"`
+	Code  string      `json:"code,omitempty"`
+	Task  *BoardTask  `json:"task,omitempty"`
+	Tasks []BoardTask `json:"tasks,omitempty"`
+	// claim: the results of the tasks the claimed one needs.
+	Context []BoardTask `json:"context,omitempty"`
+	// apply: what happened to each task of the plan.
+	Changes []BoardChange `json:"changes,omitempty"`
+}
+
+// Board error codes.
+const (
+	BoardErrInvalid   = "invalid"    // the request or plan breaks a rule (Error names it)
+	BoardErrNotFound  = "not-found"  // no such task
+	BoardErrNotHolder = "not-holder" // the caller does not hold the task
+	BoardErrNotReady  = "not-ready"  // the task is not ready (someone else has it, or it waits)
+	BoardErrForbidden = "forbidden"  // the caller may not do this (labels, assignee, kind)
+	BoardErrLimit     = "limit"      // a claim limit or a quota
+	BoardErrNothing   = "nothing"    // claim: nothing ready for this caller
+	BoardErrConflict  = "conflict"   // the entry changed under the request: ask again
+	BoardErrInternal  = "internal"
+)
+
+// BoardChange is what applying a plan did to one task.
+type BoardChange struct {
+	Task   string `json:"task"`
+	Change string `json:"change"` // created, updated, unchanged, kept, cancelled
+	Status string `json:"status"`
+	Why    string `json:"why,omitempty"` // for kept: why the edit was not applied
+}
+
+// Changes an apply reports.
+const (
+	BoardCreated   = "created"
+	BoardUpdated   = "updated"
+	BoardUnchanged = "unchanged"
+	BoardKept      = "kept"
+	BoardRemoved   = "cancelled"
+)
+
+// BoardError is a refused request as a Go error.
+type BoardError struct{ Code, Msg string }
+
+func (e *BoardError) Error() string { return fmt.Sprintf("board: %s (%s)", e.Msg, e.Code) }
