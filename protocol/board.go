@@ -267,3 +267,19 @@ const (
 type BoardError struct{ Code, Msg string }
 
 func (e *BoardError) Error() string { return fmt.Sprintf("board: %s (%s)", e.Msg, e.Code) }
+
+// BoardConfig is what the board service takes from the deploy (the
+// topology file): each agent's labels, which the stack's config gives and
+// an agent never asserts itself, how many tasks it may hold at once and how
+// many subtasks it may add.
+type BoardConfig struct {
+	Agents []BoardAgent `json:"agents"`
+}
+
+// BoardAgent is one agent as the board sees it.
+type BoardAgent struct {
+	ID         string   `json:"id"`
+	Labels     []string `json:"labels,omitempty"`
+	ClaimLimit int      `json:"claimLimit"` // DefaultBoardClaimLimit when 0
+	AddQuota   int      `json:"addQuota"`   // DefaultBoardAddQuota when 0
+}

@@ -43,6 +43,8 @@ type Topology struct {
 	Peers     PeerLimits                 `json:"peers"`
 	// Pool is how the bus hands tasks.pool to agents (pool.go).
 	Pool Pool `json:"pool"`
+	// Board is what the board service knows of each agent (board.go).
+	Board BoardConfig `json:"board"`
 }
 
 // PeerLimits bound what the bus reads from any one network peer (an agent,

@@ -36,6 +36,7 @@ var allowed = map[string][]string{
 
 	"protocol": {},
 
+	"agent/board":             {"protocol"},
 	"agent/bus":               {"protocol"},
 	"agent/cli":               {"agent/ledger", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/tool", "agent/worker", "protocol"},
 	"agent/cmd/flock-agent":   {"agent/cli"},
