@@ -47,6 +47,10 @@ type Agent struct {
 	// beside its tasks. "" for none.
 	Program string
 	Gateway ModelGatewayAccess
+	// Labels are what the board lets it claim (a task's labels must all be
+	// among them): flock:agents[i].labels. Given to the board service by
+	// the deploy; the agent never asserts its own.
+	Labels []string
 	// Image is the agent's image: the stock one, or the user's with
 	// flock-agent added.
 	Image Image
