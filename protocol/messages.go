@@ -129,6 +129,9 @@ type Heartbeat struct {
 	// agent started: a flapping bus shows here (and in disconnected and
 	// reconnected events), never in the agent's health.
 	Reconnects uint64 `json:"reconnects,omitempty"`
+	// Board is the board task the agent holds and runs now ("<plan>.<task>",
+	// protocol.BoardKey), if any.
+	Board string `json:"board,omitempty"`
 }
 
 // Event types an agent publishes on agent.<id>.events.
@@ -145,6 +148,13 @@ const (
 	EventProgramExited  = "program.exited"
 	EventDraining       = "draining"
 	EventStopped        = "stopped"
+	// A run task of the board's (Ref: "<plan>.<task>", protocol.BoardKey):
+	// claimed (Detail: the attempt, the task directory, the command), done,
+	// failed (Detail: why), released (handed back to the board: Detail: why).
+	EventBoardClaimed  = "board.claimed"
+	EventBoardDone     = "board.done"
+	EventBoardFailed   = "board.failed"
+	EventBoardReleased = "board.released"
 )
 
 // Event is the body an agent publishes on agent.<id>.events.
