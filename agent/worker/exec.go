@@ -17,10 +17,19 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
-// runExec runs an exec task in its directory and fills res. It returns
-// errHandback when the agent's grace period ended the run (the task is to be
-// redelivered, not reported).
-func (a *Agent) runExec(msg delivery, t *protocol.Task, res *protocol.Result, keep time.Duration) error {
+// execRun is what a run of the board's takes from runExec besides a task's:
+// the parent of the process's context and FLOCK_* variables of its own, and
+// what it gets back: the ends of stdout and stderr.
+type execRun struct {
+	parent                 context.Context // a.runCtx when nil
+	env                    []string        // added after the agent's FLOCK_* variables
+	stdoutTail, stderrTail []byte          // filled in by runExec
+}
+
+// runExec runs an exec task in its directory and fills res (and x, when
+// given). It returns errHandback when the agent's grace period ended the run
+// (the task is to be redelivered, not reported).
+func (a *Agent) runExec(msg delivery, t *protocol.Task, res *protocol.Result, keep time.Duration, x *execRun) error {
 	dir := a.taskDir(t.ID)
 	res.Dir = dir
 	a.running.Store(t.ID, true)
@@ -82,11 +91,18 @@ func (a *Agent) runExec(msg delivery, t *protocol.Task, res *protocol.Result, ke
 	defer stderr.close()
 
 	timeout := taskTimeout(t, a.cfg.TaskTimeout)
-	ctx, cancel := context.WithTimeout(a.runCtx, timeout)
+	parent := a.runCtx
+	if x != nil && x.parent != nil {
+		parent = x.parent
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, t.Command, t.Args...)
 	cmd.Dir = work
 	cmd.Env = a.taskEnv(t, dir, res.Attempt)
+	if x != nil {
+		cmd.Env = append(cmd.Env, x.env...)
+	}
 	if t.Stdin != "" {
 		cmd.Stdin = strings.NewReader(t.Stdin)
 	}
@@ -104,6 +120,9 @@ func (a *Agent) runExec(msg delivery, t *protocol.Task, res *protocol.Result, ke
 	res.Stdout, res.StdoutBytes = string(stdout.head), stdout.total
 	res.Stderr, res.StderrBytes = string(stderr.head), stderr.total
 	res.Truncated = stdout.truncated() || stderr.truncated()
+	if x != nil {
+		x.stdoutTail, x.stderrTail = stdout.tail, stderr.tail
+	}
 	var ee *exec.ExitError
 	switch {
 	case a.handback.Load() && a.runCtx.Err() != nil:
@@ -202,7 +221,11 @@ type capture struct {
 	total  int64
 	inline int
 	head   []byte
+	tail   []byte // the last tailMax bytes written (a board task's summary)
 }
+
+// tailMax is how much of the end of a stream a capture keeps in memory.
+const tailMax = protocol.MaxBoardSummary
 
 func newCapture(root *os.Root, name string, max int64) (*capture, error) {
 	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -228,6 +251,14 @@ func (c *capture) Write(p []byte) (int, error) {
 	}
 	if room := c.inline - len(c.head); room > 0 {
 		c.head = append(c.head, p[:min(room, n)]...)
+	}
+	if n >= tailMax {
+		c.tail = append(c.tail[:0], p[n-tailMax:]...)
+	} else {
+		if drop := len(c.tail) + n - tailMax; drop > 0 {
+			c.tail = append(c.tail[:0], c.tail[drop:]...)
+		}
+		c.tail = append(c.tail, p...)
 	}
 	return n, nil
 }

@@ -11,10 +11,11 @@ import (
 // MaxAckPending = CONCURRENCY on the server, so it never holds more than it
 // could run; slots is the runtime's side of the same count.
 type slots struct {
-	mu   sync.Mutex
-	size int
-	free int
-	wake chan struct{} // closed (and replaced) whenever free grows
+	mu      sync.Mutex
+	size    int
+	free    int
+	waiting int           // consumer tasks waiting in acquire
+	wake    chan struct{} // closed (and replaced) whenever free grows
 }
 
 func newSlots(n int) *slots {
@@ -27,6 +28,8 @@ func newSlots(n int) *slots {
 func (s *slots) acquire(ctx context.Context, period time.Duration, keepalive func()) bool {
 	var tick <-chan time.Time
 	s.mu.Lock()
+	s.waiting++
+	defer func() { s.mu.Lock(); s.waiting--; s.mu.Unlock() }()
 	for s.free == 0 {
 		if tick == nil && keepalive != nil && period > 0 {
 			t := time.NewTicker(period)
@@ -47,6 +50,29 @@ func (s *slots) acquire(ctx context.Context, period time.Duration, keepalive fun
 	s.free--
 	s.mu.Unlock()
 	return true
+}
+
+// idle reports whether a slot is free and no task of the consumer waits for
+// one: the board's tasks only fill slots the consumer's leave idle. When not,
+// it returns the channel that is closed when a slot is freed next.
+func (s *slots) idle() (bool, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.free > 0 && s.waiting == 0 {
+		return true, nil
+	}
+	return false, s.wake
+}
+
+// tryAcquire takes a slot at once if the slots are idle.
+func (s *slots) tryAcquire() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.free > 0 && s.waiting == 0 {
+		s.free--
+		return true
+	}
+	return false
 }
 
 // release frees a running task's slot.

@@ -56,7 +56,7 @@ func (a *Agent) handle(msg delivery, keep time.Duration) {
 		}
 	case task.Kind == protocol.KindExec:
 		log.Info("task started", "command", task.Command)
-		if err := a.runExec(msg, &task, &res, keep); errors.Is(err, errHandback) {
+		if err := a.runExec(msg, &task, &res, keep, nil); errors.Is(err, errHandback) {
 			log.Warn("task interrupted by shutdown: handed back for redelivery")
 			_ = msg.Nak()
 			return
