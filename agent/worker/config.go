@@ -43,6 +43,8 @@ type Config struct {
 	InboxBytesRate int64         // INBOX_BYTES_RATE: bytes per second stored from one sender (burst 8×)
 	KeyCheck       time.Duration // KEY_CHECK_INTERVAL: how often the key file is checked for a new key
 	Program        []string      // AGENT_PROGRAM: the agent program's argv, as a JSON array (none: no program)
+	NoBoard        bool          // BOARD=off: the agent does not work the board's run tasks (default on)
+	BoardPoll      time.Duration // BOARD_POLL: how often an idle agent asks the board unasked (jittered ±20%)
 	Version        string        // reported in heartbeats
 }
 
@@ -75,6 +77,10 @@ const (
 	StatusEvery = 5 * time.Second
 	// DefaultHealthMaxAge is how stale the status file may be for `health`.
 	DefaultHealthMaxAge = 4 * StatusEvery
+	// DefaultBoardPoll is how often an idle agent asks the board for a run
+	// task when no ready signal (board.ready) woke it: the signal is a
+	// plain message, lost to an agent that was reconnecting.
+	DefaultBoardPoll = 5 * time.Second
 )
 
 // FromEnv reads the configuration; every problem names its variable.
@@ -117,6 +123,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		InboxRate:      int(num("INBOX_RATE", DefaultInboxRate, 1, 1<<20)),
 		InboxBytesRate: num("INBOX_BYTES_RATE", DefaultInboxBytesRate, 1<<10, 1<<40),
 		KeyCheck:       dur("KEY_CHECK_INTERVAL", DefaultKeyCheck, 10*time.Millisecond, time.Hour),
+		BoardPoll:      dur("BOARD_POLL", DefaultBoardPoll, 100*time.Millisecond, time.Hour),
+	}
+	switch v := strings.ToLower(strings.TrimSpace(getenv("BOARD"))); v {
+	case "", "on":
+	case "off":
+		c.NoBoard = true
+	default:
+		bad("BOARD", "want on or off: whether the agent runs the board's run tasks when it has a free slot (got %q)", getenv("BOARD"))
 	}
 	if getenv("ENV_ALLOW") != "" && strings.TrimSpace(getenv("ENV_ALLOW")) == "-" {
 		c.EnvAllow = nil // "-": pass nothing on
@@ -200,6 +214,7 @@ func (c *Config) Validate() error {
 	positiveOr(&c.InboxRate, DefaultInboxRate)
 	positiveOr(&c.InboxBytesRate, DefaultInboxBytesRate)
 	positiveOr(&c.InboxKeep, DefaultInboxKeep)
+	positiveOr(&c.BoardPoll, DefaultBoardPoll)
 	return errors.Join(errs...)
 }
 

@@ -78,3 +78,24 @@ func TestStatusFileWithSeedStaysOutOfTheSharedDir(t *testing.T) {
 		t.Fatalf("status file on the shared directory with a key file: %v", err)
 	}
 }
+
+// BOARD switches the board's run tasks on (the default) or off; any other
+// value is refused, naming the variable.
+func TestBoardFromEnv(t *testing.T) {
+	env := map[string]string{"AGENT_ID": "agent-1"}
+	c, err := FromEnv(func(k string) string { return env[k] })
+	if err != nil || c.NoBoard || c.BoardPoll != DefaultBoardPoll {
+		t.Fatalf("default: no board %v, poll %s, err %v", c.NoBoard, c.BoardPoll, err)
+	}
+	for v, off := range map[string]bool{"on": false, "ON": false, "off": true, " Off ": true} {
+		env["BOARD"] = v
+		if c, err := FromEnv(func(k string) string { return env[k] }); err != nil || c.NoBoard != off {
+			t.Errorf("BOARD=%q: no board %v, err %v", v, c.NoBoard, err)
+		}
+	}
+	env["BOARD"], env["BOARD_POLL"] = "maybe", "1ms"
+	_, err = FromEnv(func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), `BOARD: want on or off`) || !strings.Contains(err.Error(), `"maybe"`) || !strings.Contains(err.Error(), "BOARD_POLL: must be between") {
+		t.Fatalf("bad BOARD and BOARD_POLL: %v", err)
+	}
+}

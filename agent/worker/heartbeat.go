@@ -16,7 +16,7 @@ func (a *Agent) heartbeat() {
 		IntervalMS: a.cfg.Heartbeat.Milliseconds(), Running: a.slots.running(),
 		Completed: a.completed.Load(), Failed: a.failed.Load(),
 		Concurrency: a.cfg.Concurrency, Version: a.cfg.Version,
-		Reconnects: a.reconnects.Load(),
+		Reconnects: a.reconnects.Load(), Board: a.boardHeld.Load().(string),
 	}
 	b, _ := json.Marshal(hb)
 	if err := a.nc.Publish(protocol.HeartbeatSubject(a.cfg.ID), b); err != nil {

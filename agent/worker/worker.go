@@ -60,7 +60,9 @@ type Agent struct {
 	inboxN   atomic.Uint64
 	pruneReq chan string
 	running  sync.Map // task IDs running now (never pruned)
-	stopBG   func()
+
+	boardHeld atomic.Value // string: the board task it runs now ("<plan>.<task>"), "" when none
+	stopBG    func()
 }
 
 // Run runs the agent until ctx ends (SIGTERM), then drains: it stops taking
@@ -106,6 +108,7 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 		mail:     newMailroom(),
 	}
 	a.state.Store(protocol.StateStarting)
+	a.boardHeld.Store("")
 	a.env = allowedEnv(cfg.EnvAllow, os.Environ())
 	for _, d := range []string{a.tasksDir, a.inboxDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -189,6 +192,11 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 	var dWG sync.WaitGroup
 	dWG.Add(1)
 	go func() { defer dWG.Done(); a.ownLoop(dctx, own) }()
+	if !cfg.NoBoard {
+		// The board's run tasks, in the slots the consumer leaves free.
+		dWG.Add(1)
+		go func() { defer dWG.Done(); a.boardLoop(dctx) }()
+	}
 
 	// The agent program, if there is one, runs while the agent takes tasks.
 	pctx, stopProgram := context.WithCancel(context.Background())

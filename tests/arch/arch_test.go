@@ -50,7 +50,7 @@ var allowed = map[string][]string{
 	"agent/mcpserver":         {"agent/mailbox", "agent/operator", "agent/worker", "protocol"},
 	"agent/operator":          {"agent/ledger", "agent/mailbox", "protocol"},
 	"agent/tool":              {},
-	"agent/worker":            {"agent/logfile", "protocol"},
+	"agent/worker":            {"agent/board", "agent/logfile", "protocol"},
 
 	"infra/awsflock":      {"infra/awsrules", "infra/flock", "infra/gatewayconfig", "protocol"},
 	"infra/awsrules":      {},

@@ -1,0 +1,412 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ai-flock/ai-flock/agent/board"
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// The board (protocol/board.go) is the flock's shared task list. An agent
+// works its run tasks when it is idle: while one of its slots is free and no
+// task of its own consumer waits for one, it claims a ready run task and runs
+// it as it runs an exec task (task directory, timeout, output caps, the
+// allow-listed environment), renewing the claim's lease while it runs, then
+// completes or fails it on the board. It holds at most one board task at a
+// time, so its consumer's tasks always keep the other slots. It asks when
+// the board rings (board.ready, a task became ready), every BOARD_POLL
+// otherwise (the ring is a plain message: lost to an agent that was away),
+// and again at once when it finished one. On drain it claims no more; a board
+// task still running when the grace period ends is stopped and released, so
+// another agent takes it without waiting out the lease.
+
+const (
+	// boardRequestTimeout bounds each request to the board service.
+	boardRequestTimeout = 5 * time.Second
+	// boardRenewMax is the longest time between two renewals of a lease.
+	boardRenewMax = time.Minute
+	// boardQuiet is the least time between two claims that found nothing:
+	// a board that rings often does not make an idle agent ask as often.
+	boardQuiet = 250 * time.Millisecond
+	// boardBackoffMax is the longest wait after claims that failed.
+	boardBackoffMax = 5 * time.Minute
+	// boardFinishFor bounds the retries of a complete or fail the board
+	// service did not answer.
+	boardFinishFor = 15 * time.Second
+	// boardContextFile, in the task directory, holds the tasks the claimed
+	// one needs, with their results (the claim's context): a JSON array of
+	// protocol.BoardTask.
+	boardContextFile = "context.json"
+)
+
+// The variables a board task's process gets besides an exec task's.
+const (
+	envBoardPlan    = "FLOCK_BOARD_PLAN"
+	envBoardTask    = "FLOCK_BOARD_TASK"
+	envBoardContext = "FLOCK_BOARD_CONTEXT" // the context file's path
+)
+
+// errLeaseLost ends a run the board no longer gives this agent.
+var errLeaseLost = errors.New("the board no longer gives this agent the task")
+
+// boardLoop claims and runs the board's run tasks until ctx ends (drain).
+func (a *Agent) boardLoop(ctx context.Context) {
+	cl := board.NewAgentClient(a.nc, a.cfg.ID)
+	ring := make(chan struct{}, 1)
+	sub, err := a.nc.Subscribe(protocol.SubjectBoardReady, func(*nats.Msg) {
+		select {
+		case ring <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		a.log.Warn("board: no ready signal: asking every BOARD_POLL only", "err", err)
+	} else {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	a.log.Debug("board: working its run tasks when idle", "poll", a.cfg.BoardPoll.String())
+
+	timer := time.NewTimer(0) // the first claim at once
+	defer timer.Stop()
+	var (
+		running   <-chan struct{} // closed when the board task in hand is finished
+		slotFreed <-chan struct{} // armed when a claim was due but no slot was free
+		lastEmpty time.Time       // when a claim last found nothing
+		lastErr   string          // the last error told at warn level
+		backoff   time.Duration   // the wait after a claim that failed (0: BOARD_POLL)
+		try       bool
+	)
+	next := func(d time.Duration) {
+		timer.Stop()
+		select {
+		case <-timer.C:
+		default:
+		}
+		timer.Reset(d)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ring:
+			try = true
+		case <-timer.C:
+			try = true
+		case <-slotFreed:
+			try = true
+		case <-running:
+			running, try = nil, true
+			lastEmpty = time.Time{} // at once: there may be more
+		}
+		if !try || running != nil {
+			continue // one board task at a time; the ring is taken, the task's end wakes the loop
+		}
+		try = false
+		if quiet := boardQuiet - time.Since(lastEmpty); quiet > 0 {
+			next(quiet)
+			continue
+		}
+		next(jitter(a.cfg.BoardPoll))
+		idle, freed := a.slots.idle()
+		if !idle {
+			slotFreed = freed // the consumer's tasks fill every slot (or wait for one)
+			continue
+		}
+		slotFreed = nil
+		done, err := a.claimBoard(ctx, cl)
+		if done != nil {
+			running, lastErr, backoff = done, "", 0
+			continue
+		}
+		lastEmpty = time.Now()
+		var be *protocol.BoardError
+		switch {
+		case err == nil: // claimed, but the slot was taken meanwhile: released
+			backoff = 0
+		case errors.As(err, &be) && be.Code == protocol.BoardErrNothing:
+			a.log.Debug("board: nothing to claim")
+			backoff = 0
+		case errors.Is(err, nats.ErrNoResponders):
+			a.log.Debug("board: no board service answers", "err", err)
+			backoff = 0
+		case ctx.Err() != nil:
+			return
+		default:
+			// Refused, or no answer at all (a bus that does not let the
+			// agent ask): ask less and less often.
+			backoff = min(max(2*backoff, 2*a.cfg.BoardPoll), boardBackoffMax)
+			next(jitter(backoff))
+			if err.Error() != lastErr {
+				lastErr = err.Error()
+				a.log.Warn("board: claim failed: asking again later", "err", err, "in", backoff.String())
+			} else {
+				a.log.Debug("board: claim failed again", "err", err, "in", backoff.String())
+			}
+		}
+	}
+}
+
+// jitter is d ±20%.
+func jitter(d time.Duration) time.Duration {
+	return d - d/5 + rand.N(2*d/5+1)
+}
+
+// claimBoard claims a run task and starts it in a free slot. done is closed
+// when the task is finished and its slot free again; it is nil when nothing
+// was claimed, or when a task of the consumer took the slot while the claim
+// was on its way (the task is released then, at once). The slot is not held
+// during the claim: a board that is slow to answer never keeps the
+// consumer's tasks waiting.
+func (a *Agent) claimBoard(ctx context.Context, cl *board.Client) (done <-chan struct{}, err error) {
+	// Not cancelled at once by the drain: a claim the board made must reach
+	// the agent, which then hands the task back, rather than wait out its
+	// lease. A reply takes milliseconds; one that does not come (a bus that
+	// does not let the agent ask) does not hold the drain up for long.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), boardRequestTimeout)
+	stop := context.AfterFunc(ctx, func() {
+		select {
+		case <-time.After(500 * time.Millisecond):
+			cancel()
+		case <-cctx.Done():
+		}
+	})
+	rep, err := cl.Claim(cctx, "", "", protocol.BoardKindRun)
+	stop()
+	cancel()
+	if err == nil && rep.Task == nil {
+		err = errors.New("board: a claim's reply without a task")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		a.releaseBoard(cl, rep.Task, "the agent is stopping", a.log)
+		return nil, nil
+	}
+	if !a.slots.tryAcquire() {
+		a.log.Debug("board: a task of the agent's own took the slot: releasing the claim", "board", rep.Task.Key())
+		a.releaseBoard(cl, rep.Task, "the agent became busy", a.log)
+		return nil, nil
+	}
+	ch := make(chan struct{})
+	a.inflight.Add(1)
+	go func() {
+		defer close(ch)
+		defer a.inflight.Done()
+		defer a.slots.release()
+		a.runBoard(cl, rep)
+	}()
+	return ch, nil
+}
+
+// runBoard runs a claimed run task and leaves its end on the board: complete,
+// fail, or release when the agent's grace period ended it.
+func (a *Agent) runBoard(cl *board.Client, rep *protocol.BoardReply) {
+	t := rep.Task
+	key := t.Key()
+	name := fmt.Sprintf("board-%s-%d", key, t.Attempts) // <plan>.<task>: no ID has a dot
+	log := a.log.With("board", key, "attempt", t.Attempts, "task", name)
+	a.boardHeld.Store(key)
+	defer a.boardHeld.Store("")
+
+	if len(t.Run) == 0 {
+		a.failBoard(cl, t, "not a run task: this agent runs commands only", nil, log)
+		return
+	}
+	timeout := time.Duration(t.Timeout)
+	if timeout <= 0 {
+		timeout = protocol.DefaultBoardTimeout
+	}
+	renew := min(timeout/3, boardRenewMax)
+	needs := rep.Context
+	if needs == nil {
+		needs = []protocol.BoardTask{}
+	}
+	ctxFile, _ := json.MarshalIndent(needs, "", "  ")
+	body, _ := json.MarshalIndent(t, "", "  ")
+	task := protocol.Task{
+		V: protocol.Version, ID: name, Kind: protocol.KindExec, Command: t.Run[0], Args: t.Run[1:],
+		Timeout: protocol.Duration(timeout),
+		Files:   map[string]string{boardContextFile: string(ctxFile) + "\n"},
+	}
+	dir := a.taskDir(name)
+	run, lose := context.WithCancelCause(a.runCtx)
+	defer lose(nil)
+	x := &execRun{parent: run, env: []string{
+		envBoardPlan + "=" + t.Plan,
+		envBoardTask + "=" + t.ID,
+		envBoardContext + "=" + filepath.Join(dir, boardContextFile),
+	}}
+	d := boardDelivery{data: body, key: key, attempt: t.Attempts, renew: func() {
+		rctx, cancel := context.WithTimeout(context.Background(), min(renew, boardRequestTimeout))
+		_, err := cl.Renew(rctx, t.Plan, t.ID)
+		cancel()
+		var be *protocol.BoardError
+		switch {
+		case err == nil:
+			log.Debug("board: lease renewed")
+		case errors.As(err, &be) && be.Code != protocol.BoardErrConflict && be.Code != protocol.BoardErrInternal && be.Code != protocol.BoardErrInvalid:
+			log.Warn("board: the lease is lost: stopping the task", "err", err)
+			lose(fmt.Errorf("%w: %v", errLeaseLost, err))
+		default:
+			log.Warn("board: lease not renewed: trying again", "err", err, "in", renew.String())
+		}
+	}}
+	res := protocol.Result{
+		V: protocol.Version, TaskID: name, Agent: a.cfg.ID, Kind: protocol.KindExec,
+		Subject: "board:" + key, Attempt: t.Attempts, Started: time.Now().UTC(),
+	}
+	log.Info("board task started", "command", t.Run[0], "timeout", timeout.String())
+	a.event(protocol.EventBoardClaimed, key, clip(fmt.Sprintf("attempt %d in %s: %s", t.Attempts, dir, strings.Join(t.Run, " ")), 512))
+	err := a.runExec(d, &task, &res, renew, x)
+	res.Finished = time.Now().UTC()
+	res.DurationMS = float64(res.Finished.Sub(res.Started).Microseconds()) / 1000
+	if res.Dir != "" {
+		a.writeResultFile(&res)
+	}
+	if a.tasksDone.Add(1)%32 == 0 {
+		select {
+		case a.pruneReq <- "tasks":
+		default:
+		}
+	}
+
+	switch {
+	case errors.Is(err, errHandback):
+		log.Warn("board task interrupted by shutdown: released")
+		a.releaseBoard(cl, t, "the agent stopped before the task finished", log)
+	case errors.Is(context.Cause(run), errLeaseLost):
+		a.event(protocol.EventBoardReleased, key, context.Cause(run).Error())
+	case res.OK():
+		zero := 0
+		out := protocol.BoardResult{Summary: tailText(x.stdoutTail, protocol.MaxBoardSummary), ExitCode: &zero}
+		log.Info("board task finished", "status", res.Status, "duration_ms", res.DurationMS)
+		if err := a.finishBoard(func(ctx context.Context) error {
+			_, err := cl.Complete(ctx, t.Plan, t.ID, out)
+			return err
+		}); err != nil {
+			log.Error("board: not completed: the task runs again once its lease is over", "err", err)
+			a.event(protocol.EventBoardFailed, key, "done, but the board did not take it: "+err.Error())
+			return
+		}
+		a.event(protocol.EventBoardDone, key, fmt.Sprintf("exit code 0 after %s", res.Finished.Sub(res.Started).Round(time.Millisecond)))
+	default:
+		summary := tailText(x.stderrTail, protocol.MaxBoardSummary)
+		if summary == "" {
+			summary = tailText(x.stdoutTail, protocol.MaxBoardSummary)
+		}
+		log.Info("board task finished", "status", res.Status, "exit_code", res.ExitCode, "duration_ms", res.DurationMS)
+		a.failBoard(cl, t, failReason(&res), &protocol.BoardResult{Summary: summary, ExitCode: res.ExitCode}, log)
+	}
+}
+
+// failReason says why a run failed.
+func failReason(res *protocol.Result) string {
+	switch {
+	case res.Status == protocol.StatusTimeout:
+		return "timeout: " + res.Error
+	case res.ExitCode != nil:
+		return fmt.Sprintf("exit code %d", *res.ExitCode)
+	case res.Error != "":
+		return res.Error
+	}
+	return res.Status
+}
+
+// failBoard fails a held task on the board.
+func (a *Agent) failBoard(cl *board.Client, t *protocol.BoardTask, reason string, res *protocol.BoardResult, log *slog.Logger) {
+	reason = clip(reason, protocol.MaxBoardReason)
+	if err := a.finishBoard(func(ctx context.Context) error {
+		_, err := cl.Fail(ctx, t.Plan, t.ID, reason, res)
+		return err
+	}); err != nil {
+		log.Error("board: not failed: the task runs again once its lease is over", "reason", reason, "err", err)
+	}
+	a.event(protocol.EventBoardFailed, t.Key(), reason)
+}
+
+// releaseBoard hands a held task back to the board: once, at once (the
+// agent is stopping).
+func (a *Agent) releaseBoard(cl *board.Client, t *protocol.BoardTask, why string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := cl.Release(ctx, t.Plan, t.ID, why); err != nil {
+		log.Warn("board: not released: another agent takes it once its lease is over", "err", err)
+		a.event(protocol.EventBoardReleased, t.Key(), why+"; the release did not reach the board: "+err.Error())
+		return
+	}
+	a.event(protocol.EventBoardReleased, t.Key(), why)
+}
+
+// finishBoard sends a complete or a fail, asking again for a while when the
+// board service does not answer or asks to (a conflict): the work is done,
+// and only its lease's end would otherwise tell the board. A refusal is
+// final. While the agent hands tasks back there is no time to ask twice.
+func (a *Agent) finishBoard(do func(context.Context) error) error {
+	deadline := time.Now().Add(boardFinishFor)
+	backoff := 250 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), boardRequestTimeout)
+		err := do(ctx)
+		cancel()
+		var be *protocol.BoardError
+		if err == nil || errors.As(err, &be) && be.Code != protocol.BoardErrConflict && be.Code != protocol.BoardErrInternal {
+			return err
+		}
+		if a.handback.Load() || time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// tailText is the end of b, at most n bytes, starting on a whole character.
+func tailText(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	for k := 0; k < utf8.UTFMax && len(b) > 0 && !utf8.RuneStart(b[0]); k++ {
+		b = b[1:]
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// clip is s cut to at most n bytes, on a whole character.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// boardDelivery is a claimed board task as runExec takes a delivery: its
+// body (task.json), and "in progress" renews its lease.
+type boardDelivery struct {
+	data    []byte
+	key     string
+	attempt int
+	renew   func()
+}
+
+func (d boardDelivery) Data() []byte         { return d.data }
+func (d boardDelivery) Subject() string      { return "board:" + d.key }
+func (d boardDelivery) Ack() error           { return nil }
+func (d boardDelivery) Nak() error           { return nil }
+func (d boardDelivery) InProgress() error    { d.renew(); return nil }
+func (d boardDelivery) Headers() nats.Header { return nats.Header{} }
+func (d boardDelivery) Meta() (uint64, int)  { return 0, d.attempt }

@@ -1,0 +1,491 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/syncbuf"
+	"github.com/ai-flock/ai-flock/tests/testkit"
+)
+
+// The board loop against a fake board service: a plain nats-server (no
+// permissions, JetStream on, the agent's task stream and consumer made by
+// hand), a responder on the board's agent subjects that hands out the run
+// tasks queued in it and records every request, and agent-1 in process.
+
+// boardBus is a plain bus with a fake board on it.
+type boardBus struct {
+	t      *testing.T
+	url    string
+	seed   string // agent-1's seed file
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	shared string
+	events chan protocol.Event
+	hb     chan protocol.Heartbeat
+	board  *fakeBoard
+}
+
+func startBoardBus(t *testing.T) *boardBus {
+	t.Helper()
+	agentKP, _ := nkeys.CreateUser()
+	agentPub, _ := agentKP.PublicKey()
+	seed, _ := agentKP.Seed()
+	boardKP, _ := nkeys.CreateUser()
+	boardPub, _ := boardKP.PublicKey()
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Nkeys: []*server.NkeyUser{{Nkey: agentPub}, {Nkey: boardPub}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	b := &boardBus{t: t, url: srv.ClientURL(), shared: t.TempDir(),
+		events: make(chan protocol.Event, 1024), hb: make(chan protocol.Heartbeat, 1024), board: &fakeBoard{byOp: map[string]int{}}}
+	b.seed = filepath.Join(t.TempDir(), "agent-1.nk")
+	if err := os.WriteFile(b.seed, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b.nc, err = nats.Connect(b.url, nats.Nkey(boardPub, boardKP.Sign)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.nc.Close)
+	if b.js, err = jetstream.New(b.nc); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name, subj := range map[string]string{protocol.StreamTasks: "tasks.>", "RESULTS": "task.result.>"} {
+		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subj}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.js.CreateConsumer(ctx, protocol.StreamTasks, jetstream.ConsumerConfig{
+		Durable: protocol.AgentConsumer("agent-1"), FilterSubjects: []string{protocol.TaskSubject("agent-1"), protocol.SubjectTasksAll},
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: 2,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.nc.Subscribe(protocol.EventsSubject("agent-1"), func(m *nats.Msg) {
+		var ev protocol.Event
+		if json.Unmarshal(m.Data, &ev) == nil {
+			b.events <- ev
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.nc.Subscribe(protocol.HeartbeatSubject("agent-1"), func(m *nats.Msg) {
+		var hb protocol.Heartbeat
+		if json.Unmarshal(m.Data, &hb) == nil {
+			select {
+			case b.hb <- hb:
+			default:
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// serve makes the fake board answer.
+func (b *boardBus) serve() {
+	b.t.Helper()
+	if _, err := b.nc.Subscribe(protocol.SubjectBoardAgentRequests, b.board.handle); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := b.nc.Flush(); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// ring tells the agents a task became ready.
+func (b *boardBus) ring() {
+	if err := b.nc.Publish(protocol.SubjectBoardReady, nil); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+type boardAgent struct {
+	cancel context.CancelFunc
+	done   chan error
+	log    *syncbuf.Buffer
+}
+
+// start runs agent-1 and waits until it is ready.
+func (b *boardBus) start(mod func(*worker.Config)) *boardAgent {
+	b.t.Helper()
+	cfg := worker.Config{
+		ID: "agent-1", URL: b.url, SharedDir: b.shared, NkeyFile: b.seed, Heartbeat: time.Second, Concurrency: 1,
+		LogFile: "-", LogLevel: "debug", Grace: 5 * time.Second, StatusFile: filepath.Join(b.shared, "run", "agent-1.status"),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	a := &boardAgent{done: make(chan error, 1), log: &syncbuf.Buffer{}}
+	var ctx context.Context
+	ctx, a.cancel = context.WithCancel(context.Background())
+	log := slog.New(slog.NewJSONHandler(a.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	go func() { a.done <- worker.Run(ctx, cfg, log) }()
+	b.t.Cleanup(func() { a.stop(b.t) })
+	b.waitEvent(protocol.EventReady, "", 10*time.Second)
+	return a
+}
+
+func (a *boardAgent) stop(t *testing.T) {
+	a.cancel()
+	select {
+	case err := <-a.done:
+		if err != nil {
+			t.Errorf("agent: %v", err)
+		}
+		a.done <- nil
+	case <-time.After(15 * time.Second):
+		t.Error("agent did not stop")
+	}
+}
+
+// noWarnings fails if the agent logged a warning or an error about the board.
+func (a *boardAgent) noWarnings(t *testing.T) {
+	t.Helper()
+	for _, line := range strings.Split(a.log.String(), "\n") {
+		if strings.Contains(line, "board") && (strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`)) {
+			t.Errorf("logged: %s", line)
+		}
+	}
+}
+
+// waitEvent waits for agent-1's event of type typ (about ref, when given).
+func (b *boardBus) waitEvent(typ, ref string, d time.Duration) protocol.Event {
+	b.t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case ev := <-b.events:
+			if ev.Type == typ && (ref == "" || ev.Ref == ref) {
+				return ev
+			}
+		case <-timeout:
+			b.t.Fatalf("no %s event for %q within %s", typ, ref, d)
+		}
+	}
+}
+
+// fakeBoard hands out the tasks queued in it, one per claim, and records
+// every request.
+type fakeBoard struct {
+	mu    sync.Mutex
+	queue []protocol.BoardReply
+	held  map[string]*protocol.BoardTask
+	reqs  []boardReq
+	byOp  map[string]int
+}
+
+type boardReq struct {
+	Caller, Op string
+	Req        protocol.BoardRequest
+	At         time.Time
+}
+
+func (f *fakeBoard) add(task protocol.BoardTask, context ...protocol.BoardTask) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	task.V, task.Status = protocol.Version, protocol.BoardReady
+	f.queue = append(f.queue, protocol.BoardReply{V: protocol.Version, Task: &task, Context: context})
+}
+
+func (f *fakeBoard) handle(m *nats.Msg) {
+	caller, op, ok := protocol.BoardCaller(m.Subject)
+	var req protocol.BoardRequest
+	if !ok || json.Unmarshal(m.Data, &req) != nil {
+		return
+	}
+	f.mu.Lock()
+	f.reqs = append(f.reqs, boardReq{caller, op, req, time.Now()})
+	f.byOp[op]++
+	rep := protocol.BoardReply{V: protocol.Version}
+	if f.held == nil {
+		f.held = map[string]*protocol.BoardTask{}
+	}
+	switch {
+	case op == protocol.BoardOpClaim && len(f.queue) > 0 && req.Kind == protocol.BoardKindRun:
+		rep = f.queue[0]
+		f.queue = f.queue[1:]
+		rep.Task.Attempts++
+		rep.Task.Status, rep.Task.Holder = protocol.BoardClaimed, caller
+		f.held[rep.Task.Key()] = rep.Task
+	case op == protocol.BoardOpClaim:
+		rep.Error, rep.Code = "nothing is ready for "+caller, protocol.BoardErrNothing
+	case f.held[protocol.BoardKey(req.Plan, req.Task)] != nil:
+		rep.Task = f.held[protocol.BoardKey(req.Plan, req.Task)]
+	default:
+		rep.Error, rep.Code = "not held", protocol.BoardErrNotHolder
+	}
+	f.mu.Unlock()
+	b, _ := json.Marshal(rep)
+	_ = m.Respond(b)
+}
+
+func (f *fakeBoard) count(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.byOp[op]
+}
+
+func (f *fakeBoard) requests(op string) []boardReq {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []boardReq
+	for _, r := range f.reqs {
+		if r.Op == op {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// wait waits for the request op about plan.task.
+func (f *fakeBoard) wait(t *testing.T, op, plan, task string, d time.Duration) boardReq {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		for _, r := range f.requests(op) {
+			if r.Req.Plan == plan && r.Req.Task == task {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s of %s.%s within %s; requests: %+v", op, plan, task, d, f.reqs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func runTask(plan, id string, timeout time.Duration, run ...string) protocol.BoardTask {
+	return protocol.BoardTask{Plan: plan, BoardTaskSpec: protocol.BoardTaskSpec{ID: id, Run: run, Timeout: protocol.Duration(timeout)}, CreatedBy: protocol.OperatorUser}
+}
+
+// An idle agent claims a run task, runs it in a task directory of its own
+// with the dependencies' results in context.json, and completes it with the
+// tail of its stdout; busy with a task of its consumer (one slot), it claims
+// nothing until that task is done.
+func TestBoardRunTaskCompletesWhenIdle(t *testing.T) {
+	t.Parallel()
+	b := startBoardBus(t)
+	b.serve()
+	a := b.start(nil)
+	testkit.WaitFor(t, 10*time.Second, "the first claim", func() bool { return b.board.count(protocol.BoardOpClaim) >= 1 })
+
+	// Busy: a task of its consumer holds the only slot.
+	mark := filepath.Join(b.shared, "busy")
+	body, _ := json.Marshal(tool("busy", "sleep", "700ms", "--mark", mark))
+	if _, err := b.js.Publish(context.Background(), protocol.TaskSubject("agent-1"), body); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, mark, 10*time.Second)
+	claims := b.board.count(protocol.BoardOpClaim)
+	dep := protocol.BoardTask{Plan: "p", BoardTaskSpec: protocol.BoardTaskSpec{ID: "a"}, Status: protocol.BoardDone, Holder: "agent-2",
+		Result: &protocol.BoardResult{Summary: "what a found"}}
+	b.board.add(runTask("p", "build", 0, self, "tool", "env"), dep)
+	b.board.add(runTask("p", "big", 0, self, "tool", "output", "10000"))
+	busySince := time.Now()
+	for range 3 {
+		b.ring()
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := b.board.count(protocol.BoardOpClaim); n != claims {
+		t.Fatalf("%d claims while the consumer's task held the slot", n-claims)
+	}
+
+	// Idle again: it claims at once, both tasks one after the other.
+	done := b.board.wait(t, protocol.BoardOpComplete, "p", "build", 10*time.Second)
+	if claim := b.board.requests(protocol.BoardOpClaim)[claims]; claim.At.Sub(busySince) < 500*time.Millisecond || claim.Req.Kind != protocol.BoardKindRun || claim.Caller != "agent-1" {
+		t.Fatalf("claim %+v, %s after the busy task started", claim, claim.At.Sub(busySince))
+	}
+	dir := filepath.Join(b.shared, "agents", "agent-1", "tasks", "board-p.build-1")
+	res := done.Req.Result
+	if res == nil || res.ExitCode == nil || *res.ExitCode != 0 {
+		t.Fatalf("complete: %+v", done.Req)
+	}
+	for _, want := range []string{"FLOCK_BOARD_PLAN=p\n", "FLOCK_BOARD_TASK=build\n", "FLOCK_BOARD_CONTEXT=" + filepath.Join(dir, "context.json") + "\n",
+		"FLOCK_TASK_DIR=" + dir + "\n", "FLOCK_TASK_ATTEMPT=1\n", "FLOCK_AGENT_ID=agent-1\n"} {
+		mustContain(t, "summary", res.Summary, want)
+	}
+	if got := readFile(t, filepath.Join(dir, "stdout")); !strings.HasSuffix(got, res.Summary) {
+		t.Fatalf("the summary is not stdout's tail:\n%s\nvs\n%s", res.Summary, got)
+	}
+	var ctxFile []protocol.BoardTask
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "context.json"))), &ctxFile); err != nil || len(ctxFile) != 1 || ctxFile[0].ID != "a" || ctxFile[0].Result.Summary != "what a found" {
+		t.Fatalf("context.json: %+v %v", ctxFile, err)
+	}
+	var onDisk protocol.Result
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "result.json"))), &onDisk); err != nil || onDisk.Status != protocol.StatusOK || onDisk.Subject != "board:p.build" {
+		t.Fatalf("result.json: %+v %v", onDisk, err)
+	}
+	var asGiven protocol.BoardTask
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "task.json"))), &asGiven); err != nil || asGiven.Key() != "p.build" {
+		t.Fatalf("task.json: %+v %v", asGiven, err)
+	}
+	b.waitEvent(protocol.EventBoardClaimed, "p.build", 5*time.Second)
+	b.waitEvent(protocol.EventBoardDone, "p.build", 5*time.Second)
+
+	// The summary is the end of stdout, at most MaxBoardSummary bytes.
+	big := b.board.wait(t, protocol.BoardOpComplete, "p", "big", 10*time.Second).Req.Result
+	out := readFile(t, filepath.Join(b.shared, "agents", "agent-1", "tasks", "board-p.big-1", "stdout"))
+	if len(out) != 10000 || big.Summary != out[len(out)-protocol.MaxBoardSummary:] {
+		t.Fatalf("summary of 10000 bytes of output: %d bytes ending %q", len(big.Summary), big.Summary[max(0, len(big.Summary)-8):])
+	}
+	if n := len(b.board.requests(protocol.BoardOpFail)) + len(b.board.requests(protocol.BoardOpRelease)); n != 0 {
+		t.Fatalf("%d fail or release requests", n)
+	}
+	a.noWarnings(t)
+}
+
+// A command that fails, one that runs out of time and one that cannot start
+// fail their tasks, each with the reason, stderr's tail and the exit code.
+func TestBoardFailedRunsFailTheTask(t *testing.T) {
+	t.Parallel()
+	b := startBoardBus(t)
+	b.serve()
+	b.board.add(runTask("p", "exit", 0, self, "tool", "read", "/no/such/file"))
+	b.board.add(runTask("p", "slow", 300*time.Millisecond, self, "tool", "sleep", "10s"))
+	b.board.add(runTask("p", "nocmd", 0, "/no/such/command"))
+	b.start(nil)
+
+	r := b.board.wait(t, protocol.BoardOpFail, "p", "exit", 10*time.Second).Req
+	if r.Reason != "exit code 1" || r.Result == nil || r.Result.ExitCode == nil || *r.Result.ExitCode != 1 || !strings.Contains(r.Result.Summary, "no such file") {
+		t.Fatalf("fail of a command that exits 1: %+v %+v", r, r.Result)
+	}
+	r = b.board.wait(t, protocol.BoardOpFail, "p", "slow", 10*time.Second).Req
+	if !strings.HasPrefix(r.Reason, "timeout: ") || !strings.Contains(r.Reason, "300ms") {
+		t.Fatalf("fail of a command past its timeout: %+v", r)
+	}
+	r = b.board.wait(t, protocol.BoardOpFail, "p", "nocmd", 10*time.Second).Req
+	if !strings.Contains(r.Reason, "/no/such/command") {
+		t.Fatalf("fail of a command that cannot start: %+v", r)
+	}
+	ev := b.waitEvent(protocol.EventBoardFailed, "p.exit", 5*time.Second)
+	if ev.Detail != "exit code 1" {
+		t.Fatalf("event %+v", ev)
+	}
+	if n := b.board.count(protocol.BoardOpComplete); n != 0 {
+		t.Fatalf("%d completes", n)
+	}
+}
+
+// A long task's lease is renewed while it runs (every third of its
+// timeout), and the heartbeat names the task held.
+func TestBoardRenewsTheLeaseWhileItRuns(t *testing.T) {
+	t.Parallel()
+	b := startBoardBus(t)
+	b.serve()
+	b.board.add(runTask("p", "long", 900*time.Millisecond, self, "tool", "sleep", "750ms"))
+	b.start(func(c *worker.Config) { c.Heartbeat = 100 * time.Millisecond })
+	held := false
+	timeout := time.After(5 * time.Second)
+	for !held {
+		select {
+		case hb := <-b.hb:
+			held = hb.Board == "p.long" && hb.Running == 1
+		case <-timeout:
+			t.Fatal("no heartbeat names the board task held")
+		}
+	}
+	done := b.board.wait(t, protocol.BoardOpComplete, "p", "long", 10*time.Second)
+	renews := b.board.requests(protocol.BoardOpRenew)
+	if len(renews) < 1 || len(renews) > 3 {
+		t.Fatalf("%d renewals of a 750 ms run with a lease of 900 ms, want 2 (every 300 ms)", len(renews))
+	}
+	for _, r := range renews {
+		if r.Req.Plan != "p" || r.Req.Task != "long" || !r.At.Before(done.At) {
+			t.Fatalf("renewal %+v (complete at %s)", r, done.At)
+		}
+	}
+}
+
+// A drain stops claiming; the board task still running when the grace
+// period ends is stopped and released, not completed or failed.
+func TestBoardTaskRunningAtDrainIsReleased(t *testing.T) {
+	t.Parallel()
+	b := startBoardBus(t)
+	b.serve()
+	mark := filepath.Join(b.shared, "started")
+	b.board.add(runTask("p", "forever", 0, self, "tool", "sleep", "30s", "--mark", mark))
+	a := b.start(func(c *worker.Config) { c.Grace = 200 * time.Millisecond })
+	waitFile(t, mark, 10*time.Second)
+	claims := b.board.count(protocol.BoardOpClaim)
+	start := time.Now()
+	a.stop(t)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("stopping took %s with a grace period of 200 ms", d)
+	}
+	r := b.board.wait(t, protocol.BoardOpRelease, "p", "forever", time.Second).Req
+	if r.Reason == "" {
+		t.Fatalf("release without a reason: %+v", r)
+	}
+	if n := b.board.count(protocol.BoardOpComplete) + b.board.count(protocol.BoardOpFail); n != 0 {
+		t.Fatalf("%d complete or fail requests for a released task", n)
+	}
+	if n := b.board.count(protocol.BoardOpClaim); n != claims {
+		t.Fatalf("%d claims during the drain", n-claims)
+	}
+	b.waitEvent(protocol.EventBoardReleased, "p.forever", time.Second)
+}
+
+// With BOARD=off the agent never asks the board.
+func TestBoardOffNeverClaims(t *testing.T) {
+	t.Parallel()
+	b := startBoardBus(t)
+	b.serve()
+	b.board.add(runTask("p", "x", 0, self, "tool", "echo", "hi"))
+	b.start(func(c *worker.Config) { c.NoBoard = true; c.BoardPoll = 100 * time.Millisecond })
+	for range 5 {
+		b.ring()
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := len(b.board.requests(protocol.BoardOpClaim)); n != 0 {
+		t.Fatalf("%d claims with the board off", n)
+	}
+}
+
+// "Nothing to claim" and "no board service" are normal: no warning, and no
+// busy loop however often the board rings.
+func TestBoardNothingToClaimIsQuiet(t *testing.T) {
+	t.Parallel()
+	b := startBoardBus(t)
+	a := b.start(func(c *worker.Config) { c.BoardPoll = 100 * time.Millisecond })
+	time.Sleep(400 * time.Millisecond) // no responders: a few polls
+	mustContain(t, "log", a.log.String(), "no board service answers")
+
+	b.serve()
+	start := time.Now()
+	for time.Since(start) < time.Second {
+		b.ring()
+		time.Sleep(10 * time.Millisecond)
+	}
+	n := b.board.count(protocol.BoardOpClaim)
+	if n < 2 || n > 6 {
+		t.Fatalf("%d claims in 1 s of rings every 10 ms, all finding nothing: want a few (one per %s at most)", n, "250ms")
+	}
+	a.noWarnings(t)
+	t.Logf("%d claims", n)
+}
