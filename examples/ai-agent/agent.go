@@ -24,6 +24,9 @@ type agent struct {
 	inbox   string // FLOCK_INBOX_DIR: one JSON file per message, names oldest first
 	bin     string // FLOCK_AGENT_BIN: flock-agent, whose `mcp` sends as this agent
 	peer    string // AI_AGENT_PEER: who hears the answers (a message's data.peer wins)
+	board   bool   // AI_AGENT_BOARD: work the board's prompt tasks (on unless "off")
+	shared  string // FLOCK_SHARED_DIR: artifact references are relative to it
+	getenv  func(string) string
 	model   model
 	log     *slog.Logger
 	stderr  io.Writer       // flock-agent mcp's diagnostics
@@ -41,19 +44,26 @@ func newAgent(getenv func(string) string, m model, stderr io.Writer, log *slog.L
 	return &agent{
 		id: getenv("FLOCK_AGENT_ID"), dir: dir, inbox: env("FLOCK_INBOX_DIR", filepath.Join(dir, "inbox")),
 		bin: env("FLOCK_AGENT_BIN", "/flock-agent"), peer: getenv("AI_AGENT_PEER"),
+		board: !strings.EqualFold(strings.TrimSpace(getenv("AI_AGENT_BOARD")), "off"), shared: getenv("FLOCK_SHARED_DIR"), getenv: getenv,
 		model: m, log: log, stderr: stderr, handled: map[string]bool{},
 	}
 }
 
 // loop reads the inbox every 500 ms until ctx ends (SIGTERM): the message
-// being handled then is finished first.
+// being handled then is finished first. Beside it, it works the board's
+// prompt tasks (board.go) unless AI_AGENT_BOARD=off.
 func (a *agent) loop(ctx context.Context) error {
 	for _, d := range []string{"answers", filepath.Join("ai-agent", "handled")} {
 		if err := os.MkdirAll(filepath.Join(a.dir, d), 0o755); err != nil {
 			return err
 		}
 	}
-	a.log.Info("started", "agent", a.id, "inbox", a.inbox, "model", a.model.name, "peer", a.peer)
+	a.log.Info("started", "agent", a.id, "inbox", a.inbox, "model", a.model.name, "peer", a.peer, "board", a.board)
+	if a.board {
+		boardDone := make(chan struct{})
+		go func() { defer close(boardDone); a.workBoard(ctx) }()
+		defer func() { <-boardDone }()
+	}
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -1,9 +1,11 @@
 // Command ai-agent is an example AI agent program for an AI Flock: it answers
 // the prompts its agent receives with a model, through the stock Anthropic Go
-// SDK, and tells a peer agent the answer over the flock's bus.
+// SDK, and tells a peer agent the answer over the flock's bus; and it works
+// the board's prompt tasks (board.go).
 //
 //	ai-agent run [NAME=VALUE…]  the agent program (flock:program): answer
-//	                            every prompt that arrives in the agent's inbox
+//	                            every prompt that arrives in the agent's inbox,
+//	                            and the board's prompt tasks
 //	ai-agent ask PROMPT…        answer one prompt: print it and write answer.md
 //
 // The SDK is configured only by its own variables, ANTHROPIC_BASE_URL and
@@ -29,8 +31,9 @@ import (
 )
 
 const usage = `usage:
-  ai-agent run [NAME=VALUE…]  answer the prompts in the agent's inbox (the agent program);
-                              NAME=VALUE sets a variable, such as AI_AGENT_PEER=agent-2
+  ai-agent run [NAME=VALUE…]  answer the prompts in the agent's inbox and the board's prompt
+                              tasks (the agent program); NAME=VALUE sets a variable, such as
+                              AI_AGENT_PEER=agent-2 or AI_AGENT_BOARD=off
   ai-agent ask PROMPT…        answer one prompt: print it and write answer.md
 `
 
@@ -82,6 +85,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				return v
 			}
 			return getenv(name)
+		}
+		if v := strings.ToLower(strings.TrimSpace(env("AI_AGENT_BOARD"))); v != "" && v != "on" && v != "off" {
+			fmt.Fprintf(stderr, "ai-agent: AI_AGENT_BOARD: want on or off (got %q)\n", env("AI_AGENT_BOARD"))
+			return 2
 		}
 		log := slog.New(slog.NewJSONHandler(stdout, nil))
 		if err := newAgent(env, newModel(env), stderr, log).loop(ctx); err != nil {

@@ -65,7 +65,7 @@ var allowed = map[string][]string{
 
 	"stacks": {"infra/awsflock", "infra/busconfig", "infra/credentials", "infra/dockerflock", "infra/flock", "protocol"},
 
-	"examples/ai-agent": {},
+	"examples/ai-agent": {"agent/board", "protocol"},
 }
 
 // side is the layer a package belongs to, for the rules its tests keep.

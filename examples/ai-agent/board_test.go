@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/syncbuf"
+)
+
+// fakeBoard is a plain nats-server (agent-1 and the board as nkey users, no
+// permissions) with a responder on the board's agent subjects: a claim of
+// kind prompt hands out the next task queued, every request is recorded,
+// renew, complete, fail and release of a handed-out task are accepted.
+type fakeBoard struct {
+	url, seed string
+	nc        *nats.Conn
+
+	mu    sync.Mutex
+	queue []protocol.BoardReply
+	held  map[string]*protocol.BoardTask
+	reqs  []boardReq
+}
+
+type boardReq struct {
+	Caller, Op string
+	Req        protocol.BoardRequest
+}
+
+func startBoard(t *testing.T) *fakeBoard {
+	t.Helper()
+	f := &fakeBoard{held: map[string]*protocol.BoardTask{}}
+	var users []*server.NkeyUser
+	var seeds [][]byte
+	var kps []nkeys.KeyPair
+	for range 2 {
+		kp, _ := nkeys.CreateUser()
+		pub, _ := kp.PublicKey()
+		seed, _ := kp.Seed()
+		users, seeds, kps = append(users, &server.NkeyUser{Nkey: pub}), append(seeds, seed), append(kps, kp)
+	}
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Nkeys: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	f.url = srv.ClientURL()
+	f.seed = filepath.Join(t.TempDir(), "agent-1.nk")
+	if err := os.WriteFile(f.seed, seeds[0], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f.nc, err = nats.Connect(f.url, nats.Nkey(users[1].Nkey, kps[1].Sign)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.nc.Close)
+	if _, err := f.nc.Subscribe(protocol.SubjectBoardAgentRequests, f.handle); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// add queues a prompt task (and the tasks it needs) and rings.
+func (f *fakeBoard) add(task protocol.BoardTask, needs ...protocol.BoardTask) {
+	f.mu.Lock()
+	task.V, task.Status = protocol.Version, protocol.BoardReady
+	f.queue = append(f.queue, protocol.BoardReply{V: protocol.Version, Task: &task, Context: needs})
+	f.mu.Unlock()
+	_ = f.nc.Publish(protocol.SubjectBoardReady, nil)
+}
+
+func (f *fakeBoard) handle(m *nats.Msg) {
+	caller, op, ok := protocol.BoardCaller(m.Subject)
+	var req protocol.BoardRequest
+	if !ok || json.Unmarshal(m.Data, &req) != nil {
+		return
+	}
+	f.mu.Lock()
+	f.reqs = append(f.reqs, boardReq{caller, op, req})
+	rep := protocol.BoardReply{V: protocol.Version}
+	key := protocol.BoardKey(req.Plan, req.Task)
+	switch {
+	case op == protocol.BoardOpClaim && len(f.queue) > 0 && req.Kind == protocol.BoardKindPrompt:
+		rep = f.queue[0]
+		f.queue = f.queue[1:]
+		rep.Task.Attempts++
+		rep.Task.Status, rep.Task.Holder = protocol.BoardClaimed, caller
+		f.held[rep.Task.Key()] = rep.Task
+	case op == protocol.BoardOpClaim:
+		rep.Error, rep.Code = "nothing is ready for "+caller, protocol.BoardErrNothing
+	case f.held[key] != nil:
+		rep.Task = f.held[key]
+		if op != protocol.BoardOpRenew {
+			delete(f.held, key)
+		}
+	default:
+		rep.Error, rep.Code = "not held", protocol.BoardErrNotHolder
+	}
+	f.mu.Unlock()
+	b, _ := json.Marshal(rep)
+	_ = m.Respond(b)
+}
+
+func (f *fakeBoard) requests(op string) []boardReq {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []boardReq
+	for _, r := range f.reqs {
+		if op == "" || r.Op == op {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// wait waits for the request op about plan.task.
+func (f *fakeBoard) wait(t *testing.T, op, plan, task string) protocol.BoardRequest {
+	t.Helper()
+	var got protocol.BoardRequest
+	waitFor(t, op+" of "+plan+"."+task, func() bool {
+		for _, r := range f.requests(op) {
+			if r.Req.Plan == plan && r.Req.Task == task && r.Caller == "agent-1" {
+				got = r.Req
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func promptTask(plan, id, prompt string, timeout time.Duration) protocol.BoardTask {
+	return protocol.BoardTask{Plan: plan, BoardTaskSpec: protocol.BoardTaskSpec{ID: id, Prompt: prompt, Timeout: protocol.Duration(timeout)}, CreatedBy: protocol.OperatorUser}
+}
+
+// `ai-agent run` claims the board's prompt tasks as its agent, asks the
+// model with the prompt and its dependencies' results, writes answer.md and
+// completes the task with the answer and the file; a model error fails the
+// task, a slow model has the lease renewed, SIGTERM releases the task in
+// hand.
+func TestRunWorksTheBoardsPromptTasks(t *testing.T) {
+	fake, base := startFake(t)
+	t.Cleanup(func() { close(fake.release) }) // before the fake stops: its slow answers wait for it
+	b := startBoard(t)
+	shared := t.TempDir()
+	dir := filepath.Join(shared, "agents", "agent-1")
+	env := map[string]string{
+		"FLOCK_AGENT_ID": "agent-1", "FLOCK_AGENT_DIR": dir, "FLOCK_INBOX_DIR": filepath.Join(dir, "inbox"),
+		"FLOCK_SHARED_DIR": shared, "FLOCK_NATS_URL": b.url, "FLOCK_NKEY_FILE": b.seed,
+		"ANTHROPIC_BASE_URL": base,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncbuf.Buffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"run"}, func(k string) string { return env[k] }, out, out) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("run exited %d\n%s", code, out.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("run did not stop")
+		}
+	}
+	defer stop()
+
+	// 1. A prompt that builds on a done task: answered and completed.
+	need := protocol.BoardTask{Plan: "p", BoardTaskSpec: protocol.BoardTaskSpec{ID: "facts", Title: "gather the facts"}, Status: protocol.BoardDone,
+		Result: &protocol.BoardResult{Summary: "Paris is the capital of France.", Artifacts: []string{"agents/agent-2/board/p.facts/answer.md"}}}
+	b.add(promptTask("p", "essay", "Write one line about the capital.", 0), need)
+	got := b.wait(t, protocol.BoardOpComplete, "p", "essay")
+	file := filepath.Join(dir, "board", "p.essay", "answer.md")
+	answer := readAll(t, file)
+	if !strings.HasPrefix(answer, "fake answer to: ") || !strings.Contains(answer, "Paris is the capital of France.") ||
+		!strings.Contains(answer, "Write one line about the capital.") || !strings.Contains(answer, "gather the facts") {
+		t.Fatalf("answer.md: %q", answer)
+	}
+	if got.Result == nil || got.Result.Summary != answer || len(got.Result.Artifacts) != 1 || got.Result.Artifacts[0] != "agents/agent-1/board/p.essay/answer.md" {
+		t.Fatalf("complete: %+v", got.Result)
+	}
+	if c := b.requests(protocol.BoardOpClaim)[0]; c.Req.Kind != protocol.BoardKindPrompt {
+		t.Fatalf("claim %+v", c)
+	}
+
+	// 2. A model error (400: the SDK does not retry it) fails the task,
+	// with the reason.
+	b.add(promptTask("p", "refused", "an invalid prompt", 0))
+	if r := b.wait(t, protocol.BoardOpFail, "p", "refused"); !strings.Contains(r.Reason, "400") || !strings.Contains(r.Reason, "the model failed") {
+		t.Fatalf("fail: %+v", r)
+	}
+
+	// 3. A long answer: the summary is its first 4 KiB, the file has it all.
+	long := strings.Repeat("é", 3000)
+	b.add(promptTask("p", "long", long, 0))
+	got = b.wait(t, protocol.BoardOpComplete, "p", "long")
+	answer = readAll(t, filepath.Join(dir, "board", "p.long", "answer.md"))
+	if len(got.Result.Summary) > protocol.MaxBoardSummary || len(got.Result.Summary) < protocol.MaxBoardSummary-1 || !strings.HasPrefix(answer, got.Result.Summary) {
+		t.Fatalf("summary of a %d-byte answer: %d bytes", len(answer), len(got.Result.Summary))
+	}
+
+	// 4. A model slower than the task's timeout fails it.
+	b.add(promptTask("p", "late", "too slow an answer", 300*time.Millisecond))
+	if r := b.wait(t, protocol.BoardOpFail, "p", "late"); r.Reason != "timeout: the model did not answer within 300ms" {
+		t.Fatalf("fail: %+v", r)
+	}
+
+	// 5. A slow model: the lease (900 ms) is renewed every 300 ms; SIGTERM
+	// then releases the task.
+	b.add(promptTask("p", "slow", "a slow question", 900*time.Millisecond))
+	waitFor(t, "the slow model call", func() bool { return fake.asked("a slow question") == 1 })
+	waitFor(t, "a renewal", func() bool {
+		for _, r := range b.requests(protocol.BoardOpRenew) {
+			if r.Req.Task == "slow" {
+				return true
+			}
+		}
+		return false
+	})
+	stop()
+	for _, r := range b.requests(protocol.BoardOpRenew) {
+		if r.Req.Plan != "p" || (r.Req.Task != "slow" && r.Req.Task != "late") {
+			t.Fatalf("renew %+v", r.Req)
+		}
+	}
+	if r := b.wait(t, protocol.BoardOpRelease, "p", "slow"); r.Reason == "" {
+		t.Fatalf("release without a reason: %+v", r)
+	}
+	for _, r := range b.requests("") {
+		if r.Req.Task == "slow" && (r.Op == protocol.BoardOpComplete || r.Op == protocol.BoardOpFail) {
+			t.Fatalf("the released task was also %s", r.Op)
+		}
+		if r.Caller != "agent-1" {
+			t.Fatalf("asked as %q", r.Caller)
+		}
+	}
+	logHas(t, out.String(), map[string]any{"msg": "board: answered", "board": "p.essay", "answer_file": file})
+}
+
+// AI_AGENT_BOARD=off: the board is never asked; a bad value is refused.
+func TestRunWithTheBoardOff(t *testing.T) {
+	b := startBoard(t)
+	env := map[string]string{"FLOCK_AGENT_ID": "agent-1", "FLOCK_AGENT_DIR": t.TempDir(), "FLOCK_NATS_URL": b.url, "FLOCK_NKEY_FILE": b.seed, "AI_AGENT_BOARD": "off"}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	out := &syncbuf.Buffer{}
+	if code := run(ctx, []string{"run"}, func(k string) string { return env[k] }, out, out); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	if n := len(b.requests("")); n != 0 {
+		t.Fatalf("%d board requests with the board off", n)
+	}
+	if code := run(ctx, []string{"run", "AI_AGENT_BOARD=maybe"}, func(k string) string { return env[k] }, out, out); code != 2 || !strings.Contains(out.String(), "AI_AGENT_BOARD: want on or off") {
+		t.Fatalf("AI_AGENT_BOARD=maybe: exit %d: %s", code, out.String())
+	}
+}
+
+func readAll(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
