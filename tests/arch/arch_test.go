@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 
 	"agent/board":             {"protocol"},
 	"agent/bus":               {"protocol"},
-	"agent/cli":               {"agent/ledger", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/tool", "agent/worker", "protocol"},
+	"agent/cli":               {"agent/board", "agent/ledger", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/tool", "agent/worker", "protocol"},
 	"agent/cmd/flock-agent":   {"agent/cli"},
 	"agent/cmd/flock-bus":     {"agent/bus", "protocol"},
 	"agent/cmd/flock-gateway": {"agent/gateway/service", "protocol"},
