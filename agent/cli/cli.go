@@ -45,7 +45,9 @@ Agent (in its container):
   health            exit 0 iff the running agent recently confirmed its bus connection
   tool NAME ARGS    tiny built-in programs for exec tasks (flock-agent tool help)
   mcp               MCP server on stdio for an agent program: send, read_inbox,
-                    roster, task_context, as this agent (its own bus key)
+                    roster, task_context and the board's board_list, board_claim,
+                    board_renew, board_complete, board_fail, board_release,
+                    board_add, as this agent (its own bus key)
   board claim [--plan P] [--task T] [--kind run|prompt]
                     take a ready task from the board; prints it and its context
   board renew|release PLAN TASK, board fail PLAN TASK --reason R,
@@ -76,7 +78,8 @@ Operator (common flags: --nats URL, --nkey FILE, --json):
   board watch [--plan P]
                     every transition live, with progress and the critical path left
   mcp --operator    the operator's MCP server on stdio: run_task, list_agents,
-                    send, broadcast, recent_events, dead_letters, budgets
+                    send, broadcast, recent_events, dead_letters, budgets,
+                    board_apply, board_list, board_show, board_cancel, board_retry
   version           print the version
 
 Exit codes: 0 ok, 1 task failed (health: unhealthy; board: refused, or the

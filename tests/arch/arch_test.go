@@ -47,7 +47,7 @@ var allowed = map[string][]string{
 	"agent/ledger":            {"protocol"},
 	"agent/logfile":           {},
 	"agent/mailbox":           {"protocol"},
-	"agent/mcpserver":         {"agent/mailbox", "agent/operator", "agent/worker", "protocol"},
+	"agent/mcpserver":         {"agent/board", "agent/mailbox", "agent/operator", "agent/worker", "protocol"},
 	"agent/operator":          {"agent/ledger", "agent/mailbox", "protocol"},
 	"agent/tool":              {},
 	"agent/worker":            {"agent/logfile", "protocol"},
