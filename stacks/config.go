@@ -68,7 +68,7 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	str("flock:name", &c.Name)
 	str("flock:runtime", &c.Runtime)
 	obj("flock:agentCount", "a whole number", &c.AgentCount)
-	obj("flock:agents", "a list of {id, slot, limits, program, gateway, image}", &c.Agents)
+	obj("flock:agents", "a list of {id, slot, limits, program, gateway, image, labels}", &c.Agents)
 	obj("flock:program", `a list: the agent program and its arguments, such as ["/shared/common/bin/my-agent", "--verbose"]`, &c.Program)
 	obj("flock:overrides", "a map of agent ID to limits", &c.Overrides)
 	obj("flock:limits", "an object {cpus, memoryMiB, pids, tmpfsMiB, taskTimeout, concurrency, diskMiB}", &c.Limits)

@@ -40,6 +40,9 @@ type AgentConfig struct {
 	Program []string                 `json:"program"`
 	Gateway *AgentModelGatewayConfig `json:"gateway"`
 	Image   *ImageConfig             `json:"image"`
+	// Labels are what the board lets the agent claim (none: only tasks
+	// with no labels).
+	Labels []string `json:"labels"`
 }
 
 // LimitsConfig is flock:limits, an agent's limits, or an override.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // ConfigKey is one row of the configuration reference (docs/configuration.md,
@@ -95,7 +97,8 @@ func ModelKeys() []ConfigKey {
 		{"flock:target", "string", "(required)", fmt.Sprintf("%q or %q", TargetDocker, TargetAWS), BothTargets, "where the flock runs: a Docker engine or ECS Fargate"},
 		{"flock:name", "string", DefaultName, "matches " + namePattern.String(), BothTargets, "prefix of every resource and container name"},
 		{"flock:agentCount", "integer", "(this or flock:agents)", fmt.Sprintf("1 to %d, and fewer than the per-agent subnets of flock:network.pool", MaxAgents), BothTargets, "agents agent-1 … agent-N"},
-		{"flock:agents", "list of {id, slot, limits, program, gateway, image}", "", fmt.Sprintf("at most %d; IDs unique, not reserved (%s) nor bus-<n>; slot required unless the ID is agent-N", MaxAgents, reservedList()), BothTargets, "the agents by name; gateway and image override the stack's for that agent"},
+		{"flock:agents", "list of {id, slot, limits, program, gateway, image, labels}", "", fmt.Sprintf("at most %d; IDs unique, not reserved (%s) nor bus-<n>; slot required unless the ID is agent-N", MaxAgents, reservedList()), BothTargets, "the agents by name; gateway and image override the stack's for that agent"},
+		{"flock:agents[i].labels", "list of strings", "(none)", fmt.Sprintf("at most %d, each matching %s, no duplicates", protocol.MaxBoardLabels, protocol.BoardLabelRule), BothTargets, "what the board lets the agent claim: a task's labels must all be among them; the agents of flock:agentCount have none"},
 		{"flock:overrides", "map of agent ID to limits", "", "every ID names an agent of the flock", BothTargets, "limits of one agent of a counted flock"},
 	}
 	rows = append(rows, limits("flock:limits", l, true)...)
