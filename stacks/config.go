@@ -75,6 +75,7 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	obj("flock:uidBase", "a whole number", &c.UIDBase)
 	obj("flock:shared", "an object {root, stateRoot}", &c.Shared)
 	obj("flock:bus", "an object (see the README's configuration reference)", &c.Bus)
+	obj("flock:board", "an object {claimLimit, addQuota}", &c.Board)
 	obj("flock:network", "an object {pool, prefixLength}", &c.Network)
 	obj("flock:image", "an object {base} or {dockerfile, context}", &c.Image)
 	obj("flock:gateway", "an object {upstreams, budgetTokens, allowHosts, limits}", &c.Gateway)

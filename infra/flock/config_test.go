@@ -85,6 +85,10 @@ func TestValidateRules(t *testing.T) {
 			return c
 		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 162 KiB each for their results"},
 		{"bus limits", with(func(c *Config) { c.Bus.Limits.MemoryMiB = ip(1) }), "flock:bus.limits.memoryMiB", "between 32"},
+		{"claim limit zero", with(func(c *Config) { c.Board.ClaimLimit = ip(0) }), "flock:board.claimLimit", "must be between 1 and 100 tasks (got 0)"},
+		{"claim limit high", with(func(c *Config) { c.Board.ClaimLimit = ip(101) }), "flock:board.claimLimit", "must be between 1 and 100 tasks (got 101)"},
+		{"add quota negative", with(func(c *Config) { c.Board.AddQuota = ip(-1) }), "flock:board.addQuota", "must be between 0 and 10000 tasks (got -1)"},
+		{"add quota high", with(func(c *Config) { c.Board.AddQuota = ip(10001) }), "flock:board.addQuota", "must be between 0 and 10000 tasks (got 10001)"},
 		{"pool syntax", with(func(c *Config) { c.Network.Pool = "10.210.0.0" }), "flock:network.pool", "IPv4 CIDR"},
 		{"pool public", with(func(c *Config) { c.Network.Pool = "8.8.0.0/16" }), "flock:network.pool", "private IPv4"},
 		{"pool unmasked", with(func(c *Config) { c.Network.Pool = "10.210.0.1/16" }), "flock:network.pool", "network address: 10.210.0.0/16"},
@@ -114,10 +118,15 @@ func TestValidateRules(t *testing.T) {
 
 // All problems come back at once, not one per preview.
 func TestValidateReportsEveryProblem(t *testing.T) {
-	c := with(func(c *Config) { c.Target = "nope"; c.Limits.Pids = ip(1); c.Network.PrefixLength = ip(99) })
+	c := with(func(c *Config) {
+		c.Target = "nope"
+		c.Limits.Pids = ip(1)
+		c.Network.PrefixLength = ip(99)
+		c.Board.ClaimLimit = ip(0)
+	})
 	_, err := c.Validate()
-	if n := len(Problems(err)); n != 3 {
-		t.Fatalf("got %d errors, want 3: %v", n, err)
+	if n := len(Problems(err)); n != 4 {
+		t.Fatalf("got %d errors, want 4: %v", n, err)
 	}
 }
 
@@ -141,6 +150,33 @@ func TestDefaults(t *testing.T) {
 	}
 	if m.Bus.UID != 20000 {
 		t.Errorf("bus UID %d: slot 0 of the UID range belongs to the bus", m.Bus.UID)
+	}
+	if want := (Board{ClaimLimit: protocol.DefaultBoardClaimLimit, AddQuota: protocol.DefaultBoardAddQuota}); m.Board != want || DefaultBoard != want {
+		t.Errorf("board %+v (DefaultBoard %+v), want the protocol's defaults %+v", m.Board, DefaultBoard, want)
+	}
+}
+
+// flock:board sets what the board allows every agent: the ends of each
+// range are accepted, an addQuota of 0 (no subtasks) included, and a key
+// left unset keeps its default.
+func TestBoardSettings(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  BoardConfig
+		want Board
+	}{
+		{BoardConfig{}, DefaultBoard},
+		{BoardConfig{ClaimLimit: ip(1), AddQuota: ip(0)}, Board{ClaimLimit: 1, AddQuota: 0}},
+		{BoardConfig{ClaimLimit: ip(100), AddQuota: ip(10000)}, Board{ClaimLimit: 100, AddQuota: 10000}},
+		{BoardConfig{ClaimLimit: ip(4)}, Board{ClaimLimit: 4, AddQuota: DefaultBoard.AddQuota}},
+		{BoardConfig{AddQuota: ip(7)}, Board{ClaimLimit: DefaultBoard.ClaimLimit, AddQuota: 7}},
+	} {
+		m, err := with(func(c *Config) { c.Board = tc.cfg }).Validate()
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.cfg, err)
+		}
+		if m.Board != tc.want {
+			t.Errorf("%+v: board %+v, want %+v", tc.cfg, m.Board, tc.want)
+		}
 	}
 }
 

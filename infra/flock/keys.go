@@ -72,6 +72,8 @@ var (
 	rangeJetStreamMiB = intRange{16, 1 << 22, "MiB"}
 	rangeResultsMiB   = intRange{1, 1 << 20, "MiB"}
 	rangeConnections  = intRange{2, 1024, "connections"}
+	rangeClaimLimit   = intRange{1, 100, "tasks"}
+	rangeAddQuota     = intRange{0, 10000, "tasks"}
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -121,6 +123,10 @@ func ModelKeys() []ConfigKey {
 		ConfigKey{"flock:bus.replicas", "integer", fmt.Sprintf("%d on aws, %d on docker", DefaultAWSReplicas, b.Replicas), "1 or 3", BothTargets, "bus nodes, and copies of every stream"},
 	)
 	rows = append(rows, limits("flock:bus.limits", b.Limits, false)...)
+	rows = append(rows,
+		ConfigKey{"flock:board.claimLimit", "integer", itoa(DefaultBoard.ClaimLimit), rangeClaimLimit.rule(), BothTargets, "tasks an agent may hold (claimed) on the board at once"},
+		ConfigKey{"flock:board.addQuota", "integer", itoa(DefaultBoard.AddQuota), rangeAddQuota.rule(), BothTargets, "subtasks an agent may add to the board, all told; 0: none"},
+	)
 	rows = append(rows,
 		ConfigKey{"flock:program", "list of strings", "(none)", "an absolute path in the container, then at most 64 arguments of 1 to 4096 bytes", BothTargets, "the agent program every agent runs beside its tasks (an agent's own program wins)"},
 		ConfigKey{"flock:image", "{base} or {dockerfile, context}", "(the stock image)", "not both; paths relative to the project", BothTargets, "every agent's own image"},

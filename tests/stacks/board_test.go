@@ -7,18 +7,24 @@ import (
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
-// boardAgents lists agent-1 … agent-3, with labels when labelled.
-func boardAgents(labelled bool) capture.Config {
-	if !labelled {
+// boardAgents lists agent-1 … agent-3; with board settings, some have
+// labels and flock:board is set.
+func boardAgents(settings bool) capture.Config {
+	if !settings {
 		return capture.Config{"flock:agentCount": "", "flock:agents": `[{"id":"agent-1"},{"id":"agent-2"},{"id":"agent-3"}]`}
 	}
-	return capture.Config{"flock:agentCount": "", "flock:agents": `[{"id":"agent-1","labels":["go","review"]},{"id":"agent-2"},{"id":"agent-3","labels":["gpu-large"]}]`}
+	return capture.Config{
+		"flock:agentCount": "",
+		"flock:agents":     `[{"id":"agent-1","labels":["go","review"]},{"id":"agent-2"},{"id":"agent-3","labels":["gpu-large"]}]`,
+		"flock:board":      `{"claimLimit": 3, "addQuota": 0}`,
+	}
 }
 
-// An agent's labels are the board's to know (the bus topology carries
-// them): they name no resource and reach no agent's container, so giving
-// agents labels adds, removes and changes none of the agents' resources.
-func TestBoardLabelsChangeNoAgentResource(t *testing.T) {
+// An agent's labels and flock:board are the board's to know (the bus
+// topology carries them): they name no resource and reach no agent's
+// container, so setting them adds, removes and changes none of the agents'
+// resources.
+func TestBoardSettingsChangeNoAgentResource(t *testing.T) {
 	for _, stack := range []string{"dev", "aws"} {
 		t.Run(stack, func(t *testing.T) {
 			without := captured(t, stack, boardAgents(false))
@@ -45,18 +51,26 @@ func TestBoardLabelsChangeNoAgentResource(t *testing.T) {
 	}
 }
 
-// Bad labels fail the real program, naming the key and the rule, and
-// declare nothing.
-func TestBoardLabelConfigErrors(t *testing.T) {
+// Bad labels and board settings fail the real program, naming the key and
+// the rule, and declare nothing.
+func TestBoardConfigErrors(t *testing.T) {
+	agents := func(list string) capture.Config {
+		return capture.Config{"flock:agentCount": "", "flock:agents": list}
+	}
 	for _, tc := range []struct {
-		name, agents, want string
+		name string
+		cfg  capture.Config
+		want string
 	}{
-		{"bad label", `[{"id":"agent-1","labels":["go","Go"]}]`, `flock:agents[0].labels[1]: must match ^[a-z0-9][a-z0-9_-]{0,62}$ (got "Go")`},
-		{"duplicate", `[{"id":"agent-1"},{"id":"agent-2","labels":["go","go"]}]`, `flock:agents[1].labels[1]: duplicates flock:agents[1].labels[0]`},
-		{"not a list", `[{"id":"agent-1","labels":"go"}]`, `flock:agents: must be a list of {id, slot, limits, program, gateway, image, labels}`},
+		{"bad label", agents(`[{"id":"agent-1","labels":["go","Go"]}]`), `flock:agents[0].labels[1]: must match ^[a-z0-9][a-z0-9_-]{0,62}$ (got "Go")`},
+		{"duplicate", agents(`[{"id":"agent-1"},{"id":"agent-2","labels":["go","go"]}]`), `flock:agents[1].labels[1]: duplicates flock:agents[1].labels[0]`},
+		{"not a list", agents(`[{"id":"agent-1","labels":"go"}]`), `flock:agents: must be a list of {id, slot, limits, program, gateway, image, labels}`},
+		{"claim limit", capture.Config{"flock:board": `{"claimLimit": 0}`}, "flock:board.claimLimit: must be between 1 and 100 tasks (got 0)"},
+		{"add quota", capture.Config{"flock:board": `{"addQuota": 10001}`}, "flock:board.addQuota: must be between 0 and 10000 tasks (got 10001)"},
+		{"unknown field", capture.Config{"flock:board": `{"claimLimits": 2}`}, `flock:board: must be an object {claimLimit, addQuota}: unknown field "claimLimits"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := capture.RunStack("dev", capture.Config{"flock:agentCount": "", "flock:agents": tc.agents})
+			s, err := capture.RunStack("dev", tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want an error containing %q, got %v", tc.want, err)
 			}
