@@ -20,7 +20,8 @@ const planUsage = `usage: flock-agent plan COMMAND [flags] (common flags: --nats
   apply FILE                 write a plan file to the board: prints what happened to each
                              task (created, updated, unchanged, kept and why, cancelled)
   wait PLAN [--timeout D]    wait until every task of PLAN is done (exit 0), one failed or
-                             was cancelled and nothing left can run (exit 1), or D passed (exit 4)
+                             was cancelled and nothing left can run (exit 1; also when the
+                             board has no task of PLAN), or D passed (exit 4)
 
 A plan file is YAML: plan: ID (default: the file's name without its extension)
 and tasks:, each with id, and run: [PROGRAM, ARGS...] or prompt: TEXT; optionally
