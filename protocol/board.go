@@ -122,6 +122,7 @@ const (
 	MaxBoardNeeds          = 64
 	MaxBoardLabels         = 16
 	MaxBoardLabel          = 63
+	BoardLabelRule         = `^[a-z0-9][a-z0-9_-]{0,62}$` // a task's labels and an agent's (flock:agents[i].labels): at most MaxBoardLabel bytes
 	MaxBoardAttempts       = 100
 	DefaultBoardAttempts   = 3
 	DefaultBoardTimeout    = 10 * time.Minute // the lease a claim takes, and a run task's timeout
@@ -139,6 +140,12 @@ var boardIDPattern = regexp.MustCompile(BoardIDRule)
 
 // ValidBoardID reports whether s may be a plan's or a task's ID.
 func ValidBoardID(s string) bool { return boardIDPattern.MatchString(s) }
+
+var boardLabelPattern = regexp.MustCompile(BoardLabelRule)
+
+// ValidBoardLabel reports whether s may be a label: of a task (the board
+// service checks) or of an agent (the stack's config checks).
+func ValidBoardLabel(s string) bool { return boardLabelPattern.MatchString(s) }
 
 // BoardKey is a task's key in the bucket.
 func BoardKey(plan, task string) string { return plan + "." + task }

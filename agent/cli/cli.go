@@ -45,7 +45,15 @@ Agent (in its container):
   health            exit 0 iff the running agent recently confirmed its bus connection
   tool NAME ARGS    tiny built-in programs for exec tasks (flock-agent tool help)
   mcp               MCP server on stdio for an agent program: send, read_inbox,
-                    roster, task_context, as this agent (its own bus key)
+                    roster, task_context and the board's board_list, board_claim,
+                    board_renew, board_complete, board_fail, board_release,
+                    board_add, as this agent (its own bus key)
+  board claim [--plan P] [--task T] [--kind run|prompt]
+                    take a ready task from the board; prints it and its context
+  board renew|release PLAN TASK, board fail PLAN TASK --reason R,
+  board complete PLAN TASK --summary S [--artifact REF]...,
+  board add PLAN UNDER --id ID (--prompt TEXT | --run -- COMMAND [ARGS...])
+                    the tasks it holds, as this agent (flock-agent board help)
 
 Operator (common flags: --nats URL, --nkey FILE, --json):
   task (--agent ID | --pool | --all) [flags] -- COMMAND [ARGS...]
@@ -58,12 +66,25 @@ Operator (common flags: --nats URL, --nkey FILE, --json):
   budget [list | raise AGENT TOKENS | reset AGENT]
                     the agents' model spending against their budgets (the
                     gateway's ledger); raise and reset are here only
+  plan apply FILE   write a plan file (YAML: plan, tasks) to the board; prints
+                    each task's change (flock-agent plan help)
+  plan wait PLAN [--timeout D]
+                    until every task is done (0), one failed or was cancelled and
+                    nothing left can run (1), or D passed (4)
+  board list [--plan P] [--status S,...] | show PLAN TASK
+                    the board's tasks (as the agent inside an agent's environment
+                    unless --operator or --nkey; --as-agent forces it)
+  board cancel PLAN TASK [--reason R] | retry PLAN TASK
+  board watch [--plan P]
+                    every transition live, with progress and the critical path left
   mcp --operator    the operator's MCP server on stdio: run_task, list_agents,
-                    send, broadcast, recent_events, dead_letters, budgets
+                    send, broadcast, recent_events, dead_letters, budgets,
+                    board_apply, board_list, board_show, board_cancel, board_retry
   version           print the version
 
-Exit codes: 0 ok, 1 task failed (health: unhealthy), 2 usage, 3 bus error,
-4 timed out waiting, 5 unknown agent (or, for send, not connected).
+Exit codes: 0 ok, 1 task failed (health: unhealthy; board: refused, or the
+plan failed), 2 usage, 3 bus error (board: no board service answers), 4 timed
+out waiting, 5 unknown agent (or, for send, not connected).
 `
 
 // Main runs the command line and returns the exit code. ctx is cancelled
@@ -96,6 +117,10 @@ func Main(ctx context.Context, args []string, env Env, sio IO) int {
 		return budgetCmd(ctx, args, env, sio)
 	case "dead":
 		return deadCmd(ctx, args, env, sio)
+	case "plan":
+		return planCmdMain(ctx, args, env, sio)
+	case "board":
+		return boardCmdMain(ctx, args, env, sio)
 	case "version", "--version":
 		fmt.Fprintln(sio.Out, Version)
 		return ExitOK

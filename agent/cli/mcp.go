@@ -43,7 +43,7 @@ func mcpCmd(ctx context.Context, args []string, env Env, sio IO) int {
 		})
 	}
 
-	cfg, nc, code := agentMCPConn(env, sio)
+	cfg, nc, code := agentMCPConn(env, sio, "flock-agent mcp")
 	if nc == nil {
 		return code
 	}
@@ -64,7 +64,8 @@ func serveMCP(ctx context.Context, s *mcp.Server, t mcp.Transport, sio IO) int {
 // agent sets FLOCK_AGENT_ID, FLOCK_NATS_URL, FLOCK_NKEY_FILE and
 // FLOCK_SHARED_DIR; the agent's own variables (AGENT_ID, NATS_URL, ...) are
 // the fallback, so the server also runs from an exec in the container.
-func agentMCPConn(env Env, sio IO) (mcpserver.AgentConfig, *nats.Conn, int) {
+// name starts its error messages (the command).
+func agentMCPConn(env Env, sio IO, name string) (mcpserver.AgentConfig, *nats.Conn, int) {
 	pick := func(def string, names ...string) string {
 		for _, n := range names {
 			if v := strings.TrimSpace(env(n)); v != "" {
@@ -84,23 +85,23 @@ func agentMCPConn(env Env, sio IO) (mcpserver.AgentConfig, *nats.Conn, int) {
 	keyFile := pick(worker.DefaultNkeyFile, protocol.EnvCLINkeyFile, protocol.EnvNkeyFile)
 	shared := pick(worker.DefaultSharedDir, "FLOCK_SHARED_DIR", protocol.EnvSharedDir)
 	if cfg.ID == "" {
-		fmt.Fprintln(sio.Err, "flock-agent mcp: FLOCK_AGENT_ID: required (the agent sets it for its tasks; or use --operator)")
+		fmt.Fprintln(sio.Err, name+": FLOCK_AGENT_ID: required (the agent sets it for its tasks; or use --operator)")
 		return cfg, nil, ExitUsage
 	}
 	cfg.AgentDir = filepath.Join(shared, "agents", cfg.ID)
 	nk, err := nats.NkeyOptionFromSeed(keyFile)
 	if err != nil {
-		fmt.Fprintf(sio.Err, "flock-agent mcp: FLOCK_NKEY_FILE %s: %v\n", keyFile, err)
+		fmt.Fprintf(sio.Err, "%s: FLOCK_NKEY_FILE %s: %v\n", name, keyFile, err)
 		return cfg, nil, ExitUsage
 	}
 	nc, err := nats.Connect(url, nk,
-		nats.Name("flock-agent-mcp/"+cfg.ID),
+		nats.Name(strings.ReplaceAll(name, " ", "-")+"/"+cfg.ID),
 		nats.CustomInboxPrefix(protocol.InboxPrefix(cfg.ID)),
 		nats.Timeout(5*time.Second),
 		nats.MaxReconnects(-1),
 		nats.ReconnectBufSize(1<<20))
 	if err != nil {
-		fmt.Fprintf(sio.Err, "flock-agent mcp: bus %s: %v\n", url, err)
+		fmt.Fprintf(sio.Err, "%s: bus %s: %v\n", name, url, err)
 		return cfg, nil, ExitBus
 	}
 	return cfg, nc, ExitOK

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/agent/mailbox"
@@ -63,8 +64,11 @@ func (o *operatorCmd) run(ctx context.Context, limit time.Duration, fn func(cont
 func exitFor(err error, sio IO) int {
 	fmt.Fprintln(sio.Err, "flock-agent:", err)
 	var fe *protocol.FieldError
+	var be *protocol.BoardError
 	switch {
-	case errors.Is(err, operator.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.As(err, &be):
+		return ExitTaskFailed // the board refused: its message and code are printed
+	case errors.Is(err, operator.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return ExitTimeout
 	case errors.Is(err, operator.ErrUnknownAgent), errors.Is(err, operator.ErrNoAgents), errors.Is(err, mailbox.ErrNotConnected):
 		return ExitUnknownAgent

@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
+	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -55,12 +56,15 @@ func NewAgent(nc *nats.Conn, cfg AgentConfig) *mcp.Server {
 	a := &agentTools{nc: nc, cfg: cfg}
 	s := mcp.NewServer(&mcp.Implementation{Name: "flock-agent", Title: "AI Flock agent " + cfg.ID, Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: "You are agent " + cfg.ID + " of an AI Flock. Message your peers with send (the bus vouches for your name as the sender), " +
-			"read what they sent you with read_inbox, see who is in your flock with roster, and read the task you were started for with task_context.",
+			"read what they sent you with read_inbox, see who is in your flock with roster, and read the task you were started for with task_context. " +
+			"The board is the flock's shared task list: take a ready task with board_claim, keep its lease with board_renew, finish it with board_complete " +
+			"or board_fail (or hand it back with board_release), split it with board_add, and see the tasks with board_list.",
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "send", Description: "Send a message to a peer agent's inbox, as this agent. Returns the peer's receipt once it stored the message."}, a.send)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_inbox", Description: "Read messages in this agent's inbox (oldest first), after a cursor; optionally wait for one to arrive. The sender of each message is the one the bus vouched for."}, a.readInbox)
 	mcp.AddTool(s, &mcp.Tool{Name: "roster", Description: "The IDs of the agents in this flock (the names send accepts)."}, a.roster)
 	mcp.AddTool(s, &mcp.Tool{Name: "task_context", Description: "The task this agent program was started for: its ID, directory, attempt and the task as the operator sent it."}, a.taskContext)
+	addBoardAgentTools(s, board.NewAgentClient(nc, cfg.ID))
 	return s
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -44,7 +45,7 @@ func NewOperator(ctx context.Context, cl *operator.Client, version string) (*Ope
 	o.Server = mcp.NewServer(&mcp.Implementation{Name: "flock-operator", Title: "AI Flock operator", Version: version}, &mcp.ServerOptions{
 		Instructions: "You operate an AI Flock: run tasks on one agent, the pool (exactly one agent) or all agents and read their results; " +
 			"list agents with their last heartbeat; message an agent (as the operator) or broadcast; read recent events and dead-lettered tasks; " +
-			"read each agent's model spending against its budget (you cannot change budgets).",
+			"read each agent's model spending against its budget (you cannot change budgets); write plans of tasks to the board, list, show, cancel and retry its tasks.",
 	})
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "run_task", Description: "Run a command (or an echo task) on one agent, the pool or all agents, and return the results."}, o.runTask)
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "list_agents", Description: "The flock's agents with their last heartbeat, pending and running tasks."}, o.listAgents)
@@ -53,6 +54,7 @@ func NewOperator(ctx context.Context, cl *operator.Client, version string) (*Ope
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "recent_events", Description: "Agents' lifecycle events seen since this server started (oldest first), after a cursor; optionally wait for one."}, o.recentEvents)
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "dead_letters", Description: "Tasks the bus parked after their deliveries ran out, most recent last."}, o.deadLetters)
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "budgets", Description: "Each agent's model spending against its token budget (read-only: budgets are raised or reset by the human operator, on the CLI)."}, o.budgets)
+	addBoardOperatorTools(o.Server, board.NewOperatorClient(cl.Conn()))
 
 	started := make(chan error, 1)
 	go func() {

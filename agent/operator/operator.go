@@ -67,6 +67,10 @@ func New(nc *nats.Conn) (*Client, error) {
 // Close closes the connection.
 func (c *Client) Close() { c.nc.Close() }
 
+// Conn is the operator's connection, for clients of other services on the
+// bus (the board's).
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
 // flush waits for the server to have processed everything sent so far.
 func (c *Client) flush(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {

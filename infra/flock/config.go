@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"regexp"
 	"time"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Config is the flock's stack configuration as written in Pulumi.<stack>.yaml
@@ -22,6 +24,7 @@ type Config struct {
 	UIDBase    *int                    `json:"uidBase"`
 	Shared     SharedConfig            `json:"shared"`
 	Bus        BusConfig               `json:"bus"`
+	Board      BoardConfig             `json:"board"`
 	Network    NetworkConfig           `json:"network"`
 	Runtime    string                  `json:"runtime"`
 	Gateway    ModelGatewayConfig      `json:"gateway"`
@@ -40,6 +43,9 @@ type AgentConfig struct {
 	Program []string                 `json:"program"`
 	Gateway *AgentModelGatewayConfig `json:"gateway"`
 	Image   *ImageConfig             `json:"image"`
+	// Labels are what the board lets the agent claim (none: only tasks
+	// with no labels).
+	Labels []string `json:"labels"`
 }
 
 // LimitsConfig is flock:limits, an agent's limits, or an override.
@@ -85,6 +91,12 @@ type BusConfig struct {
 	Limits   LimitsConfig `json:"limits"`
 }
 
+// BoardConfig is flock:board: what the board allows every agent.
+type BoardConfig struct {
+	ClaimLimit *int `json:"claimLimit"`
+	AddQuota   *int `json:"addQuota"`
+}
+
 // NetworkConfig is flock:network.
 type NetworkConfig struct {
 	Pool         string `json:"pool"`
@@ -101,6 +113,7 @@ var (
 		Limits: Limits{CPUs: 1, MemoryMiB: 512, Pids: 512, TmpfsMiB: 16, TaskTimeout: time.Minute, Concurrency: 1},
 	}
 	DefaultShared  = Shared{Root: "/srv/flock/shared", StateRoot: "/srv/flock/state"}
+	DefaultBoard   = Board{ClaimLimit: protocol.DefaultBoardClaimLimit, AddQuota: protocol.DefaultBoardAddQuota}
 	DefaultNetwork = Network{Pool: netip.MustParsePrefix("10.210.0.0/16"), PrefixLength: 29}
 )
 
@@ -165,7 +178,7 @@ func (es *errs) add(key, format string, a ...any) {
 // once (errors.Join of *Error), each naming its key and the rule it breaks.
 func (c Config) Validate() (Model, error) {
 	var es errs
-	m := Model{Name: DefaultName, Shared: DefaultShared, Network: DefaultNetwork, Bus: DefaultBus}
+	m := Model{Name: DefaultName, Shared: DefaultShared, Network: DefaultNetwork, Bus: DefaultBus, Board: DefaultBoard}
 
 	switch Target(c.Target) {
 	case TargetDocker, TargetAWS:
@@ -206,6 +219,7 @@ func (c Config) Validate() (Model, error) {
 		m.Bus.Replicas = DefaultAWSReplicas
 	}
 	m.Bus.UID = uidBase // slot 0 is the bus's
+	m.Board = c.Board.validate(&es)
 
 	m.Gateway = c.Gateway.validate(&es, m.Network, uidBase)
 	m.Agents = c.agents(&es, defaults, uidBase, m.Network, m.Gateway)

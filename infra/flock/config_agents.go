@@ -22,6 +22,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw M
 		program []string
 		gateway *AgentModelGatewayConfig
 		image   *ImageConfig
+		labels  []string
 	}
 	// With a gateway, the pool's last two slots are its networks.
 	capacity := net.Capacity()
@@ -39,7 +40,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw M
 			return nil
 		}
 		for i, a := range c.Agents {
-			entries = append(entries, entry{key: fmt.Sprintf("flock:agents[%d]", i), id: a.ID, slot: a.Slot, limits: a.Limits, program: a.Program, gateway: a.Gateway, image: a.Image})
+			entries = append(entries, entry{key: fmt.Sprintf("flock:agents[%d]", i), id: a.ID, slot: a.Slot, limits: a.Limits, program: a.Program, gateway: a.Gateway, image: a.Image, labels: a.Labels})
 		}
 	case c.AgentCount != nil:
 		n := *c.AgentCount
@@ -105,6 +106,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw M
 		if ov, has := c.Overrides[e.id]; has {
 			limits = ov.validate(es, "flock:overrides."+e.id, limits)
 		}
+		labels := boardLabels(es, e.key+".labels", e.labels)
 		if !ok {
 			continue
 		}
@@ -126,7 +128,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw M
 		if e.key != "flock:agentCount" {
 			idKey += ".id"
 		}
-		agents = append(agents, Agent{ID: e.id, Slot: slot, UID: uidBase + slot, GID: uidBase + slot, Subnet: subnet, Limits: limits, Program: program, Gateway: access, Image: img, IDKey: idKey})
+		agents = append(agents, Agent{ID: e.id, Slot: slot, UID: uidBase + slot, GID: uidBase + slot, Subnet: subnet, Limits: limits, Program: program, Gateway: access, Image: img, Labels: labels, IDKey: idKey})
 	}
 	for id := range c.Overrides {
 		if seenID[id] == "" {
@@ -142,6 +144,37 @@ func gatewayNote(gw ModelGateway) string {
 		return ""
 	}
 	return ", less the last two, which are the gateway's"
+}
+
+// boardLabels validates an agent's labels (flock:agents[i].labels), what the
+// board lets it claim, and returns them in the order given (nil for none).
+// Every bad label is reported, each under its own key.
+func boardLabels(es *errs, key string, labels []string) []string {
+	if len(labels) == 0 {
+		return nil
+	}
+	ok := true
+	if len(labels) > protocol.MaxBoardLabels {
+		es.add(key, "at most %d labels per agent (got %d)", protocol.MaxBoardLabels, len(labels))
+		ok = false
+	}
+	seen := map[string]int{}
+	for i, l := range labels {
+		lk := fmt.Sprintf("%s[%d]", key, i)
+		if !protocol.ValidBoardLabel(l) {
+			es.add(lk, "must match %s (got %q)", protocol.BoardLabelRule, l)
+			ok = false
+		} else if j, dup := seen[l]; dup {
+			es.add(lk, "duplicates %s[%d]: an agent's labels must be unique (got %q)", key, j, l)
+			ok = false
+		} else {
+			seen[l] = i
+		}
+	}
+	if !ok {
+		return nil
+	}
+	return slices.Clone(labels)
 }
 
 // programJSON validates an agent program's argv and returns it as the JSON

@@ -2,11 +2,14 @@ package flock
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 func ip(n int) *int         { return &n }
@@ -82,6 +85,10 @@ func TestValidateRules(t *testing.T) {
 			return c
 		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 162 KiB each for their results"},
 		{"bus limits", with(func(c *Config) { c.Bus.Limits.MemoryMiB = ip(1) }), "flock:bus.limits.memoryMiB", "between 32"},
+		{"claim limit zero", with(func(c *Config) { c.Board.ClaimLimit = ip(0) }), "flock:board.claimLimit", "must be between 1 and 100 tasks (got 0)"},
+		{"claim limit high", with(func(c *Config) { c.Board.ClaimLimit = ip(101) }), "flock:board.claimLimit", "must be between 1 and 100 tasks (got 101)"},
+		{"add quota negative", with(func(c *Config) { c.Board.AddQuota = ip(-1) }), "flock:board.addQuota", "must be between 0 and 10000 tasks (got -1)"},
+		{"add quota high", with(func(c *Config) { c.Board.AddQuota = ip(10001) }), "flock:board.addQuota", "must be between 0 and 10000 tasks (got 10001)"},
 		{"pool syntax", with(func(c *Config) { c.Network.Pool = "10.210.0.0" }), "flock:network.pool", "IPv4 CIDR"},
 		{"pool public", with(func(c *Config) { c.Network.Pool = "8.8.0.0/16" }), "flock:network.pool", "private IPv4"},
 		{"pool unmasked", with(func(c *Config) { c.Network.Pool = "10.210.0.1/16" }), "flock:network.pool", "network address: 10.210.0.0/16"},
@@ -111,10 +118,15 @@ func TestValidateRules(t *testing.T) {
 
 // All problems come back at once, not one per preview.
 func TestValidateReportsEveryProblem(t *testing.T) {
-	c := with(func(c *Config) { c.Target = "nope"; c.Limits.Pids = ip(1); c.Network.PrefixLength = ip(99) })
+	c := with(func(c *Config) {
+		c.Target = "nope"
+		c.Limits.Pids = ip(1)
+		c.Network.PrefixLength = ip(99)
+		c.Board.ClaimLimit = ip(0)
+	})
 	_, err := c.Validate()
-	if n := len(Problems(err)); n != 3 {
-		t.Fatalf("got %d errors, want 3: %v", n, err)
+	if n := len(Problems(err)); n != 4 {
+		t.Fatalf("got %d errors, want 4: %v", n, err)
 	}
 }
 
@@ -138,6 +150,33 @@ func TestDefaults(t *testing.T) {
 	}
 	if m.Bus.UID != 20000 {
 		t.Errorf("bus UID %d: slot 0 of the UID range belongs to the bus", m.Bus.UID)
+	}
+	if want := (Board{ClaimLimit: protocol.DefaultBoardClaimLimit, AddQuota: protocol.DefaultBoardAddQuota}); m.Board != want || DefaultBoard != want {
+		t.Errorf("board %+v (DefaultBoard %+v), want the protocol's defaults %+v", m.Board, DefaultBoard, want)
+	}
+}
+
+// flock:board sets what the board allows every agent: the ends of each
+// range are accepted, an addQuota of 0 (no subtasks) included, and a key
+// left unset keeps its default.
+func TestBoardSettings(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  BoardConfig
+		want Board
+	}{
+		{BoardConfig{}, DefaultBoard},
+		{BoardConfig{ClaimLimit: ip(1), AddQuota: ip(0)}, Board{ClaimLimit: 1, AddQuota: 0}},
+		{BoardConfig{ClaimLimit: ip(100), AddQuota: ip(10000)}, Board{ClaimLimit: 100, AddQuota: 10000}},
+		{BoardConfig{ClaimLimit: ip(4)}, Board{ClaimLimit: 4, AddQuota: DefaultBoard.AddQuota}},
+		{BoardConfig{AddQuota: ip(7)}, Board{ClaimLimit: DefaultBoard.ClaimLimit, AddQuota: 7}},
+	} {
+		m, err := with(func(c *Config) { c.Board = tc.cfg }).Validate()
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.cfg, err)
+		}
+		if m.Board != tc.want {
+			t.Errorf("%+v: board %+v, want %+v", tc.cfg, m.Board, tc.want)
+		}
 	}
 }
 
@@ -257,5 +296,114 @@ func TestAgentProgram(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Key != tc.key || !strings.Contains(ce.Rule, tc.rule) {
 			t.Errorf("%+v: got %v, want %s: %s", tc.cfg, err, tc.key, tc.rule)
 		}
+	}
+}
+
+// An agent's labels (flock:agents[i].labels) are read as given, in order;
+// an agent without any, and every agent of flock:agentCount, has none.
+func TestAgentLabels(t *testing.T) {
+	m, err := Config{Target: "docker", Agents: []AgentConfig{
+		{ID: "agent-1", Labels: []string{"go", "review", "gpu-large", "lang_go"}},
+		{ID: "agent-2"},
+		{ID: "agent-3", Labels: []string{}},
+		{ID: "researcher", Slot: ip(9), Labels: []string{"web", "0day"}},
+	}}.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"agent-1":    {"go", "review", "gpu-large", "lang_go"},
+		"agent-2":    nil,
+		"agent-3":    nil,
+		"researcher": {"web", "0day"},
+	}
+	for _, a := range m.Agents {
+		if !reflect.DeepEqual(a.Labels, want[a.ID]) {
+			t.Errorf("%s: labels %q, want %q", a.ID, a.Labels, want[a.ID])
+		}
+	}
+	most := make([]string, protocol.MaxBoardLabels)
+	for i := range most {
+		most[i] = fmt.Sprintf("l%d", i)
+	}
+	most[0] = strings.Repeat("a", protocol.MaxBoardLabel)
+	m, err = Config{Target: "aws", Agents: []AgentConfig{{ID: "agent-1", Labels: most}}}.Validate()
+	if err != nil {
+		t.Fatalf("%d labels, the longest %d bytes: %v", len(most), protocol.MaxBoardLabel, err)
+	}
+	if !reflect.DeepEqual(m.Agents[0].Labels, most) {
+		t.Errorf("labels %q, want %q", m.Agents[0].Labels, most)
+	}
+	m, err = base(3).Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range m.Agents {
+		if a.Labels != nil {
+			t.Errorf("%s of flock:agentCount: labels %q, want none", a.ID, a.Labels)
+		}
+	}
+}
+
+// A bad label, too many labels or a repeated one is refused under its key,
+// with the rule; every one of them is reported at once, and an agent whose
+// ID is refused has its labels checked too.
+func TestAgentLabelRules(t *testing.T) {
+	tooMany := make([]string, protocol.MaxBoardLabels+1)
+	for i := range tooMany {
+		tooMany[i] = fmt.Sprintf("l%d", i)
+	}
+	agents := func(labels ...[]string) Config {
+		c := Config{Target: "docker"}
+		for i, l := range labels {
+			c.Agents = append(c.Agents, AgentConfig{ID: fmt.Sprintf("agent-%d", i+1), Labels: l})
+		}
+		return c
+	}
+	rule := "must match " + protocol.BoardLabelRule
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		key, rule string
+	}{
+		{"upper case", agents(nil, nil, []string{"go", "Review"}), "flock:agents[2].labels[1]", rule + ` (got "Review")`},
+		{"empty", agents([]string{""}), "flock:agents[0].labels[0]", rule + ` (got "")`},
+		{"leading dash", agents([]string{"-go"}), "flock:agents[0].labels[0]", rule},
+		{"dot", agents([]string{"go.lang"}), "flock:agents[0].labels[0]", rule},
+		{"wildcard", agents([]string{"*"}), "flock:agents[0].labels[0]", rule},
+		{"space", agents([]string{"go lang"}), "flock:agents[0].labels[0]", rule},
+		{"too long", agents([]string{strings.Repeat("a", protocol.MaxBoardLabel+1)}), "flock:agents[0].labels[0]", rule},
+		{"too many", agents(nil, tooMany), "flock:agents[1].labels", fmt.Sprintf("at most %d labels per agent (got %d)", protocol.MaxBoardLabels, protocol.MaxBoardLabels+1)},
+		{"duplicate", agents([]string{"go", "review", "go"}), "flock:agents[0].labels[2]", `duplicates flock:agents[0].labels[0]: an agent's labels must be unique (got "go")`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.cfg.Validate()
+			ps := Problems(err)
+			var fe *Error
+			if len(ps) != 1 || !errors.As(ps[0], &fe) || fe.Key != tc.key || !strings.Contains(fe.Rule, tc.rule) {
+				t.Fatalf("want one problem, %s: …%s…\n got: %v", tc.key, tc.rule, err)
+			}
+		})
+	}
+
+	c := agents([]string{"Go", "ok", "ok"}, tooMany, []string{"fine"})
+	c.Agents = append(c.Agents, AgentConfig{ID: "Bad_ID", Slot: ip(9), Labels: []string{"x.y"}})
+	_, err := c.Validate()
+	var got []string
+	for _, e := range Problems(err) {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`flock:agents[0].labels[0]: ` + rule + ` (got "Go")`,
+		`flock:agents[0].labels[2]: duplicates flock:agents[0].labels[1]: an agent's labels must be unique (got "ok")`,
+		fmt.Sprintf("flock:agents[1].labels: at most %d labels per agent (got %d)", protocol.MaxBoardLabels, protocol.MaxBoardLabels+1),
+		`flock:agents[3].id: ` + (&protocol.AgentIDError{ID: "Bad_ID"}).Error(),
+		`flock:agents[3].labels[0]: ` + rule + ` (got "x.y")`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("problems:\n %s\nwant:\n %s", strings.Join(got, "\n "), strings.Join(want, "\n "))
+	}
+	if !strings.Contains(err.Error(), `flock:agents[0].labels[0]: `+rule) {
+		t.Errorf("the joined error does not say the rule: %v", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // ConfigKey is one row of the configuration reference (docs/configuration.md,
@@ -70,6 +72,8 @@ var (
 	rangeJetStreamMiB = intRange{16, 1 << 22, "MiB"}
 	rangeResultsMiB   = intRange{1, 1 << 20, "MiB"}
 	rangeConnections  = intRange{2, 1024, "connections"}
+	rangeClaimLimit   = intRange{1, 100, "tasks"}
+	rangeAddQuota     = intRange{0, 10000, "tasks"}
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -95,7 +99,8 @@ func ModelKeys() []ConfigKey {
 		{"flock:target", "string", "(required)", fmt.Sprintf("%q or %q", TargetDocker, TargetAWS), BothTargets, "where the flock runs: a Docker engine or ECS Fargate"},
 		{"flock:name", "string", DefaultName, "matches " + namePattern.String(), BothTargets, "prefix of every resource and container name"},
 		{"flock:agentCount", "integer", "(this or flock:agents)", fmt.Sprintf("1 to %d, and fewer than the per-agent subnets of flock:network.pool", MaxAgents), BothTargets, "agents agent-1 … agent-N"},
-		{"flock:agents", "list of {id, slot, limits, program, gateway, image}", "", fmt.Sprintf("at most %d; IDs unique, not reserved (%s) nor bus-<n>; slot required unless the ID is agent-N", MaxAgents, reservedList()), BothTargets, "the agents by name; gateway and image override the stack's for that agent"},
+		{"flock:agents", "list of {id, slot, limits, program, gateway, image, labels}", "", fmt.Sprintf("at most %d; IDs unique, not reserved (%s) nor bus-<n>; slot required unless the ID is agent-N", MaxAgents, reservedList()), BothTargets, "the agents by name; gateway and image override the stack's for that agent"},
+		{"flock:agents[i].labels", "list of strings", "(none)", fmt.Sprintf("at most %d, each matching %s, no duplicates", protocol.MaxBoardLabels, protocol.BoardLabelRule), BothTargets, "what the board lets the agent claim: a task's labels must all be among them; the agents of flock:agentCount have none"},
 		{"flock:overrides", "map of agent ID to limits", "", "every ID names an agent of the flock", BothTargets, "limits of one agent of a counted flock"},
 	}
 	rows = append(rows, limits("flock:limits", l, true)...)
@@ -118,6 +123,10 @@ func ModelKeys() []ConfigKey {
 		ConfigKey{"flock:bus.replicas", "integer", fmt.Sprintf("%d on aws, %d on docker", DefaultAWSReplicas, b.Replicas), "1 or 3", BothTargets, "bus nodes, and copies of every stream"},
 	)
 	rows = append(rows, limits("flock:bus.limits", b.Limits, false)...)
+	rows = append(rows,
+		ConfigKey{"flock:board.claimLimit", "integer", itoa(DefaultBoard.ClaimLimit), rangeClaimLimit.rule(), BothTargets, "tasks an agent may hold (claimed) on the board at once"},
+		ConfigKey{"flock:board.addQuota", "integer", itoa(DefaultBoard.AddQuota), rangeAddQuota.rule(), BothTargets, "subtasks an agent may add to the board, all told; 0: none"},
+	)
 	rows = append(rows,
 		ConfigKey{"flock:program", "list of strings", "(none)", "an absolute path in the container, then at most 64 arguments of 1 to 4096 bytes", BothTargets, "the agent program every agent runs beside its tasks (an agent's own program wins)"},
 		ConfigKey{"flock:image", "{base} or {dockerfile, context}", "(the stock image)", "not both; paths relative to the project", BothTargets, "every agent's own image"},

@@ -27,6 +27,7 @@ type Model struct {
 	Agents  []Agent // sorted by Slot
 	Shared  Shared
 	Bus     Bus
+	Board   Board
 	Network Network
 	Gateway ModelGateway
 	// Runtime is the OCI runtime of agent containers ("" = engine default, or "runsc").
@@ -127,6 +128,17 @@ func (b Bus) BusNodes() []int {
 // PeerBurstBytes is the burst of a peer's byte rate: two of the largest
 // messages, or 4 MiB.
 func (b Bus) PeerBurstBytes() int64 { return max(4<<20, 2*int64(b.MaxPayloadBytes)) }
+
+// Board is what the board (the flock's shared task list) allows every agent:
+// flock:board. The agents' labels are each agent's own (Agent.Labels).
+type Board struct {
+	// ClaimLimit is how many tasks an agent may hold at once.
+	ClaimLimit int
+	// AddQuota is how many subtasks an agent may add, all told; 0: none.
+	// Beware: protocol.BoardAgent reads an AddQuota of 0 as
+	// DefaultBoardAddQuota, so a 0 here cannot be passed on as it is.
+	AddQuota int
+}
 
 // Network is the address plan for per-agent networks (docker target).
 type Network struct {

@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 
 	"agent/board":             {"protocol"},
 	"agent/bus":               {"protocol"},
-	"agent/cli":               {"agent/ledger", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/tool", "agent/worker", "protocol"},
+	"agent/cli":               {"agent/board", "agent/ledger", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/tool", "agent/worker", "protocol"},
 	"agent/cmd/flock-agent":   {"agent/cli"},
 	"agent/cmd/flock-bus":     {"agent/bus", "protocol"},
 	"agent/cmd/flock-gateway": {"agent/gateway/service", "protocol"},
@@ -47,7 +47,7 @@ var allowed = map[string][]string{
 	"agent/ledger":            {"protocol"},
 	"agent/logfile":           {},
 	"agent/mailbox":           {"protocol"},
-	"agent/mcpserver":         {"agent/mailbox", "agent/operator", "agent/worker", "protocol"},
+	"agent/mcpserver":         {"agent/board", "agent/mailbox", "agent/operator", "agent/worker", "protocol"},
 	"agent/operator":          {"agent/ledger", "agent/mailbox", "protocol"},
 	"agent/tool":              {},
 	"agent/worker":            {"agent/board", "agent/logfile", "protocol"},

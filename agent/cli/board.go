@@ -1,0 +1,419 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ai-flock/ai-flock/agent/board"
+	"github.com/ai-flock/ai-flock/agent/operator"
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+const boardUsage = `usage: flock-agent board COMMAND [flags] [ARGS]
+
+The operator's (common flags: --nats URL, --nkey FILE, --json):
+  list [--plan P] [--status S,...]   the tasks: plan, task, status, holder,
+                                     attempts, age or lease left, title, reason
+  show PLAN TASK                     one task, everything (its result too)
+  cancel PLAN TASK [--reason R]      cancel a task that is not done
+  retry PLAN TASK                    put a failed or cancelled task back
+  watch [--plan P]                   every transition live, each with the plan's
+                                     progress and its critical path left
+
+An agent's, inside its container or task: as that agent, with its own key
+(FLOCK_AGENT_ID or AGENT_ID, FLOCK_NATS_URL or NATS_URL, FLOCK_NKEY_FILE or
+NATS_NKEY_FILE, as flock-agent mcp; --nats and --nkey override them):
+  claim [--plan P] [--task T] [--kind run|prompt]
+                                     take a ready task; prints it and the results
+                                     of the tasks it needs (JSON)
+  renew PLAN TASK                    extend the lease on a task it holds
+  complete PLAN TASK --summary S [--artifact REF]...
+  fail PLAN TASK --reason R
+  release PLAN TASK [--reason R]     hand a held task back
+  add PLAN UNDER --id ID [--title T] [--needs A,B] [--labels L,...]
+      (--prompt TEXT | --run -- COMMAND [ARGS...])
+                                     add a subtask under a task it holds
+
+list and show run as the agent when FLOCK_AGENT_ID (or AGENT_ID) is set and
+neither --nkey nor $FLOCK_NKEY_SEED gives an operator key; --as-agent or
+--operator says which. A refusal prints the board's message and code and
+exits 1; no board service answering exits 3.
+`
+
+// Which side a board command asks as.
+const (
+	asOperatorOnly = iota
+	asAgentOnly
+	asEither
+)
+
+// boardWait bounds one request to the board (apply: planWait).
+const (
+	boardWait = 15 * time.Second
+	planWait  = time.Minute
+)
+
+// boardCmd is a board command: the operator's flags, which side it asks
+// as, and its positional arguments (flags may follow them).
+type boardCmd struct {
+	*operatorCmd
+	name            string
+	side            int
+	asAgent, asOper *bool
+	agent           bool
+	takesCommand    bool            // what follows "--" is a command (add --run)
+	set             map[string]bool // the flags given
+	pos, rest       []string        // positional arguments; what follows "--"
+}
+
+func newBoardCmd(name string, side int, env Env, sio IO) *boardCmd {
+	b := &boardCmd{operatorCmd: newOperatorCmd(name, env, sio), name: "flock-agent " + name, side: side}
+	if side == asAgentOnly {
+		b.fs.Lookup("nkey").Usage = "the agent's nkey seed file (default: $FLOCK_NKEY_FILE, else $NATS_NKEY_FILE)"
+		b.fs.Lookup("nats").Usage = "bus URL (default: $FLOCK_NATS_URL, else $NATS_URL)"
+	}
+	if side == asEither {
+		b.asAgent = b.fs.Bool("as-agent", false, "ask as the agent the environment names (FLOCK_AGENT_ID, its key)")
+		b.asOper = b.fs.Bool("operator", false, "ask as the operator even inside an agent's environment")
+	}
+	return b
+}
+
+// parse parses flags and positional arguments in any order; it returns
+// false (and the exit code) on a usage error or -h. want is the number of
+// positional arguments (-1: any).
+func (b *boardCmd) parse(args []string, want int, usage string) (int, bool) {
+	b.fs.Usage = func() {
+		fmt.Fprintln(b.sio.Err, "usage: flock-agent "+usage)
+		b.fs.PrintDefaults()
+	}
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, b.rest = args[:i], args[i+1:]
+	}
+	for {
+		if code, ok := parse(b.fs, args); !ok {
+			return code, false
+		}
+		if args = b.fs.Args(); len(args) == 0 {
+			break
+		}
+		b.pos, args = append(b.pos, args[0]), args[1:]
+	}
+	if len(b.rest) > 0 && !b.takesCommand {
+		fmt.Fprintf(b.sio.Err, "%s: unexpected arguments after --: %s\n", b.name, strings.Join(b.rest, " "))
+		return ExitUsage, false
+	}
+	if want >= 0 && len(b.pos) != want {
+		fmt.Fprintf(b.sio.Err, "%s: want %d argument(s), got %d\n", b.name, want, len(b.pos))
+		b.fs.Usage()
+		return ExitUsage, false
+	}
+	b.set = map[string]bool{}
+	b.fs.Visit(func(f *flag.Flag) { b.set[f.Name] = true })
+	switch b.side {
+	case asAgentOnly:
+		b.agent = true
+	case asEither:
+		if *b.asAgent && *b.asOper {
+			fmt.Fprintf(b.sio.Err, "%s: --as-agent or --operator, not both\n", b.name)
+			return ExitUsage, false
+		}
+		id := strings.TrimSpace(b.env("FLOCK_AGENT_ID")) + strings.TrimSpace(b.env(protocol.EnvAgentID))
+		b.agent = *b.asAgent || (!*b.asOper && id != "" && !b.set["nkey"] && b.c.seed == "")
+	}
+	return 0, true
+}
+
+// run connects as the side parse chose and calls fn with the board's
+// client and the connection, under a time limit (0: none). fn's error is
+// printed and mapped (a refusal: ExitTaskFailed).
+func (b *boardCmd) run(ctx context.Context, limit time.Duration, fn func(context.Context, *board.Client, *nats.Conn) (int, error)) int {
+	if !b.agent {
+		return b.operatorCmd.run(ctx, limit, func(ctx context.Context, cl *operator.Client) (int, error) {
+			return fn(ctx, board.NewOperatorClient(cl.Conn()), cl.Conn())
+		})
+	}
+	env := func(k string) string {
+		switch {
+		case k == protocol.EnvCLINATSURL && b.set["nats"]:
+			return b.c.url
+		case k == protocol.EnvCLINkeyFile && b.set["nkey"]:
+			return b.c.nkey
+		}
+		return b.env(k)
+	}
+	cfg, nc, code := agentMCPConn(env, b.sio, b.name)
+	if nc == nil {
+		return code
+	}
+	defer nc.Close()
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	code, err := fn(ctx, board.NewAgentClient(nc, cfg.ID), nc)
+	if err != nil {
+		return exitFor(err, b.sio)
+	}
+	return code
+}
+
+// printed prints a task the board returned: a line, or its JSON.
+func (b *boardCmd) printed(verb string, t *protocol.BoardTask) int {
+	if b.c.json {
+		printJSON(b.sio.Out, t)
+	} else {
+		fmt.Fprintf(b.sio.Out, "%s %s\n", verb, taskLine(*t))
+	}
+	return ExitOK
+}
+
+func boardCmdMain(ctx context.Context, args []string, env Env, sio IO) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) == 0 {
+			fmt.Fprint(sio.Err, boardUsage)
+			return ExitUsage
+		}
+		fmt.Fprint(sio.Out, boardUsage)
+		return ExitOK
+	}
+	sub, args := args[0], args[1:]
+	switch sub {
+	case "list":
+		return boardList(ctx, args, env, sio)
+	case "show":
+		return boardShow(ctx, args, env, sio)
+	case "cancel", "retry":
+		return boardCancelRetry(ctx, sub, args, env, sio)
+	case "watch":
+		return boardWatch(ctx, args, env, sio)
+	case "claim":
+		return boardClaim(ctx, args, env, sio)
+	case "renew", "release", "fail", "complete":
+		return boardHeld(ctx, sub, args, env, sio)
+	case "add":
+		return boardAdd(ctx, args, env, sio)
+	}
+	fmt.Fprintf(sio.Err, "flock-agent board: unknown command %q\n\n%s", sub, boardUsage)
+	return ExitUsage
+}
+
+var boardStatuses = []string{protocol.BoardBlocked, protocol.BoardReady, protocol.BoardClaimed, protocol.BoardDone, protocol.BoardFailed, protocol.BoardCancelled}
+
+func boardList(ctx context.Context, args []string, env Env, sio IO) int {
+	b := newBoardCmd("board list", asEither, env, sio)
+	plan := b.fs.String("plan", "", "only this plan's tasks")
+	status := b.fs.String("status", "", "only tasks of these statuses, comma-separated ("+strings.Join(boardStatuses, ", ")+")")
+	if code, ok := b.parse(args, 0, "board list [--plan P] [--status S,...] [--as-agent | --operator]"); !ok {
+		return code
+	}
+	var statuses []string
+	for _, s := range strings.Split(*status, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(boardStatuses, s) {
+			fmt.Fprintf(sio.Err, "%s: --status %q: not a status (%s)\n", b.name, s, strings.Join(boardStatuses, ", "))
+			return ExitUsage
+		}
+		statuses = append(statuses, s)
+	}
+	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
+		tasks, err := bc.List(ctx, *plan, statuses...)
+		if err != nil {
+			return 0, err
+		}
+		if b.c.json {
+			for _, t := range tasks {
+				printJSON(sio.Out, t)
+			}
+			return ExitOK, nil
+		}
+		printTable(sio.Out, tasks)
+		return ExitOK, nil
+	})
+}
+
+func boardShow(ctx context.Context, args []string, env Env, sio IO) int {
+	b := newBoardCmd("board show", asEither, env, sio)
+	if code, ok := b.parse(args, 2, "board show PLAN TASK [--as-agent | --operator]"); !ok {
+		return code
+	}
+	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
+		t, err := bc.Show(ctx, b.pos[0], b.pos[1])
+		if err != nil {
+			return 0, err
+		}
+		if b.c.json {
+			printJSON(sio.Out, t)
+		} else {
+			printTask(sio.Out, *t)
+		}
+		return ExitOK, nil
+	})
+}
+
+func boardCancelRetry(ctx context.Context, op string, args []string, env Env, sio IO) int {
+	b := newBoardCmd("board "+op, asOperatorOnly, env, sio)
+	usage := "board retry PLAN TASK"
+	var reason *string
+	if op == "cancel" {
+		reason = b.fs.String("reason", "", "why (kept on the task)")
+		usage = "board cancel PLAN TASK [--reason R]"
+	}
+	if code, ok := b.parse(args, 2, usage); !ok {
+		return code
+	}
+	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
+		var t *protocol.BoardTask
+		var err error
+		if op == "cancel" {
+			t, err = bc.Cancel(ctx, b.pos[0], b.pos[1], *reason)
+		} else {
+			t, err = bc.Retry(ctx, b.pos[0], b.pos[1])
+		}
+		if err != nil {
+			return 0, err
+		}
+		return b.printed(map[string]string{"cancel": "cancelled", "retry": "retried"}[op], t), nil
+	})
+}
+
+func boardClaim(ctx context.Context, args []string, env Env, sio IO) int {
+	b := newBoardCmd("board claim", asAgentOnly, env, sio)
+	plan := b.fs.String("plan", "", "only a task of this plan")
+	task := b.fs.String("task", "", "this task (with --plan)")
+	kind := b.fs.String("kind", "", "only a task of this kind: run or prompt (default: either)")
+	if code, ok := b.parse(args, 0, "board claim [--plan P] [--task T] [--kind run|prompt]"); !ok {
+		return code
+	}
+	if *kind != "" && *kind != protocol.BoardKindRun && *kind != protocol.BoardKindPrompt {
+		fmt.Fprintf(sio.Err, "%s: --kind %q: run or prompt\n", b.name, *kind)
+		return ExitUsage
+	}
+	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
+		rep, err := bc.Claim(ctx, *plan, *task, *kind)
+		if err != nil {
+			return 0, err
+		}
+		out := struct {
+			Task    *protocol.BoardTask  `json:"task"`
+			Context []protocol.BoardTask `json:"context"`
+		}{rep.Task, rep.Context}
+		if out.Context == nil {
+			out.Context = []protocol.BoardTask{}
+		}
+		if b.c.json {
+			printJSON(sio.Out, out)
+		} else {
+			j, _ := json.MarshalIndent(out, "", "  ")
+			fmt.Fprintln(sio.Out, string(j))
+		}
+		return ExitOK, nil
+	})
+}
+
+// boardHeld runs renew, release, fail and complete: a task the agent holds.
+func boardHeld(ctx context.Context, op string, args []string, env Env, sio IO) int {
+	b := newBoardCmd("board "+op, asAgentOnly, env, sio)
+	var reason, summary *string
+	var artifacts multiFlag
+	usage := "board " + op + " PLAN TASK"
+	switch op {
+	case "release":
+		reason = b.fs.String("reason", "", "why it is handed back")
+		usage += " [--reason R]"
+	case "fail":
+		reason = b.fs.String("reason", "", "why it failed (required)")
+		usage += " --reason R"
+	case "complete":
+		summary = b.fs.String("summary", "", "what was done: the tasks that need this one read it")
+		b.fs.Var(&artifacts, "artifact", "a reference to something it produced (repeatable)")
+		usage += " --summary S [--artifact REF]..."
+	}
+	if code, ok := b.parse(args, 2, usage); !ok {
+		return code
+	}
+	if op == "fail" && strings.TrimSpace(*reason) == "" {
+		fmt.Fprintf(sio.Err, "%s: --reason: required\n", b.name)
+		return ExitUsage
+	}
+	plan, task := b.pos[0], b.pos[1]
+	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
+		var t *protocol.BoardTask
+		var err error
+		switch op {
+		case "renew":
+			t, err = bc.Renew(ctx, plan, task)
+		case "release":
+			t, err = bc.Release(ctx, plan, task, *reason)
+		case "fail":
+			t, err = bc.Fail(ctx, plan, task, *reason, nil)
+		case "complete":
+			t, err = bc.Complete(ctx, plan, task, protocol.BoardResult{Summary: *summary, Artifacts: artifacts})
+		}
+		if err != nil {
+			return 0, err
+		}
+		return b.printed(map[string]string{"renew": "renewed", "release": "released", "fail": "failed", "complete": "completed"}[op], t), nil
+	})
+}
+
+func boardAdd(ctx context.Context, args []string, env Env, sio IO) int {
+	b := newBoardCmd("board add", asAgentOnly, env, sio)
+	var spec protocol.BoardTaskSpec
+	b.fs.StringVar(&spec.ID, "id", "", "the subtask's ID in the plan (required)")
+	b.fs.StringVar(&spec.Title, "title", "", "a title")
+	b.fs.StringVar(&spec.Prompt, "prompt", "", "a prompt task: the text for an AI agent")
+	run := b.fs.Bool("run", false, "a run task: the command after --")
+	needs := b.fs.String("needs", "", "tasks of the plan it waits for, comma-separated")
+	labels := b.fs.String("labels", "", "labels an agent must have to claim it, comma-separated")
+	b.fs.StringVar(&spec.Assignee, "assignee", "", "only this agent may claim it")
+	b.fs.IntVar(&spec.Attempts, "attempts", 0, "claims before it fails (default: the board's)")
+	timeout := b.fs.Duration("timeout", 0, "its lease and run timeout (default: the board's)")
+	b.takesCommand = true
+	const usage = "board add PLAN UNDER --id ID [--title T] [--needs A,B] [--labels L,...] (--prompt TEXT | --run -- COMMAND [ARGS...])"
+	if code, ok := b.parse(args, 2, usage); !ok {
+		return code
+	}
+	switch {
+	case spec.ID == "":
+		fmt.Fprintf(sio.Err, "%s: --id: required\n", b.name)
+		return ExitUsage
+	case *run && len(b.rest) == 0:
+		fmt.Fprintf(sio.Err, "%s: --run: give the command after --\n", b.name)
+		return ExitUsage
+	case !*run && len(b.rest) > 0:
+		fmt.Fprintf(sio.Err, "%s: a command after -- needs --run\n", b.name)
+		return ExitUsage
+	case *run == (spec.Prompt != ""):
+		fmt.Fprintf(sio.Err, "%s: give --prompt TEXT or --run -- COMMAND, one of the two\n", b.name)
+		return ExitUsage
+	}
+	spec.Run, spec.Needs, spec.Labels, spec.Timeout = b.rest, splitList(*needs), splitList(*labels), protocol.Duration(*timeout)
+	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
+		t, err := bc.Add(ctx, b.pos[0], b.pos[1], spec)
+		if err != nil {
+			return 0, err
+		}
+		return b.printed("added", t), nil
+	})
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ai-flock/ai-flock/agent/board"
+	"github.com/ai-flock/ai-flock/agent/operator"
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+const planUsage = `usage: flock-agent plan COMMAND [flags] (common flags: --nats URL, --nkey FILE, --json)
+  apply FILE                 write a plan file to the board: prints what happened to each
+                             task (created, updated, unchanged, kept and why, cancelled)
+  wait PLAN [--timeout D]    wait until every task of PLAN is done (exit 0), one failed or
+                             was cancelled and nothing left can run (exit 1; also when the
+                             board has no task of PLAN), or D passed (exit 4)
+
+A plan file is YAML: plan: ID (default: the file's name without its extension)
+and tasks:, each with id, and run: [PROGRAM, ARGS...] or prompt: TEXT; optionally
+title, needs: [IDs], labels: [...], assignee, attempts, timeout (30s, 5m).
+`
+
+func planCmdMain(ctx context.Context, args []string, env Env, sio IO) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) == 0 {
+			fmt.Fprint(sio.Err, planUsage)
+			return ExitUsage
+		}
+		fmt.Fprint(sio.Out, planUsage)
+		return ExitOK
+	}
+	switch args[0] {
+	case "apply":
+		return planApply(ctx, args[1:], env, sio)
+	case "wait":
+		return planWaitCmd(ctx, args[1:], env, sio)
+	}
+	fmt.Fprintf(sio.Err, "flock-agent plan: unknown command %q\n\n%s", args[0], planUsage)
+	return ExitUsage
+}
+
+func planApply(ctx context.Context, args []string, env Env, sio IO) int {
+	b := newBoardCmd("plan apply", asOperatorOnly, env, sio)
+	if code, ok := b.parse(args, 1, "plan apply FILE"); !ok {
+		return code
+	}
+	p, err := operator.LoadPlan(b.pos[0])
+	if err != nil {
+		fmt.Fprintf(sio.Err, "%s: %v\n", b.name, err)
+		return ExitUsage
+	}
+	return b.run(ctx, planWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
+		changes, err := bc.Apply(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		counts := map[string]int{}
+		for _, c := range changes {
+			counts[c.Change]++
+		}
+		if b.c.json {
+			printJSON(sio.Out, map[string]any{"plan": p.Plan, "changes": changes, "counts": counts})
+			return ExitOK, nil
+		}
+		for _, c := range changes {
+			line := fmt.Sprintf("%-9s %s/%s (%s)", c.Change, p.Plan, c.Task, c.Status)
+			if c.Why != "" {
+				line += ": " + c.Why
+			}
+			fmt.Fprintln(sio.Out, line)
+		}
+		var total []string
+		for _, k := range []string{protocol.BoardCreated, protocol.BoardUpdated, protocol.BoardUnchanged, protocol.BoardKept, protocol.BoardRemoved} {
+			if counts[k] > 0 {
+				total = append(total, fmt.Sprintf("%d %s", counts[k], k))
+			}
+		}
+		fmt.Fprintf(sio.Out, "plan %s: %d %s: %s\n", p.Plan, len(changes), plural(len(changes), "task", "tasks"), strings.Join(total, ", "))
+		return ExitOK, nil
+	})
+}
+
+// follow subscribes to the board's transitions (of plan, or every plan),
+// then lists the tasks to start from, so that no transition falls between
+// the two. It calls start with the list, then step with each transition
+// newer than what is known, until one of them says stop or ctx ends.
+func follow(ctx context.Context, bc *board.Client, nc *nats.Conn, plan string,
+	start func(*tracker) bool, step func(tr *tracker, t protocol.BoardTask, prev string) bool) error {
+	subject := protocol.SubjectBoardEvents
+	if plan != "" {
+		subject = protocol.BoardEventSubject(plan, "*")
+	}
+	ch := make(chan *nats.Msg, 4096)
+	sub, err := nc.ChanSubscribe(subject, ch)
+	if err != nil {
+		return fmt.Errorf("board events: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	fctx, cancel := context.WithTimeout(ctx, boardWait)
+	defer cancel()
+	if err := nc.FlushWithContext(fctx); err != nil {
+		return fmt.Errorf("board events: %w", err)
+	}
+	list, err := bc.List(ctx, plan)
+	if err != nil {
+		return err
+	}
+	tr := newTracker()
+	for _, t := range list {
+		tr.put(t)
+	}
+	if start(tr) {
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case m := <-ch:
+			var t protocol.BoardTask
+			if json.Unmarshal(m.Data, &t) != nil || t.Plan == "" || t.ID == "" {
+				continue
+			}
+			if prev, changed := tr.put(t); changed && step(tr, t, prev) {
+				return nil
+			}
+		}
+	}
+}
+
+// transition is one line (or JSON object) about a task that changed.
+func transition(sio IO, asJSON bool, t protocol.BoardTask, prev string, p progress) {
+	if asJSON {
+		printJSON(sio.Out, map[string]any{"task": t, "from": prev, "progress": p})
+		return
+	}
+	at := t.Updated
+	if at.IsZero() {
+		at = time.Now()
+	}
+	from := prev
+	if from == "" {
+		from = "new"
+	}
+	fmt.Fprintf(sio.Out, "%s %s -> %s\n  %s\n", at.Local().Format("15:04:05.000"), from, taskLine(t), p)
+}
+
+func boardWatch(ctx context.Context, args []string, env Env, sio IO) int {
+	b := newBoardCmd("board watch", asOperatorOnly, env, sio)
+	plan := b.fs.String("plan", "", "only this plan")
+	if code, ok := b.parse(args, 0, "board watch [--plan P]"); !ok {
+		return code
+	}
+	return b.run(ctx, 0, func(ctx context.Context, bc *board.Client, nc *nats.Conn) (int, error) {
+		err := follow(ctx, bc, nc, *plan, func(tr *tracker) bool {
+			for _, p := range tr.plans() {
+				pr := progressOf(p, tr.plan(p))
+				if b.c.json {
+					printJSON(sio.Out, map[string]any{"progress": pr})
+				} else {
+					fmt.Fprintln(sio.Out, pr)
+				}
+			}
+			return false
+		}, func(tr *tracker, t protocol.BoardTask, prev string) bool {
+			transition(sio, b.c.json, t, prev, progressOf(t.Plan, tr.plan(t.Plan)))
+			return false
+		})
+		if ctx.Err() != nil {
+			return ExitOK, nil // interrupted: the watch's normal end
+		}
+		return ExitOK, err
+	})
+}
+
+func planWaitCmd(ctx context.Context, args []string, env Env, sio IO) int {
+	b := newBoardCmd("plan wait", asOperatorOnly, env, sio)
+	timeout := b.fs.Duration("timeout", 0, "give up after this long (exit 4; default: wait on)")
+	if code, ok := b.parse(args, 1, "plan wait PLAN [--timeout D]"); !ok {
+		return code
+	}
+	plan := b.pos[0]
+	if !protocol.ValidBoardID(plan) {
+		fmt.Fprintf(sio.Err, "%s: %q is not a plan ID (%s)\n", b.name, plan, protocol.BoardIDRule)
+		return ExitUsage
+	}
+	code := ExitTimeout
+	last := progress{Plan: plan}
+	finish := func(tr *tracker) bool {
+		tasks := tr.plan(plan)
+		last = progressOf(plan, tasks)
+		over, ok := verdict(tasks)
+		if !over {
+			return false
+		}
+		code = ExitOK
+		if !ok {
+			code = ExitTaskFailed
+		}
+		b.verdictLines(tasks, last, ok)
+		return true
+	}
+	rc := b.run(ctx, *timeout, func(ctx context.Context, bc *board.Client, nc *nats.Conn) (int, error) {
+		err := follow(ctx, bc, nc, plan, func(tr *tracker) bool {
+			if len(tr.plan(plan)) == 0 {
+				code = ExitTaskFailed
+				fmt.Fprintf(sio.Err, "%s: plan %s has no tasks on the board (apply it first)\n", b.name, plan)
+				return true
+			}
+			if !b.c.json {
+				fmt.Fprintln(sio.Out, progressOf(plan, tr.plan(plan)))
+			}
+			return finish(tr)
+		}, func(tr *tracker, t protocol.BoardTask, prev string) bool {
+			transition(sio, b.c.json, t, prev, progressOf(plan, tr.plan(plan)))
+			return finish(tr)
+		})
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			if b.c.json {
+				printJSON(sio.Out, map[string]any{"plan": plan, "result": "timeout", "progress": last})
+			}
+			fmt.Fprintf(sio.Err, "%s: timed out after %s: %s\n", b.name, *timeout, last)
+			return ExitTimeout, nil
+		}
+		if errors.Is(err, context.Canceled) {
+			fmt.Fprintf(sio.Err, "%s: interrupted: %s\n", b.name, last)
+			return ExitTimeout, nil
+		}
+		return code, err
+	})
+	return rc
+}
+
+// verdictLines prints how waiting for a plan ended.
+func (b *boardCmd) verdictLines(tasks map[string]protocol.BoardTask, p progress, ok bool) {
+	if b.c.json {
+		result := "done"
+		if !ok {
+			result = "failed"
+		}
+		printJSON(b.sio.Out, map[string]any{"plan": p.Plan, "result": result, "progress": p})
+		return
+	}
+	if ok {
+		fmt.Fprintf(b.sio.Out, "plan %s: all %d %s done\n", p.Plan, p.Total, plural(p.Total, "task", "tasks"))
+		return
+	}
+	var lost []string
+	for _, t := range tasks {
+		if t.Status == protocol.BoardFailed || t.Status == protocol.BoardCancelled {
+			lost = append(lost, taskLine(t))
+		}
+	}
+	sort.Strings(lost)
+	fmt.Fprintf(b.sio.Out, "plan %s: nothing left can run (%d of %d done):\n  %s\n", p.Plan, p.Done, p.Total, strings.Join(lost, "\n  "))
+}

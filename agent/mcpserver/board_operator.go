@@ -1,0 +1,75 @@
+package mcpserver
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/ai-flock/ai-flock/agent/board"
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// The operator's board tools: write a plan, read the tasks, cancel and
+// retry. Claiming and completing are the agents'.
+
+func addBoardOperatorTools(s *mcp.Server, bc *board.Client) {
+	b := boardTools{bc: bc}
+	mcp.AddTool(s, &mcp.Tool{Name: "board_apply", Description: "Write a plan (its ID and its tasks, with their dependencies) to the board. Tasks new to the plan are created, changed ones updated (unless an agent holds or finished them: kept), ones no longer in it cancelled; returns what happened to each. A bad plan is refused whole, every problem named."}, b.apply)
+	mcp.AddTool(s, &mcp.Tool{Name: "board_list", Description: "The board's tasks (of a plan, of some statuses) with their status, holder and attempts."}, b.list)
+	mcp.AddTool(s, &mcp.Tool{Name: "board_show", Description: "One task of the board, everything about it, its result too."}, b.show)
+	mcp.AddTool(s, &mcp.Tool{Name: "board_cancel", Description: "Cancel a task that is not done (its holder's lease ends)."}, b.cancel)
+	mcp.AddTool(s, &mcp.Tool{Name: "board_retry", Description: "Put a failed or cancelled task back on the board, its attempts reset."}, b.retry)
+}
+
+// BoardApplyIn is the board_apply tool's input: a plan.
+type BoardApplyIn struct {
+	Plan  string        `json:"plan" jsonschema:"the plan's ID: letters, digits, '_' and '-'; applying the same ID again edits that plan"`
+	Tasks []BoardSpecIn `json:"tasks" jsonschema:"every task of the plan"`
+}
+
+// BoardApplyOut is the board_apply tool's output.
+type BoardApplyOut struct {
+	Plan    string                 `json:"plan"`
+	Changes []protocol.BoardChange `json:"changes"`
+	Counts  map[string]int         `json:"counts"` // changes by kind: created, updated, unchanged, kept, cancelled
+}
+
+func (b boardTools) apply(ctx context.Context, _ *mcp.CallToolRequest, in BoardApplyIn) (*mcp.CallToolResult, BoardApplyOut, error) {
+	p := protocol.BoardPlan{Plan: in.Plan, Tasks: make([]protocol.BoardTaskSpec, 0, len(in.Tasks))}
+	for _, t := range in.Tasks {
+		p.Tasks = append(p.Tasks, t.spec())
+	}
+	ctx, cancel := context.WithTimeout(ctx, 4*boardWait)
+	defer cancel()
+	changes, err := b.bc.Apply(ctx, p)
+	if err != nil {
+		return nil, BoardApplyOut{}, err
+	}
+	out := BoardApplyOut{Plan: in.Plan, Changes: changes, Counts: map[string]int{}}
+	if out.Changes == nil {
+		out.Changes = []protocol.BoardChange{}
+	}
+	for _, c := range changes {
+		out.Counts[c.Change]++
+	}
+	return nil, out, nil
+}
+
+// BoardCancelIn is the board_cancel tool's input.
+type BoardCancelIn struct {
+	Plan   string `json:"plan" jsonschema:"the task's plan"`
+	Task   string `json:"task" jsonschema:"the task's ID"`
+	Reason string `json:"reason,omitempty" jsonschema:"why (kept on the task)"`
+}
+
+func (b boardTools) cancel(ctx context.Context, _ *mcp.CallToolRequest, in BoardCancelIn) (*mcp.CallToolResult, BoardTaskOut, error) {
+	ctx, cancel := context.WithTimeout(ctx, boardWait)
+	defer cancel()
+	return boardTask(b.bc.Cancel(ctx, in.Plan, in.Task, in.Reason))
+}
+
+func (b boardTools) retry(ctx context.Context, _ *mcp.CallToolRequest, in BoardTaskIn) (*mcp.CallToolResult, BoardTaskOut, error) {
+	ctx, cancel := context.WithTimeout(ctx, boardWait)
+	defer cancel()
+	return boardTask(b.bc.Retry(ctx, in.Plan, in.Task))
+}

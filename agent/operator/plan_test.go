@@ -1,0 +1,112 @@
+package operator
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+func TestParsePlanReadsAGoodFile(t *testing.T) {
+	p, err := ParsePlan("plans/release.yaml", []byte(`
+plan: release-1
+tasks:
+  - id: build
+    title: Build the images
+    run: [make, images]
+    timeout: 20m
+    attempts: 2
+    labels: [builder]
+  - id: review
+    prompt: |
+      Review the diff.
+    needs: [build]
+    assignee: agent-2
+    timeout: 90
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := protocol.BoardPlan{Plan: "release-1", Tasks: []protocol.BoardTaskSpec{
+		{ID: "build", Title: "Build the images", Run: []string{"make", "images"}, Timeout: protocol.Duration(20 * time.Minute), Attempts: 2, Labels: []string{"builder"}},
+		{ID: "review", Prompt: "Review the diff.\n", Needs: []string{"build"}, Assignee: "agent-2", Timeout: protocol.Duration(90 * time.Second)},
+	}}
+	if !reflect.DeepEqual(p, want) {
+		t.Fatalf("got %+v\nwant %+v", p, want)
+	}
+}
+
+func TestParsePlanNamesThePlanAfterTheFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nightly-build.yml")
+	if err := os.WriteFile(file, []byte("tasks:\n  - id: a\n    run: [\"true\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := LoadPlan(file)
+	if err != nil || p.Plan != "nightly-build" || len(p.Tasks) != 1 {
+		t.Fatalf("%+v %v", p, err)
+	}
+	// A name that is no plan ID is refused, not mangled: the file says which.
+	_, err = ParsePlan("dir/my plan.yaml", []byte("tasks:\n  - id: a\n    prompt: x\n"))
+	if err == nil || !strings.Contains(err.Error(), `"my plan" is not a plan ID`) || !strings.Contains(err.Error(), "set plan:") {
+		t.Fatalf("bad plan ID from the file name: %v", err)
+	}
+	// plan: in the file wins over the name.
+	if p, err := ParsePlan("dir/my plan.yaml", []byte("plan: ok\ntasks:\n  - id: a\n    prompt: x\n")); err != nil || p.Plan != "ok" {
+		t.Fatalf("%+v %v", p, err)
+	}
+}
+
+func TestParsePlanRefusesBadFiles(t *testing.T) {
+	for _, c := range []struct {
+		name, file string
+		want       []string
+	}{
+		{"unknown task key", "tasks:\n  - id: a\n    prompt: x\n    neds: [b]\n", []string{"p.yaml:", "line 4", `unknown key "neds" in a task`, "needs"}},
+		{"unknown top key", "plan: p\ntask:\n  - id: a\n", []string{"line 2", `unknown key "task" at the top`}},
+		{"run as a string", "tasks:\n  - id: a\n    run: make test\n", []string{"line 3", "run: a list", `"make test"`}},
+		{"bad timeout", "tasks:\n  - id: a\n    prompt: x\n    timeout: soon\n", []string{"line 4", "timeout:", "soon"}},
+		{"empty file", "", []string{"p.yaml: empty"}},
+		{"only comments", "# nothing yet\n", []string{"p.yaml: empty"}},
+		{"no tasks", "plan: p\n", []string{"no tasks"}},
+		{"empty task list", "plan: p\ntasks: []\n", []string{"no tasks"}},
+		{"not a mapping", "- id: a\n", []string{"p.yaml:", "line 1", "a plan"}},
+		{"two documents", "tasks:\n  - id: a\n    prompt: x\n---\ntasks: []\n", []string{"second YAML document"}},
+		{"every problem", "tasks:\n  - id: a\n    run: ls -l\n    colour: red\n", []string{"line 3", "line 4"}},
+	} {
+		_, err := ParsePlan("p.yaml", []byte(c.file))
+		if err == nil {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", c.name, err, w)
+			}
+		}
+	}
+}
+
+// The file's task keys are BoardTaskSpec's: a field added to the contract
+// must be readable from a plan file.
+func TestPlanFileKeysAreTheSpecs(t *testing.T) {
+	keys := func(typ reflect.Type) []string {
+		var out []string
+		for i := 0; i < typ.NumField(); i++ {
+			out = append(out, strings.Split(typ.Field(i).Tag.Get("yaml"), ",")[0])
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := keys(reflect.TypeFor[taskFile]()), keys(reflect.TypeFor[protocol.BoardTaskSpec]()); !slices.Equal(got, want) {
+		t.Fatalf("plan file task keys %v, BoardTaskSpec's %v", got, want)
+	}
+	if got, want := keys(reflect.TypeFor[planFile]()), keys(reflect.TypeFor[protocol.BoardPlan]()); !slices.Equal(got, want) {
+		t.Fatalf("plan file keys %v, BoardPlan's %v", got, want)
+	}
+}

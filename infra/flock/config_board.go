@@ -1,0 +1,8 @@
+package flock
+
+func (b BoardConfig) validate(es *errs) Board {
+	out := DefaultBoard
+	rangeClaimLimit.check(es, "flock:board.claimLimit", b.ClaimLimit, &out.ClaimLimit)
+	rangeAddQuota.check(es, "flock:board.addQuota", b.AddQuota, &out.AddQuota)
+	return out
+}
