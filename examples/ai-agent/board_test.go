@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,69 +9,34 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/boardtest"
 	"github.com/ai-flock/ai-flock/tests/syncbuf"
 )
 
-// fakeBoard is a plain nats-server (agent-1 and the board as nkey users, no
-// permissions) with a responder on the board's agent subjects: a claim of
-// kind prompt hands out the next task queued, every request is recorded,
-// renew, complete, fail and release of a handed-out task are accepted.
+// fakeBoard is the fake board service of tests/boardtest (a plain NATS
+// server, agent-1 among its users, no permissions) answering as a board with
+// a queue: a claim of kind prompt hands out the next task queued; renew,
+// complete, fail and release of a handed-out task are accepted. It keeps
+// every request.
 type fakeBoard struct {
+	*boardtest.Fake
 	url, seed string
-	nc        *nats.Conn
+	nc        *nats.Conn // the board's own, to ring
 
 	mu    sync.Mutex
 	queue []protocol.BoardReply
 	held  map[string]*protocol.BoardTask
-	reqs  []boardReq
-}
-
-type boardReq struct {
-	Caller, Op string
-	Req        protocol.BoardRequest
+	reqs  []boardtest.Request
 }
 
 func startBoard(t *testing.T) *fakeBoard {
 	t.Helper()
-	f := &fakeBoard{held: map[string]*protocol.BoardTask{}}
-	var users []*server.NkeyUser
-	var seeds [][]byte
-	var kps []nkeys.KeyPair
-	for range 2 {
-		kp, _ := nkeys.CreateUser()
-		pub, _ := kp.PublicKey()
-		seed, _ := kp.Seed()
-		users, seeds, kps = append(users, &server.NkeyUser{Nkey: pub}), append(seeds, seed), append(kps, kp)
-	}
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Nkeys: users})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	f.url = srv.ClientURL()
-	f.seed = filepath.Join(t.TempDir(), "agent-1.nk")
-	if err := os.WriteFile(f.seed, seeds[0], 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if f.nc, err = nats.Connect(f.url, nats.Nkey(users[1].Nkey, kps[1].Sign)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.nc.Close)
-	if _, err := f.nc.Subscribe(protocol.SubjectBoardAgentRequests, f.handle); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	f := &fakeBoard{Fake: boardtest.Start(t), held: map[string]*protocol.BoardTask{}}
+	f.url, f.seed, f.nc = f.URL, f.Seeds[boardtest.Agent], f.Connect(t, "board")
+	f.Handle(f.answer)
 	return f
 }
 
@@ -80,47 +44,40 @@ func startBoard(t *testing.T) *fakeBoard {
 func (f *fakeBoard) add(task protocol.BoardTask, needs ...protocol.BoardTask) {
 	f.mu.Lock()
 	task.V, task.Status = protocol.Version, protocol.BoardReady
-	f.queue = append(f.queue, protocol.BoardReply{V: protocol.Version, Task: &task, Context: needs})
+	f.queue = append(f.queue, protocol.BoardReply{Task: &task, Context: needs})
 	f.mu.Unlock()
 	_ = f.nc.Publish(protocol.SubjectBoardReady, nil)
 }
 
-func (f *fakeBoard) handle(m *nats.Msg) {
-	caller, op, ok := protocol.BoardCaller(m.Subject)
-	var req protocol.BoardRequest
-	if !ok || json.Unmarshal(m.Data, &req) != nil {
-		return
-	}
-	f.mu.Lock()
-	f.reqs = append(f.reqs, boardReq{caller, op, req})
-	rep := protocol.BoardReply{V: protocol.Version}
-	key := protocol.BoardKey(req.Plan, req.Task)
-	switch {
-	case op == protocol.BoardOpClaim && len(f.queue) > 0 && req.Kind == protocol.BoardKindPrompt:
-		rep = f.queue[0]
-		f.queue = f.queue[1:]
-		rep.Task.Attempts++
-		rep.Task.Status, rep.Task.Holder = protocol.BoardClaimed, caller
-		f.held[rep.Task.Key()] = rep.Task
-	case op == protocol.BoardOpClaim:
-		rep.Error, rep.Code = "nothing is ready for "+caller, protocol.BoardErrNothing
-	case f.held[key] != nil:
-		rep.Task = f.held[key]
-		if op != protocol.BoardOpRenew {
-			delete(f.held, key)
-		}
-	default:
-		rep.Error, rep.Code = "not held", protocol.BoardErrNotHolder
-	}
-	f.mu.Unlock()
-	b, _ := json.Marshal(rep)
-	_ = m.Respond(b)
-}
-
-func (f *fakeBoard) requests(op string) []boardReq {
+func (f *fakeBoard) answer(r boardtest.Request) protocol.BoardReply {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []boardReq
+	f.reqs = append(f.reqs, r)
+	key := protocol.BoardKey(r.Body.Plan, r.Body.Task)
+	switch {
+	case r.Op == protocol.BoardOpClaim && len(f.queue) > 0 && r.Body.Kind == protocol.BoardKindPrompt:
+		rep := f.queue[0]
+		f.queue = f.queue[1:]
+		rep.Task.Attempts++
+		rep.Task.Status, rep.Task.Holder = protocol.BoardClaimed, r.Caller
+		f.held[rep.Task.Key()] = rep.Task
+		return rep
+	case r.Op == protocol.BoardOpClaim:
+		return boardtest.Refuse(protocol.BoardErrNothing, "nothing is ready for "+r.Caller)
+	case f.held[key] != nil:
+		rep := protocol.BoardReply{Task: f.held[key]}
+		if r.Op != protocol.BoardOpRenew {
+			delete(f.held, key)
+		}
+		return rep
+	}
+	return boardtest.Refuse(protocol.BoardErrNotHolder, "not held")
+}
+
+func (f *fakeBoard) requests(op string) []boardtest.Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []boardtest.Request
 	for _, r := range f.reqs {
 		if op == "" || r.Op == op {
 			out = append(out, r)
@@ -135,8 +92,8 @@ func (f *fakeBoard) wait(t *testing.T, op, plan, task string) protocol.BoardRequ
 	var got protocol.BoardRequest
 	waitFor(t, op+" of "+plan+"."+task, func() bool {
 		for _, r := range f.requests(op) {
-			if r.Req.Plan == plan && r.Req.Task == task && r.Caller == "agent-1" {
-				got = r.Req
+			if r.Body.Plan == plan && r.Body.Task == task && r.Caller == "agent-1" {
+				got = r.Body
 				return true
 			}
 		}
@@ -201,7 +158,7 @@ func TestRunWorksTheBoardsPromptTasks(t *testing.T) {
 	if got.Result == nil || got.Result.Summary != answer || len(got.Result.Artifacts) != 1 || got.Result.Artifacts[0] != "agents/agent-1/board/p.essay/answer.md" {
 		t.Fatalf("complete: %+v", got.Result)
 	}
-	if c := b.requests(protocol.BoardOpClaim)[0]; c.Req.Kind != protocol.BoardKindPrompt {
+	if c := b.requests(protocol.BoardOpClaim)[0]; c.Body.Kind != protocol.BoardKindPrompt {
 		t.Fatalf("claim %+v", c)
 	}
 
@@ -233,7 +190,7 @@ func TestRunWorksTheBoardsPromptTasks(t *testing.T) {
 	waitFor(t, "the slow model call", func() bool { return fake.asked("a slow question") == 1 })
 	waitFor(t, "a renewal", func() bool {
 		for _, r := range b.requests(protocol.BoardOpRenew) {
-			if r.Req.Task == "slow" {
+			if r.Body.Task == "slow" {
 				return true
 			}
 		}
@@ -241,15 +198,15 @@ func TestRunWorksTheBoardsPromptTasks(t *testing.T) {
 	})
 	stop()
 	for _, r := range b.requests(protocol.BoardOpRenew) {
-		if r.Req.Plan != "p" || (r.Req.Task != "slow" && r.Req.Task != "late") {
-			t.Fatalf("renew %+v", r.Req)
+		if r.Body.Plan != "p" || (r.Body.Task != "slow" && r.Body.Task != "late") {
+			t.Fatalf("renew %+v", r.Body)
 		}
 	}
 	if r := b.wait(t, protocol.BoardOpRelease, "p", "slow"); r.Reason == "" {
 		t.Fatalf("release without a reason: %+v", r)
 	}
 	for _, r := range b.requests("") {
-		if r.Req.Task == "slow" && (r.Op == protocol.BoardOpComplete || r.Op == protocol.BoardOpFail) {
+		if r.Body.Task == "slow" && (r.Op == protocol.BoardOpComplete || r.Op == protocol.BoardOpFail) {
 			t.Fatalf("the released task was also %s", r.Op)
 		}
 		if r.Caller != "agent-1" {
