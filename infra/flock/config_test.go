@@ -80,7 +80,7 @@ func TestValidateRules(t *testing.T) {
 			c.Network.PrefixLength = ip(28)
 			c.Bus.JetStreamMaxMiB = ip(2200)
 			return c
-		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 162 KiB each for their results"},
+		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 126 KiB each for their results"},
 		{"bus limits", with(func(c *Config) { c.Bus.Limits.MemoryMiB = ip(1) }), "flock:bus.limits.memoryMiB", "between 32"},
 		{"pool syntax", with(func(c *Config) { c.Network.Pool = "10.210.0.0" }), "flock:network.pool", "IPv4 CIDR"},
 		{"pool public", with(func(c *Config) { c.Network.Pool = "8.8.0.0/16" }), "flock:network.pool", "private IPv4"},
