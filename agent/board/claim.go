@@ -46,14 +46,15 @@ func (s *Service) claim(ctx context.Context, caller string, req protocol.BoardRe
 	}
 	tried := map[string]bool{}
 	for range maxClaimTries {
-		t, ok := s.st.oldest(protocol.BoardReady, func(t protocol.BoardTask) bool {
+		key, ok := s.pick(func(t protocol.BoardTask) bool {
 			return !tried[t.Key()] && (req.Plan == "" || t.Plan == req.Plan) && (req.Kind == "" || t.Kind() == req.Kind) && mayTake(a, t)
 		})
 		if !ok {
 			return nil, refuse(protocol.BoardErrNothing, "nothing ready for %s%s", caller, claimFilter(req))
 		}
-		tried[t.Key()] = true
-		got, err := s.change(ctx, t.Key(), take)
+		tried[key] = true
+		got, err := s.change(ctx, key, take)
+		s.unpick(key)
 		if err == nil {
 			return s.claimed(got), nil
 		}
@@ -64,6 +65,30 @@ func (s *Service) claim(ctx context.Context, caller string, req protocol.BoardRe
 		// Taken (or changed) under this claim: the next one.
 	}
 	return nil, refuse(protocol.BoardErrConflict, "%d ready tasks were taken under this claim: ask again", maxClaimTries)
+}
+
+// pick chooses the oldest ready task that keeps keep, one no other claim
+// on this node is writing if there is one (concurrent claims would all
+// choose the oldest, and all but one lose its compare-and-set), and marks
+// it as being written until unpick. Claims on other nodes may still choose
+// the same: compare-and-set decides.
+func (s *Service) pick(keep func(protocol.BoardTask) bool) (string, bool) {
+	s.pickMu.Lock()
+	defer s.pickMu.Unlock()
+	t, ok := s.st.oldest(protocol.BoardReady, func(t protocol.BoardTask) bool { return !s.picking[t.Key()] && keep(t) })
+	if !ok {
+		if t, ok = s.st.oldest(protocol.BoardReady, keep); !ok {
+			return "", false
+		}
+	}
+	s.picking[t.Key()] = true
+	return t.Key(), true
+}
+
+func (s *Service) unpick(key string) {
+	s.pickMu.Lock()
+	delete(s.picking, key)
+	s.pickMu.Unlock()
 }
 
 func claimFilter(req protocol.BoardRequest) string {

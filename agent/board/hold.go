@@ -2,7 +2,6 @@ package board
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/ai-flock/ai-flock/protocol"
@@ -56,9 +55,7 @@ func (s *Service) holderOp(ctx context.Context, caller, op string, req protocol.
 // it and whose needs are now all done. One this misses (a write lost, this
 // node gone) the sweeper promotes.
 func (s *Service) promoteDependents(ctx context.Context, done protocol.BoardTask) {
-	for _, t := range s.st.ofPlan(done.Plan, func(t protocol.BoardTask) bool {
-		return t.Status == protocol.BoardBlocked && slices.Contains(t.Needs, done.ID)
-	}) {
+	for _, t := range s.st.needing(done.Key(), func(t protocol.BoardTask) bool { return t.Status == protocol.BoardBlocked }) {
 		if _, err := s.promote(ctx, t.Key()); err != nil {
 			s.log.Warn("board: dependent not promoted (the sweeper will)", "task", t.Key(), "err", err)
 		}

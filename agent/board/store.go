@@ -27,6 +27,7 @@ type store struct {
 	tasks    map[string]protocol.BoardTask  // key -> task (Revision set)
 	byStatus map[string]map[string]struct{} // status -> keys
 	byPlan   map[string]map[string]struct{} // plan -> keys
+	byNeed   map[string]map[string]struct{} // a task's key -> the keys of the tasks that need it
 	created  map[string]int                 // creator -> tasks it created
 }
 
@@ -34,7 +35,8 @@ type store struct {
 // ctx, for the bucket's entries.
 func openStore(ctx, run context.Context, kv jetstream.KeyValue, log *slog.Logger, bg *sync.WaitGroup) (*store, error) {
 	st := &store{kv: kv, log: log, loaded: make(chan struct{}),
-		tasks: map[string]protocol.BoardTask{}, byStatus: map[string]map[string]struct{}{}, byPlan: map[string]map[string]struct{}{}, created: map[string]int{}}
+		tasks: map[string]protocol.BoardTask{}, byStatus: map[string]map[string]struct{}{}, byPlan: map[string]map[string]struct{}{},
+		byNeed: map[string]map[string]struct{}{}, created: map[string]int{}}
 	w, err := kv.WatchAll(run)
 	if err != nil {
 		return nil, fmt.Errorf("board: watch %s: %w", protocol.BoardBucket, err)
@@ -112,6 +114,9 @@ func (st *store) put(t protocol.BoardTask) {
 	st.tasks[key] = t
 	index(st.byStatus, t.Status, key)
 	index(st.byPlan, t.Plan, key)
+	for _, n := range t.Needs {
+		index(st.byNeed, protocol.BoardKey(t.Plan, n), key)
+	}
 	st.created[t.CreatedBy]++
 }
 
@@ -127,6 +132,9 @@ func (st *store) remove(key string, rev uint64) {
 func (st *store) unindex(key string, old protocol.BoardTask) {
 	unindex(st.byStatus, old.Status, key)
 	unindex(st.byPlan, old.Plan, key)
+	for _, n := range old.Needs {
+		unindex(st.byNeed, protocol.BoardKey(old.Plan, n), key)
+	}
 	if st.created[old.CreatedBy]--; st.created[old.CreatedBy] <= 0 {
 		delete(st.created, old.CreatedBy)
 	}
@@ -187,6 +195,11 @@ func (st *store) withStatus(status string, keep func(protocol.BoardTask) bool) [
 
 func (st *store) ofPlan(plan string, keep func(protocol.BoardTask) bool) []protocol.BoardTask {
 	return st.where(func(st *store) map[string]struct{} { return st.byPlan[plan] }, keep)
+}
+
+// needing returns the tasks that need the task at key and keep keep.
+func (st *store) needing(key string, keep func(protocol.BoardTask) bool) []protocol.BoardTask {
+	return st.where(func(st *store) map[string]struct{} { return st.byNeed[key] }, keep)
 }
 
 func (st *store) all(keep func(protocol.BoardTask) bool) []protocol.BoardTask {
