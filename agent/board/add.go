@@ -30,7 +30,11 @@ func (s *Service) add(ctx context.Context, caller string, req protocol.BoardRequ
 	}
 	unlock := s.lockCaller(caller)
 	defer unlock()
-	parent, ok, err := s.st.lookup(ctx, protocol.BoardKey(req.Plan, req.Task))
+	parentKey := protocol.BoardKey(req.Plan, req.Task)
+	parent, ok, err := s.st.lookup(ctx, parentKey)
+	if err == nil && (!ok || parent.Status != protocol.BoardClaimed || parent.Holder != caller) {
+		parent, ok, err = s.st.fetch(ctx, parentKey) // the view may lag: the bucket decides
+	}
 	switch {
 	case err != nil:
 		return nil, err

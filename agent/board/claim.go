@@ -19,7 +19,10 @@ func (s *Service) claim(ctx context.Context, caller string, req protocol.BoardRe
 	unlock := s.lockCaller(caller)
 	defer unlock()
 	a := s.agent(caller)
-	held := len(s.st.withStatus(protocol.BoardClaimed, func(t protocol.BoardTask) bool { return t.Holder == caller }))
+	held, err := s.holding(ctx, caller, a.ClaimLimit)
+	if err != nil {
+		return nil, err
+	}
 	if held >= a.ClaimLimit {
 		return nil, refuse(protocol.BoardErrLimit, "%s holds %d task(s), its claim limit is %d: complete, fail or release one first", caller, held, a.ClaimLimit)
 	}
@@ -65,6 +68,27 @@ func (s *Service) claim(ctx context.Context, caller string, req protocol.BoardRe
 		// Taken (or changed) under this claim: the next one.
 	}
 	return nil, refuse(protocol.BoardErrConflict, "%d ready tasks were taken under this claim: ask again", maxClaimTries)
+}
+
+// holding is how many tasks caller holds. The view says; at the limit, the
+// bucket confirms (the view may not have seen a completion another node
+// wrote a moment ago).
+func (s *Service) holding(ctx context.Context, caller string, limit int) (int, error) {
+	held := s.st.withStatus(protocol.BoardClaimed, func(t protocol.BoardTask) bool { return t.Holder == caller })
+	if len(held) < limit {
+		return len(held), nil
+	}
+	n := 0
+	for _, t := range held {
+		cur, ok, err := s.st.fetch(ctx, t.Key())
+		if err != nil {
+			return 0, err
+		}
+		if ok && cur.Status == protocol.BoardClaimed && cur.Holder == caller {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // pick chooses the oldest ready task that keeps keep, one no other claim

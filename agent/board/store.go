@@ -269,9 +269,11 @@ var errUnchanged = errors.New("unchanged")
 // change makes the next version of the task at key with next and writes it
 // with compare-and-set on the revision it was made from; on a conflict it
 // reads the entry from the bucket and asks next again, a bounded number of
-// times. A refusal from next is returned as it is.
+// times. A refusal from next is returned once next refused the bucket's
+// entry (not only the view's).
 func (s *Service) change(ctx context.Context, key string, next func(cur protocol.BoardTask) (protocol.BoardTask, error)) (protocol.BoardTask, error) {
 	cur, ok := s.st.get(key)
+	fresh := false
 	for range maxConflicts {
 		if !ok {
 			var err error
@@ -281,10 +283,18 @@ func (s *Service) change(ctx context.Context, key string, next func(cur protocol
 			if !ok {
 				return cur, refuse(protocol.BoardErrNotFound, "no task %s", key)
 			}
+			fresh = true
 		}
 		n, err := next(cur)
 		if errors.Is(err, errUnchanged) {
 			return cur, nil
+		}
+		var be *protocol.BoardError
+		if errors.As(err, &be) && !fresh {
+			// A refusal read from the view, which may lag another node's
+			// write: it stands only if the bucket says so too.
+			ok = false
+			continue
 		}
 		if err != nil {
 			return cur, err
