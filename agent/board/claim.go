@@ -10,8 +10,11 @@ import (
 
 // claim gives the caller a task: the one it names, or the oldest ready task
 // it may take (of the kind it asks for, of the plan when it names one). The
-// caller's claims are counted and made one at a time (on this node), so it
-// never holds more than its claim limit.
+// caller's claims are counted and made one at a time on this node, so it
+// never holds more than its claim limit through one node. (An agent asks
+// the node it is connected to, the queue group's local member; claims it
+// sent at once through two nodes could both pass the count before either
+// node's view had the other's claim.)
 func (s *Service) claim(ctx context.Context, caller string, req protocol.BoardRequest) (*protocol.BoardReply, error) {
 	if req.Task != "" && req.Plan == "" {
 		return nil, refuse(protocol.BoardErrInvalid, "claim: a task is named by its plan and its ID: plan is required")
@@ -99,19 +102,21 @@ func (s *Service) holding(ctx context.Context, caller string, limit int) (int, e
 func (s *Service) pick(keep func(protocol.BoardTask) bool) (string, bool) {
 	s.pickMu.Lock()
 	defer s.pickMu.Unlock()
-	t, ok := s.st.oldest(protocol.BoardReady, func(t protocol.BoardTask) bool { return !s.picking[t.Key()] && keep(t) })
+	t, ok := s.st.oldest(protocol.BoardReady, func(t protocol.BoardTask) bool { return s.picking[t.Key()] == 0 && keep(t) })
 	if !ok {
 		if t, ok = s.st.oldest(protocol.BoardReady, keep); !ok {
 			return "", false
 		}
 	}
-	s.picking[t.Key()] = true
+	s.picking[t.Key()]++
 	return t.Key(), true
 }
 
 func (s *Service) unpick(key string) {
 	s.pickMu.Lock()
-	delete(s.picking, key)
+	if s.picking[key]--; s.picking[key] <= 0 {
+		delete(s.picking, key)
+	}
 	s.pickMu.Unlock()
 }
 

@@ -58,7 +58,7 @@ type Service struct {
 	// Tasks a claim on this node is writing: the claims beside it pick
 	// others rather than lose the same compare-and-set (claim.go).
 	pickMu  sync.Mutex
-	picking map[string]bool
+	picking map[string]int // key -> claims writing it
 
 	subs     []*nats.Subscription
 	sem      chan struct{}
@@ -93,7 +93,7 @@ func Serve(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg proto
 		return nil, fmt.Errorf("board: bucket %s: %w", protocol.BoardBucket, err)
 	}
 	run, cancel := context.WithCancel(context.Background())
-	s := &Service{nc: nc, log: log, opt: opt, sem: make(chan struct{}, opt.Workers), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]bool{}}
+	s := &Service{nc: nc, log: log, opt: opt, sem: make(chan struct{}, opt.Workers), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]int{}}
 	s.SetConfig(cfg)
 	if s.st, err = openStore(ctx, run, kv, log, &s.bg); err != nil {
 		cancel()
