@@ -23,6 +23,15 @@ const BoardBucket = "FLOCK_BOARD"
 // BoardStream is the bucket's stream.
 const BoardStream = "KV_" + BoardBucket
 
+// BoardBucketBytes is the store the bucket may use (one revision of each
+// task; the bus's store is shared out with it, and 32 MiB is what leaves
+// the default store room for 500 agents' results), and BoardValueBytes the
+// largest entry: a task at every bound.
+const (
+	BoardBucketBytes = 32 << 20
+	BoardValueBytes  = 64 << 10
+)
+
 // Board subjects.
 const (
 	SubjectBoardAgentRequests = "board.agent.*.*"  // what the service answers for agents

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -52,6 +53,9 @@ type Config struct {
 
 	Logger       *slog.Logger  // nil: discard
 	ReadyTimeout time.Duration // how long to wait for the server to accept clients; 10 s by default
+
+	// Board tunes the board service (tests: its clock, its sweep pace).
+	Board board.Options
 }
 
 // Server is a running bus.
@@ -88,6 +92,10 @@ type Server struct {
 	stop       chan struct{}
 	done       sync.WaitGroup
 	shutOnce   sync.Once
+
+	boardMu     sync.Mutex     // the board service: started once the topology is applied (board.go)
+	board       *board.Service // nil until then
+	boardClosed bool           // Shutdown stopped it: never started again
 }
 
 // Start loads the configuration, starts the server, connects as the in-memory
@@ -178,6 +186,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	} else if err := s.reconcile(ctx, topo); err != nil {
 		s.Shutdown()
 		return nil, err
+	}
+	if !s.clustered {
+		s.boardApplied(topo) // a clustered node's reconciler starts it (cluster.go)
 	}
 	if s.rost, err = s.nc.Subscribe(protocol.SubjectRoster, s.onRoster); err != nil {
 		s.Shutdown()
@@ -291,8 +302,14 @@ func (s *Server) Reload(ctx context.Context) error {
 		if err := s.reconcileInBackground(ctx, topo); err != nil {
 			return err
 		}
-	} else if err := s.reconcile(ctx, topo); err != nil {
-		return err
+	} else {
+		err := s.reconcile(ctx, topo)
+		// What the board knows of the agents follows the topology even
+		// when part of the layout could not be made.
+		s.boardApplied(topo)
+		if err != nil {
+			return err
+		}
 	}
 	s.log.Info("bus reloaded", "streams", len(topo.Streams), "consumers", len(topo.Consumers))
 	return nil
@@ -316,6 +333,7 @@ func (s *Server) Shutdown() {
 			s.ln.Close()
 		}
 		s.done.Wait()
+		s.stopBoard() // before the connection it answers on closes
 		if s.nc != nil {
 			s.nc.Close()
 		}

@@ -79,11 +79,12 @@ func (s *Server) reconcileLoop() {
 		s.topology = goal
 		s.applied.Broadcast()
 		s.mu.Unlock()
+		s.boardApplied(goal)
 		s.log.Info("topology applied", "by_this_node", leader, "streams", len(goal.Streams), "consumers", len(goal.Consumers))
 	}
 }
 
-// layoutHas reports whether every stream and consumer of topo exists (two
+// layoutHas reports whether every stream, bucket and consumer of topo exists (two
 // list requests, whatever the size of the flock).
 func (s *Server) layoutHas(ctx context.Context, topo protocol.Topology) error {
 	streams := map[string]bool{}
@@ -97,6 +98,11 @@ func (s *Server) layoutHas(ctx context.Context, topo protocol.Topology) error {
 	for _, sc := range topo.Streams {
 		if !streams[sc.Name] {
 			return fmt.Errorf("stream %s not made yet", sc.Name)
+		}
+	}
+	for _, kc := range topo.KeyValues {
+		if !streams["KV_"+kc.Bucket] {
+			return fmt.Errorf("bucket %s not made yet", kc.Bucket)
 		}
 	}
 	consumers := map[string]map[string]bool{}

@@ -110,9 +110,10 @@ func ackSubjects(stream, consumer string) []string {
 
 // AgentPermissions is exactly what one agent may do on the bus: publish its
 // own results, events and heartbeats, message any agent's inbox as itself,
-// ask the bus for the roster, pull and ack its own consumer (which also
-// delivers the pool tasks the bus gives it);
-// read its own inbox, its own replies and broadcast; answer a message (the
+// ask the bus for the roster, ask the board on its own request subjects,
+// pull and ack its own consumer (which also delivers the pool tasks the bus
+// gives it); read its own inbox, its own replies, broadcast and the board's
+// ready bell (not the board's events, nor its bucket); answer a message (the
 // delivery receipt) into a reply inbox (_INBOX.<user>.…), the only reply
 // subjects a legitimate requester gives.
 //
@@ -131,6 +132,7 @@ func AgentPermissions(id string) Permissions {
 		protocol.InboxFrom(id),
 		protocol.SubjectRoster,
 		protocol.ReplyInboxes,
+		protocol.BoardAgentRequests(id), // the board knows the caller by the subject
 	}
 	// Its own consumer only: pool tasks reach it there, handed out by the
 	// bus (protocol.PoolTaskSubject), never pulled from the pool itself.
@@ -145,24 +147,29 @@ func AgentPermissions(id string) Permissions {
 			protocol.InboxPrefix(id) + ".>",
 			protocol.InboxOf(id),
 			protocol.SubjectBroadcast,
+			protocol.SubjectBoardReady,
 		}},
 	}
 }
 
 // OperatorPermissions: send tasks, inbox messages (as "operator") and
 // broadcasts, ask for the roster, use the JetStream API (results, dead
-// letters), raise and reset budgets in the ledger; watch results, events, heartbeats and the gateway's usage. It cannot publish as an agent
+// letters), raise and reset budgets in the ledger, ask the board as the
+// operator; watch results, events, heartbeats, the gateway's usage and the
+// board's transitions. It cannot publish as an agent
 // (results, events, heartbeats, inbox messages).
 func OperatorPermissions() Permissions {
 	return Permissions{
 		Publish: Rule{Allow: []string{
 			protocol.SubjectTasks, protocol.InboxFrom(protocol.OperatorUser), protocol.SubjectBroadcast, protocol.SubjectRoster,
 			"$JS.API.>", "$JS.ACK.>", "$JS.FC.>", protocol.LedgerPutSubjects,
+			protocol.SubjectBoardOperator,
 		}},
 		Subscribe: Rule{Allow: []string{
 			protocol.InboxPrefix(protocol.OperatorInboxToken) + ".>",
 			protocol.SubjectResults, protocol.SubjectEvents, protocol.SubjectHeartbeats,
 			protocol.SubjectDead, protocol.SubjectBroadcast, protocol.SubjectUsage,
+			protocol.SubjectBoardEvents, protocol.SubjectBoardReady,
 		}},
 	}
 }
@@ -318,6 +325,19 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 		History: 1, MaxBytes: protocol.LedgerBucketBytes, MaxValueSize: 4 << 10,
 		Storage: jetstream.FileStorage, Replicas: b.Replicas,
 	})
+	// The board: the flock's shared task list, one entry per task, written
+	// only by the board service the bus runs (agents ask it; they have no
+	// permission on the bucket). What it knows of each agent (labels,
+	// limits) comes from here, never from the agent.
+	t.KeyValues = append(t.KeyValues, jetstream.KeyValueConfig{
+		Bucket: protocol.BoardBucket, Description: "the board: the flock's shared tasks, their claims and results (the board service's)",
+		History: 1, MaxBytes: protocol.BoardBucketBytes, MaxValueSize: protocol.BoardValueBytes,
+		Storage: jetstream.FileStorage, Replicas: b.Replicas,
+	})
+	for _, a := range m.Agents {
+		// Claim limit and add quota 0: the board's defaults.
+		t.Board.Agents = append(t.Board.Agents, protocol.BoardAgent{ID: a.ID, Labels: a.Labels})
+	}
 	// One results stream per agent, each bounded on its own: an agent that
 	// floods its result subject evicts only its own oldest results (the
 	// operator still sees every result live on task.result.>).

@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/flock"
@@ -241,5 +243,57 @@ func TestClusteredNodeConfigLoadsInNatsServer(t *testing.T) {
 	}
 	if r := BuildTopology(single).Streams[0].Replicas; r != 1 {
 		t.Errorf("single node stream replicas %d", r)
+	}
+}
+
+// The board: its bucket (replicated like the streams, bounded), what the
+// board service knows of each agent (its labels, from the model, never from
+// the agent), and who may ask it: each agent on its own request subjects
+// only, the operator on the operator's. Agents may not touch the bucket or
+// watch the board's events; they hear the ready bell.
+func TestBoardBucketAgentsAndPermissions(t *testing.T) {
+	m := model(t, 2)
+	m.Agents[1].Labels = []string{"gpu", "go"}
+	top := BuildTopology(m)
+	var bucket *jetstream.KeyValueConfig
+	for i, kc := range top.KeyValues {
+		if kc.Bucket == protocol.BoardBucket {
+			bucket = &top.KeyValues[i]
+		}
+	}
+	if bucket == nil {
+		t.Fatalf("no %s bucket in %+v", protocol.BoardBucket, top.KeyValues)
+	}
+	if bucket.History != 1 || bucket.Storage != jetstream.FileStorage || bucket.Replicas != m.Bus.Replicas ||
+		bucket.MaxBytes != protocol.BoardBucketBytes || bucket.MaxValueSize != protocol.BoardValueBytes {
+		t.Errorf("board bucket %+v", *bucket)
+	}
+	want := protocol.BoardConfig{Agents: []protocol.BoardAgent{{ID: "agent-1"}, {ID: "agent-2", Labels: []string{"gpu", "go"}}}}
+	if !reflect.DeepEqual(top.Board, want) {
+		t.Errorf("board config %+v, want %+v", top.Board, want)
+	}
+
+	p := AgentPermissions("agent-1")
+	if !slices.Contains(p.Publish.Allow, "board.agent.agent-1.*") || !slices.Contains(p.Subscribe.Allow, protocol.SubjectBoardReady) {
+		t.Errorf("agent-1 cannot ask the board or hear it: %v / %v", p.Publish.Allow, p.Subscribe.Allow)
+	}
+	for _, s := range p.Publish.Allow {
+		if strings.HasPrefix(s, "$KV.") || strings.HasPrefix(s, "board.operator") || (strings.HasPrefix(s, "board.") && s != "board.agent.agent-1.*") {
+			t.Errorf("agent-1 may publish on %q", s)
+		}
+	}
+	for _, s := range p.Subscribe.Allow {
+		if strings.HasPrefix(s, "board.") && s != protocol.SubjectBoardReady {
+			t.Errorf("agent-1 may subscribe to %q", s)
+		}
+	}
+	op := OperatorPermissions()
+	if !slices.Contains(op.Publish.Allow, "board.operator.*") || !slices.Contains(op.Subscribe.Allow, "board.events.>") || !slices.Contains(op.Subscribe.Allow, "board.ready") {
+		t.Errorf("operator's board permissions: %v / %v", op.Publish.Allow, op.Subscribe.Allow)
+	}
+	for _, s := range op.Publish.Allow {
+		if strings.HasPrefix(s, "board.agent") || strings.HasPrefix(s, "$KV."+protocol.BoardBucket) {
+			t.Errorf("the operator may publish on %q", s)
+		}
 	}
 }

@@ -16,8 +16,9 @@ func (b BusConfig) validate(es *errs) Bus {
 	rangeJetStreamMiB.check(es, "flock:bus.jetStreamMaxMiB", b.JetStreamMaxMiB, &jsMiB)
 	out.MaxPayloadBytes, out.StreamMaxBytes, out.JetStreamMaxBytes = kib<<10, int64(streamMiB)<<20, int64(jsMiB)<<20
 	// The task and dead-letter streams share the JetStream store with the
-	// agents' results streams (resultsShare), the status stream and the spending ledger.
-	if out.StreamMaxBytes*2+StatusStreamBytes+protocol.LedgerBucketBytes > out.JetStreamMaxBytes {
+	// agents' results streams (resultsShare), the status stream, the
+	// spending ledger and the board.
+	if out.StreamMaxBytes*2+StatusStreamBytes+protocol.LedgerBucketBytes+protocol.BoardBucketBytes > out.JetStreamMaxBytes {
 		es.add("flock:bus.streamMaxMiB", "two streams (tasks, dead letters) of %d MiB must fit in flock:bus.jetStreamMaxMiB %d", streamMiB, jsMiB)
 	}
 	if int64(out.MaxPayloadBytes) > out.StreamMaxBytes {
@@ -50,7 +51,7 @@ func (b BusConfig) validate(es *errs) Bus {
 // most DefaultResultsPerAgent). Each share must hold a few of the largest
 // results, and all of them must fit in the store.
 func (b BusConfig) resultsShare(es *errs, bus Bus, agents int) int64 {
-	left := bus.JetStreamMaxBytes - 2*bus.StreamMaxBytes - StatusStreamBytes - protocol.LedgerBucketBytes
+	left := bus.JetStreamMaxBytes - 2*bus.StreamMaxBytes - StatusStreamBytes - protocol.LedgerBucketBytes - protocol.BoardBucketBytes
 	share := min(DefaultResultsPerAgent, left/int64(agents))
 	if b.ResultsMiBPerAgent != nil {
 		mib := *b.ResultsMiBPerAgent
@@ -60,7 +61,7 @@ func (b BusConfig) resultsShare(es *errs, bus Bus, agents int) int64 {
 		}
 		share = int64(mib) << 20
 		if share*int64(agents) > left {
-			es.add("flock:bus.resultsMiBPerAgent", "%d agents × %d MiB must fit in flock:bus.jetStreamMaxMiB %d after the task and dead-letter streams (2 × %d MiB) the status stream and the ledger: at most %d MiB each",
+			es.add("flock:bus.resultsMiBPerAgent", "%d agents × %d MiB must fit in flock:bus.jetStreamMaxMiB %d after the task and dead-letter streams (2 × %d MiB) the status stream, the ledger and the board: at most %d MiB each",
 				agents, mib, bus.JetStreamMaxBytes>>20, bus.StreamMaxBytes>>20, max(left/int64(agents), 0)>>20)
 		}
 		return share

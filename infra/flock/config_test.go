@@ -83,7 +83,7 @@ func TestValidateRules(t *testing.T) {
 			c.Network.PrefixLength = ip(28)
 			c.Bus.JetStreamMaxMiB = ip(2200)
 			return c
-		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 162 KiB each for their results"},
+		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 126 KiB each for their results"},
 		{"bus limits", with(func(c *Config) { c.Bus.Limits.MemoryMiB = ip(1) }), "flock:bus.limits.memoryMiB", "between 32"},
 		{"claim limit zero", with(func(c *Config) { c.Board.ClaimLimit = ip(0) }), "flock:board.claimLimit", "must be between 1 and 100 tasks (got 0)"},
 		{"claim limit high", with(func(c *Config) { c.Board.ClaimLimit = ip(101) }), "flock:board.claimLimit", "must be between 1 and 100 tasks (got 101)"},

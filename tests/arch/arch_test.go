@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"protocol": {},
 
 	"agent/board":             {"protocol"},
-	"agent/bus":               {"protocol"},
+	"agent/bus":               {"agent/board", "protocol"},
 	"agent/cli":               {"agent/board", "agent/ledger", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/tool", "agent/worker", "protocol"},
 	"agent/cmd/flock-agent":   {"agent/cli"},
 	"agent/cmd/flock-bus":     {"agent/bus", "protocol"},

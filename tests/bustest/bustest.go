@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/agent/bus"
 	"github.com/ai-flock/ai-flock/infra/busconfig"
 	"github.com/ai-flock/ai-flock/infra/credentials"
@@ -47,6 +48,22 @@ type Bus struct {
 	Nodes []*Node
 	// BootstrapGrace is given to nodes started from now on (0: the bus's default).
 	BootstrapGrace time.Duration
+
+	opts []Option // applied to every bus.Config this test bus starts with
+}
+
+// Option changes the bus.Config a test bus starts with.
+type Option func(*bus.Config)
+
+// WithBoard gives the bus's board service its options: a test's clock, a
+// fast sweep.
+func WithBoard(o board.Options) Option { return func(c *bus.Config) { c.Board = o } }
+
+func (f *Bus) apply(c bus.Config) bus.Config {
+	for _, o := range f.opts {
+		o(&c)
+	}
+	return c
 }
 
 // Agents returns a flock.Config of n agents (agent-1 … agent-n) on the docker target.
@@ -56,12 +73,12 @@ func Agents(n int) flock.Config {
 
 // New renders cfg into dir and starts its bus (random port, store in dir).
 // Close stops it. logger may be nil.
-func New(dir string, cfg flock.Config, logger *slog.Logger) (*Bus, error) {
-	return newWithMaster(dir, cfg, logger, Master)
+func New(dir string, cfg flock.Config, logger *slog.Logger, opts ...Option) (*Bus, error) {
+	return newWithMaster(dir, cfg, logger, Master, opts...)
 }
 
-func newWithMaster(dir string, cfg flock.Config, logger *slog.Logger, master []byte) (*Bus, error) {
-	f := &Bus{Dir: dir, ConfigFile: filepath.Join(dir, "nats.conf"), TopologyFile: filepath.Join(dir, "topology.json"), master: master, agentMaster: master}
+func newWithMaster(dir string, cfg flock.Config, logger *slog.Logger, master []byte, opts ...Option) (*Bus, error) {
+	f := &Bus{Dir: dir, ConfigFile: filepath.Join(dir, "nats.conf"), TopologyFile: filepath.Join(dir, "topology.json"), master: master, agentMaster: master, opts: opts}
 	if err := f.render(cfg); err != nil {
 		return nil, err
 	}
@@ -78,11 +95,11 @@ func newWithMaster(dir string, cfg flock.Config, logger *slog.Logger, master []b
 func (f *Bus) startBus(port int) (*bus.Server, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return bus.Start(ctx, bus.Config{
+	return bus.Start(ctx, f.apply(bus.Config{
 		ConfigFile: f.ConfigFile, TopologyFile: f.TopologyFile,
 		Host: "127.0.0.1", Port: port, NoMonitor: true,
 		StoreDir: filepath.Join(f.Dir, "store"), Logger: f.logger,
-	})
+	}))
 }
 
 // RestartBus starts the single bus again after f.Bus.Shutdown(), on the
@@ -105,9 +122,9 @@ func (f *Bus) RestartBus(tb testing.TB) {
 }
 
 // Start is New for a test: temp dir, stopped when the test ends.
-func Start(tb testing.TB, cfg flock.Config) *Bus {
+func Start(tb testing.TB, cfg flock.Config, opts ...Option) *Bus {
 	tb.Helper()
-	f, err := New(tb.TempDir(), cfg, testLogger())
+	f, err := New(tb.TempDir(), cfg, testLogger(), opts...)
 	if err != nil {
 		tb.Fatalf("start bus: %v", err)
 	}

@@ -95,12 +95,12 @@ func (n *Node) start() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := bus.Start(ctx, bus.Config{
+	s, err := bus.Start(ctx, n.f.apply(bus.Config{
 		ConfigFile: n.f.nodeConfig(n.Num), TopologyFile: n.f.TopologyFile,
 		Host: "127.0.0.1", Port: n.ClientPort, NoMonitor: true,
 		RoutePort: n.RoutePort, Routes: n.routes,
 		StoreDir: n.f.nodeStore(n.Num), Logger: testLogger(), BootstrapGrace: n.f.BootstrapGrace,
-	})
+	}))
 	if err != nil {
 		return err
 	}

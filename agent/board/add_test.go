@@ -1,0 +1,78 @@
+package board_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// An agent adds subtasks under a task it holds: in the same plan, under a
+// new ID, needing tasks of the plan; prompt tasks for anyone, run tasks for
+// itself only; within its quota.
+func TestAddSubtasks(t *testing.T) {
+	e := start(t, 2)
+	a1, a2 := e.agent(t, "agent-1"), e.agent(t, "agent-2")
+	e.apply(t, plan("p", prompt("a"), prompt("b"), prompt("later", "b")))
+	claim(t, a1, "p", "a")
+
+	sub := must[*protocol.BoardTask](t)(a1.Add(ctxT(t), "p", "a", protocol.BoardTaskSpec{ID: "a-1", Prompt: "part one", Assignee: "agent-2"}))
+	if sub.Status != protocol.BoardReady || sub.Parent != "a" || sub.CreatedBy != "agent-1" || sub.Plan != "p" {
+		t.Fatalf("subtask %+v", sub)
+	}
+	blocked := must[*protocol.BoardTask](t)(a1.Add(ctxT(t), "p", "a", protocol.BoardTaskSpec{ID: "a-2", Run: []string{"go", "test"}, Assignee: "agent-1", Needs: []string{"a-1", "later"}}))
+	if blocked.Status != protocol.BoardBlocked {
+		t.Fatalf("subtask with needs: %+v", blocked)
+	}
+	for _, c := range []struct {
+		name, under string
+		spec        protocol.BoardTaskSpec
+		code, says  string
+	}{
+		{"a run task for another agent", "a", protocol.BoardTaskSpec{ID: "x", Run: []string{"rm", "-rf", "/"}, Assignee: "agent-2"}, protocol.BoardErrForbidden, "only the operator"},
+		{"a run task for anyone", "a", protocol.BoardTaskSpec{ID: "x", Run: []string{"true"}}, protocol.BoardErrForbidden, "assigned to itself"},
+		{"under a task it does not hold", "b", prompt("x"), protocol.BoardErrNotHolder, "not held by agent-1"},
+		{"under no task", "zz", prompt("x"), protocol.BoardErrNotFound, "no task p.zz"},
+		{"an ID taken", "a", prompt("b"), protocol.BoardErrInvalid, "already exists"},
+		{"a need not in the plan", "a", prompt("x", "nope"), protocol.BoardErrInvalid, `"nope" is not a task of plan p`},
+		{"a bad spec", "a", protocol.BoardTaskSpec{ID: "x"}, protocol.BoardErrInvalid, "neither run nor prompt"},
+	} {
+		_, err := a1.Add(ctxT(t), "p", c.under, c.spec)
+		if be := refused(t, err, c.code); !strings.Contains(be.Msg, c.says) {
+			t.Errorf("%s: %q does not say %q", c.name, be.Msg, c.says)
+		}
+	}
+	// The operator does not add: it applies.
+	_, err := e.op.Add(ctxT(t), "p", "a", prompt("y"))
+	refused(t, err, protocol.BoardErrForbidden)
+	// agent-2 sees the task assigned to it, and takes it.
+	if got := claim(t, a2, "p", "a-1"); got.ID != "a-1" {
+		t.Fatalf("agent-2 claimed %+v", got)
+	}
+	if tasks := must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), "p")); len(tasks) != 5 {
+		t.Fatalf("tasks %v", ids(tasks))
+	}
+}
+
+// Adds past the quota (counted over every plan) are refused.
+func TestAddQuota(t *testing.T) {
+	e := start(t, 1)
+	a1 := e.agent(t, "agent-1")
+	e.setBoard(t, func(c *protocol.BoardConfig) { setAgent(c, protocol.BoardAgent{ID: "agent-1", AddQuota: 3}) })
+	e.apply(t, plan("p", prompt("a")))
+	e.apply(t, plan("q", prompt("a")))
+	claim(t, a1, "p", "a")
+	for _, id := range []string{"s1", "s2"} {
+		must[*protocol.BoardTask](t)(a1.Add(ctxT(t), "p", "a", prompt(id)))
+	}
+	must[*protocol.BoardTask](t)(a1.Release(ctxT(t), "p", "a", ""))
+	claim(t, a1, "q", "a")
+	must[*protocol.BoardTask](t)(a1.Add(ctxT(t), "q", "a", prompt("s3")))
+	for i := range 20 { // a flood
+		_, err := a1.Add(ctxT(t), "q", "a", prompt("flood-"+string(rune('a'+i))))
+		refused(t, err, protocol.BoardErrLimit)
+	}
+	if n := len(must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), ""))); n != 5 {
+		t.Fatalf("%d tasks on the board, want 5", n)
+	}
+}

@@ -1,0 +1,102 @@
+package board_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/ai-flock/ai-flock/agent/board"
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// agents connects agent-1 … agent-n, each on its own connection.
+func (e *env) agents(t testing.TB, n int) []*board.Client {
+	t.Helper()
+	out := make([]*board.Client, n)
+	for i := range out {
+		out[i] = e.agent(t, fmt.Sprintf("agent-%d", i+1))
+	}
+	return out
+}
+
+// race has every client claim at once and returns the tasks won and the
+// refusals' codes.
+func race(t testing.TB, clients []*board.Client, p string) (won []protocol.BoardTask, codes map[string]int) {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	codes = map[string]int{}
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			rep, err := c.Claim(ctxT(t), p, "", "")
+			mu.Lock()
+			defer mu.Unlock()
+			var be *protocol.BoardError
+			switch {
+			case err == nil:
+				won = append(won, *rep.Task)
+			case errors.As(err, &be):
+				codes[be.Code]++
+			default:
+				t.Errorf("agent-%d: %v", i+1, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return won, codes
+}
+
+// 50 agents claim the one ready task at once, 20 times over: each time
+// exactly one wins, and every other is told there is nothing for it.
+func TestFiftyAgentsRaceForOneTask(t *testing.T) {
+	e := start(t, 50)
+	clients := e.agents(t, 50)
+	for round := range 20 {
+		p := fmt.Sprintf("round-%d", round)
+		e.apply(t, plan(p, prompt("prize")))
+		won, codes := race(t, clients, p)
+		if len(won) != 1 || codes[protocol.BoardErrNothing] != 49 {
+			t.Fatalf("round %d: %d winners %v, refusals %v", round, len(won), ids(won), codes)
+		}
+		task := e.status(t, p, "prize", protocol.BoardClaimed)
+		if task.Holder != won[0].Holder || task.Attempts != 1 {
+			t.Fatalf("round %d: the board says %+v, the winner %+v", round, task, won[0])
+		}
+		var n int
+		fmt.Sscanf(task.Holder, "agent-%d", &n)
+		must[*protocol.BoardTask](t)(clients[n-1].Complete(ctxT(t), p, "prize", protocol.BoardResult{})) // its slot free again
+	}
+}
+
+// 50 agents race for 50 tasks: each gets one, no task is given twice.
+func TestFiftyAgentsShareFiftyTasks(t *testing.T) {
+	e := start(t, 50)
+	clients := e.agents(t, 50)
+	var specs []protocol.BoardTaskSpec
+	for i := range 50 {
+		specs = append(specs, prompt(fmt.Sprintf("t%02d", i)))
+	}
+	e.apply(t, plan("p", specs...))
+	won, codes := race(t, clients, "p")
+	if len(won) != 50 || len(codes) != 0 {
+		t.Fatalf("%d won, refusals %v", len(won), codes)
+	}
+	holders, tasks := map[string]bool{}, map[string]bool{}
+	for _, w := range won {
+		if holders[w.Holder] || tasks[w.ID] {
+			t.Fatalf("given twice: %+v", w)
+		}
+		holders[w.Holder], tasks[w.ID] = true, true
+	}
+	if n := len(must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), "p", protocol.BoardClaimed))); n != 50 {
+		t.Fatalf("%d claimed on the board", n)
+	}
+}

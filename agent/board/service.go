@@ -1,0 +1,224 @@
+package board
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// Options tune the service; the zero value is what the bus runs with.
+type Options struct {
+	Now        func() time.Time // the clock leases are read against (time.Now)
+	SweepEvery time.Duration    // how often leases and blocked tasks are checked (DefaultSweepEvery)
+	Workers    int              // requests handled at once (DefaultWorkers)
+}
+
+// Defaults of Options.
+const (
+	DefaultSweepEvery = time.Second
+	DefaultWorkers    = 16
+)
+
+// Pacing and bounds of the service.
+const (
+	requestTimeout = 10 * time.Second         // one request, all its reads and writes
+	maxConflicts   = 8                        // compare-and-set retries of one task's write
+	maxClaimTries  = 32                       // tasks a claim tries before it says "conflict"
+	maxValueBytes  = protocol.BoardValueBytes // a task's entry (the bucket's MaxValueSize)
+	maxBodyBytes   = 64 << 10                 // a request's body, but apply's (bounded by the bus's max payload)
+	callerStripes  = 64
+)
+
+// Service is the board service one bus node runs: it answers the board's
+// request subjects in the queue group protocol.BoardQueueGroup (every node
+// serves, one answers each request) and sweeps expired leases. Its
+// view of the bucket is a cache a watcher keeps current; every write is a
+// compare-and-set on the entry's revision, so nodes (and concurrent
+// requests on one node) never overwrite each other's transitions.
+type Service struct {
+	nc     *nats.Conn
+	log    *slog.Logger
+	opt    Options
+	st     *store
+	agents atomic.Pointer[map[string]protocol.BoardAgent]
+
+	// One caller's claims and adds, one at a time on this node: its claim
+	// limit and add quota are counted, then kept, under the lock.
+	callers [callerStripes]sync.Mutex
+
+	// Tasks a claim on this node is writing: the claims beside it pick
+	// others rather than lose the same compare-and-set (claim.go).
+	pickMu  sync.Mutex
+	picking map[string]int // key -> claims writing it
+
+	subs     []*nats.Subscription
+	sem      chan struct{}
+	mu       sync.Mutex // stopping and the in-flight count
+	stopping bool
+	inflight sync.WaitGroup
+	ring     chan struct{} // a task became ready: ring protocol.SubjectBoardReady (coalesced)
+	cancel   context.CancelFunc
+	bg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// Serve binds the board's bucket (protocol.BoardBucket, which the bus's
+// topology declares), loads it, and starts answering requests and sweeping.
+// ctx bounds the start only. nc must be allowed everything the service does
+// (the bus's own admin connection).
+func Serve(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg protocol.BoardConfig, log *slog.Logger, opt Options) (*Service, error) {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.SweepEvery <= 0 {
+		opt.SweepEvery = DefaultSweepEvery
+	}
+	if opt.Workers <= 0 {
+		opt.Workers = DefaultWorkers
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	kv, err := js.KeyValue(ctx, protocol.BoardBucket)
+	if err != nil {
+		return nil, fmt.Errorf("board: bucket %s: %w", protocol.BoardBucket, err)
+	}
+	run, cancel := context.WithCancel(context.Background())
+	s := &Service{nc: nc, log: log, opt: opt, sem: make(chan struct{}, opt.Workers), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]int{}}
+	s.SetConfig(cfg)
+	if s.st, err = openStore(ctx, run, kv, log, &s.bg); err != nil {
+		cancel()
+		s.bg.Wait()
+		return nil, err
+	}
+	for _, subj := range []string{protocol.SubjectBoardAgentRequests, protocol.SubjectBoardOperator} {
+		sub, err := nc.QueueSubscribe(subj, protocol.BoardQueueGroup, s.onRequest)
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("board: subscribe %s: %w", subj, err)
+		}
+		s.subs = append(s.subs, sub)
+	}
+	fctx, fcancel := context.WithTimeout(ctx, requestTimeout)
+	defer fcancel()
+	if err := nc.FlushWithContext(fctx); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("board: %w", err)
+	}
+	s.bg.Add(2)
+	go s.sweepLoop(run)
+	go s.ringLoop(run)
+	log.Info("board service started", "tasks", s.st.count(), "agents", len(cfg.Agents))
+	return s, nil
+}
+
+// SetConfig replaces what the service knows of the agents (a reload of the
+// topology): labels, claim limits and add quotas count from the next request.
+func (s *Service) SetConfig(cfg protocol.BoardConfig) {
+	m := make(map[string]protocol.BoardAgent, len(cfg.Agents))
+	for _, a := range cfg.Agents {
+		m[a.ID] = a
+	}
+	s.agents.Store(&m)
+}
+
+// agent is what the board knows of agent id, its defaults filled in (an
+// agent the topology does not list yet: no labels, the default limits).
+func (s *Service) agent(id string) protocol.BoardAgent {
+	a := (*s.agents.Load())[id]
+	a.ID = id
+	if a.ClaimLimit <= 0 {
+		a.ClaimLimit = protocol.DefaultBoardClaimLimit
+	}
+	if a.AddQuota <= 0 {
+		a.AddQuota = protocol.DefaultBoardAddQuota
+	}
+	return a
+}
+
+// Stop stops taking requests, answers those already taken, and stops the
+// sweeper and the watcher. Safe to call more than once; the connection
+// stays open (it is the caller's).
+func (s *Service) Stop() {
+	s.stopOnce.Do(func() {
+		for _, sub := range s.subs {
+			_ = sub.Drain()
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for _, sub := range s.subs {
+			for sub.IsValid() && time.Now().Before(deadline) && !s.nc.IsClosed() {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		s.mu.Lock()
+		s.stopping = true
+		s.mu.Unlock()
+		s.inflight.Wait()
+		s.cancel()
+		s.bg.Wait()
+		s.log.Info("board service stopped")
+	})
+}
+
+// onRequest hands a request to a worker; with every worker busy it waits
+// (the subscription's pending messages are the queue).
+func (s *Service) onRequest(m *nats.Msg) {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	s.inflight.Add(1)
+	s.mu.Unlock()
+	s.sem <- struct{}{}
+	go func() {
+		defer func() {
+			<-s.sem
+			s.inflight.Done()
+		}()
+		s.handle(m)
+	}()
+}
+
+// lockCaller serialises one caller's claims and adds on this node.
+func (s *Service) lockCaller(id string) func() {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	mu := &s.callers[h.Sum32()%callerStripes]
+	mu.Lock()
+	return mu.Unlock
+}
+
+func (s *Service) now() time.Time { return s.opt.Now().UTC() }
+
+// ringSoon asks the ring loop to ring protocol.SubjectBoardReady: many
+// tasks that become ready together ring once.
+func (s *Service) ringSoon() {
+	select {
+	case s.ring <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Service) ringLoop(ctx context.Context) {
+	defer s.bg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.ring:
+			if err := s.nc.Publish(protocol.SubjectBoardReady, nil); err != nil {
+				s.log.Warn("board: ready not rung", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package board
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// sweepLoop sweeps every SweepEvery until ctx ends. Every node sweeps: the
+// writes are compare-and-set, so a task two nodes sweep at once moves once.
+func (s *Service) sweepLoop(ctx context.Context) {
+	defer s.bg.Done()
+	t := time.NewTicker(s.opt.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.sweep(ctx)
+		}
+	}
+}
+
+// sweep takes back the tasks whose lease ran out (ready again, or failed
+// when that was their last attempt) and makes ready the blocked tasks
+// whose needs are all done (a promotion that a completion's node missed).
+func (s *Service) sweep(ctx context.Context) {
+	now := s.now()
+	for _, t := range s.st.withStatus(protocol.BoardClaimed, func(t protocol.BoardTask) bool { return !t.LeaseUntil.After(now) }) {
+		if ctx.Err() != nil {
+			return
+		}
+		if _, err := s.expire(ctx, t.Key(), now); err != nil {
+			s.log.Warn("board: expired lease not taken back", "task", t.Key(), "err", err)
+		}
+	}
+	// needsDone reads the view: not under the view's lock (where's keep).
+	for _, t := range s.st.withStatus(protocol.BoardBlocked, nil) {
+		if ctx.Err() != nil {
+			return
+		}
+		if !s.needsDone(t) {
+			continue
+		}
+		if _, err := s.promote(ctx, t.Key()); err != nil {
+			s.log.Warn("board: blocked task not promoted", "task", t.Key(), "err", err)
+		}
+	}
+}
+
+// expire takes back a claimed task whose lease ran out by now: ready again
+// (the attempt counted), or failed once it had its last attempt. Its
+// dependents stay blocked, and say why.
+func (s *Service) expire(ctx context.Context, key string, now time.Time) (protocol.BoardTask, error) {
+	return s.change(ctx, key, func(t protocol.BoardTask) (protocol.BoardTask, error) {
+		if t.Status != protocol.BoardClaimed || t.LeaseUntil.After(now) {
+			return t, errUnchanged // completed, released or renewed meanwhile
+		}
+		why := fmt.Sprintf("lease expired (held by %s)", t.Holder)
+		if t.Attempts >= maxAttempts(t) {
+			t.Status = protocol.BoardFailed
+			t.Reason = fmt.Sprintf("%s; out of attempts (%d of %d)", why, t.Attempts, maxAttempts(t))
+		} else {
+			t.Status, t.Holder, t.Reason = protocol.BoardReady, "", why
+		}
+		t.LeaseUntil = time.Time{}
+		s.log.Info("board: lease expired", "task", t.Key(), "status", t.Status, "attempts", t.Attempts)
+		return t, nil
+	})
+}
