@@ -296,6 +296,6 @@ type BoardConfig struct {
 type BoardAgent struct {
 	ID         string   `json:"id"`
 	Labels     []string `json:"labels,omitempty"`
-	ClaimLimit int      `json:"claimLimit"` // DefaultBoardClaimLimit when 0
-	AddQuota   int      `json:"addQuota"`   // DefaultBoardAddQuota when 0
+	ClaimLimit int      `json:"claimLimit"`         // DefaultBoardClaimLimit when 0
+	AddQuota   *int     `json:"addQuota,omitempty"` // DefaultBoardAddQuota when absent; 0: it may add none
 }
