@@ -115,6 +115,11 @@ const (
 	BoardCancelled = "cancelled" // cancelled by the operator (or removed from its plan before it started)
 )
 
+// BoardRemovedReason is the reason of a task the board cancelled because a
+// new version of its plan no longer has it: no longer part of the plan
+// (applying a file that has it again revives it).
+const BoardRemovedReason = "removed from the plan"
+
 // Board kinds: what a task asks for.
 const (
 	BoardKindRun    = "run"    // a command the agent runtime runs itself
@@ -296,6 +301,6 @@ type BoardConfig struct {
 type BoardAgent struct {
 	ID         string   `json:"id"`
 	Labels     []string `json:"labels,omitempty"`
-	ClaimLimit int      `json:"claimLimit"` // DefaultBoardClaimLimit when 0
-	AddQuota   int      `json:"addQuota"`   // DefaultBoardAddQuota when 0
+	ClaimLimit int      `json:"claimLimit"`         // DefaultBoardClaimLimit when 0
+	AddQuota   *int     `json:"addQuota,omitempty"` // DefaultBoardAddQuota when absent; 0: it may add none
 }

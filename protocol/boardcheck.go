@@ -15,21 +15,12 @@ import (
 // *FieldError naming the field by its path in the request:
 // "tasks[3].needs[0]", "result.artifacts[2]".
 
-// BoardLabelRule is the rule for a label (of a task, and of an agent).
-const BoardLabelRule = `^[a-z0-9][a-z0-9_-]{0,62}$`
-
 // BoardArtifactRule is the rule for an artifact reference: slash-separated
 // names, each starting with a letter or digit (no "..", no absolute path),
 // at most MaxBoardArtifactRef bytes.
 const BoardArtifactRule = `^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$`
 
-var (
-	boardLabelPattern    = regexp.MustCompile(BoardLabelRule)
-	boardArtifactPattern = regexp.MustCompile(BoardArtifactRule)
-)
-
-// ValidBoardLabel reports whether s may be a label.
-func ValidBoardLabel(s string) bool { return boardLabelPattern.MatchString(s) }
+var boardArtifactPattern = regexp.MustCompile(BoardArtifactRule)
 
 // ValidBoardStatus reports whether s is one of the task statuses.
 func ValidBoardStatus(s string) bool {

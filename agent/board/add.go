@@ -51,8 +51,8 @@ func (s *Service) add(ctx context.Context, caller string, req protocol.BoardRequ
 		}
 	}
 	a := s.agent(caller)
-	if n := s.st.createdBy(caller); n >= a.AddQuota {
-		return nil, refuse(protocol.BoardErrLimit, "%s has added %d task(s), its quota is %d", caller, n, a.AddQuota)
+	if n := s.st.createdBy(caller); n >= *a.AddQuota {
+		return nil, refuse(protocol.BoardErrLimit, "%s has added %d task(s), its quota is %d", caller, n, *a.AddQuota)
 	}
 	t := protocol.BoardTask{Plan: req.Plan, BoardTaskSpec: spec, Parent: parent.ID, CreatedBy: caller, Created: s.now()}
 	t.Status = s.waitingStatus(t)

@@ -58,7 +58,7 @@ func TestAddSubtasks(t *testing.T) {
 func TestAddQuota(t *testing.T) {
 	e := start(t, 1)
 	a1 := e.agent(t, "agent-1")
-	e.setBoard(t, func(c *protocol.BoardConfig) { setAgent(c, protocol.BoardAgent{ID: "agent-1", AddQuota: 3}) })
+	e.setBoard(t, func(c *protocol.BoardConfig) { setAgent(c, protocol.BoardAgent{ID: "agent-1", AddQuota: quota(3)}) })
 	e.apply(t, plan("p", prompt("a")))
 	e.apply(t, plan("q", prompt("a")))
 	claim(t, a1, "p", "a")
@@ -75,4 +75,15 @@ func TestAddQuota(t *testing.T) {
 	if n := len(must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), ""))); n != 5 {
 		t.Fatalf("%d tasks on the board, want 5", n)
 	}
+}
+
+// A quota of 0 (flock:board.addQuota: 0) is none at all, not the default.
+func TestAddQuotaZeroIsNone(t *testing.T) {
+	e := start(t, 1)
+	a1 := e.agent(t, "agent-1")
+	e.setBoard(t, func(c *protocol.BoardConfig) { setAgent(c, protocol.BoardAgent{ID: "agent-1", AddQuota: quota(0)}) })
+	e.apply(t, plan("p", prompt("a")))
+	claim(t, a1, "p", "a")
+	_, err := a1.Add(ctxT(t), "p", "a", prompt("s1"))
+	refused(t, err, protocol.BoardErrLimit)
 }

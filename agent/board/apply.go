@@ -12,7 +12,7 @@ import (
 )
 
 // removedReason is why a task the plan file no longer has was cancelled.
-const removedReason = "removed from the plan"
+const removedReason = protocol.BoardRemovedReason
 
 // applyWorkers: tasks of one plan written at once.
 const applyWorkers = 8

@@ -206,3 +206,5 @@ func listen(t testing.TB, nc *nats.Conn, subject string) chan *nats.Msg {
 	}
 	return ch
 }
+
+func quota(n int) *int { return &n }

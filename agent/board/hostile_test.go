@@ -95,7 +95,7 @@ func TestHostileAgent(t *testing.T) {
 	refused(t, err, protocol.BoardErrNotHolder)
 	e.status(t, "p", theirs.ID, protocol.BoardClaimed)
 
-	e.setBoard(t, func(c *protocol.BoardConfig) { setAgent(c, protocol.BoardAgent{ID: "agent-1", AddQuota: 5}) })
+	e.setBoard(t, func(c *protocol.BoardConfig) { setAgent(c, protocol.BoardAgent{ID: "agent-1", AddQuota: quota(5)}) })
 	refusedAdds := 0
 	for i := range 30 {
 		_, err := evil.Add(ctxT(t), "p", mine.ID, prompt(fmt.Sprintf("spam-%d", i)))

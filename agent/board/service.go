@@ -139,8 +139,9 @@ func (s *Service) agent(id string) protocol.BoardAgent {
 	if a.ClaimLimit <= 0 {
 		a.ClaimLimit = protocol.DefaultBoardClaimLimit
 	}
-	if a.AddQuota <= 0 {
-		a.AddQuota = protocol.DefaultBoardAddQuota
+	if a.AddQuota == nil || *a.AddQuota < 0 {
+		q := protocol.DefaultBoardAddQuota
+		a.AddQuota = &q
 	}
 	return a
 }

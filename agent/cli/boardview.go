@@ -92,7 +92,20 @@ func plural(n int, one, many string) string {
 	return many
 }
 
+// inPlan leaves out the tasks an edited plan file removed (cancelled by
+// the board with protocol.BoardRemovedReason): they are no longer the plan's.
+func inPlan(tasks map[string]protocol.BoardTask) map[string]protocol.BoardTask {
+	out := make(map[string]protocol.BoardTask, len(tasks))
+	for id, t := range tasks {
+		if t.Status != protocol.BoardCancelled || t.Reason != protocol.BoardRemovedReason {
+			out[id] = t
+		}
+	}
+	return out
+}
+
 func progressOf(plan string, tasks map[string]protocol.BoardTask) progress {
+	tasks = inPlan(tasks)
 	p := progress{Plan: plan, Total: len(tasks)}
 	for _, t := range tasks {
 		switch t.Status {
@@ -141,6 +154,7 @@ func progressOf(plan string, tasks map[string]protocol.BoardTask) progress {
 // or one failed or was cancelled and nothing left can run (each task not
 // done failed, was cancelled, or waits on such a task).
 func verdict(tasks map[string]protocol.BoardTask) (over, ok bool) {
+	tasks = inPlan(tasks)
 	doomed := map[string]bool{}
 	seen := map[string]bool{}
 	var isDoomed func(id string) bool

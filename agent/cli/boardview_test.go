@@ -51,10 +51,16 @@ func TestVerdict(t *testing.T) {
 		{"failed, another still running", plan(tk("a", "failed"), tk("b", "ready")), false, false},
 		{"failed, a blocked task about to be ready", plan(tk("a", "failed"), tk("b", "done"), tk("c", "blocked", "b")), false, false},
 		{"cancelled, the rest done", plan(tk("a", "cancelled"), tk("b", "done")), true, false},
+		{"removed from the plan, the rest done", plan(removed(tk("a", "cancelled")), tk("b", "done")), true, true},
 	} {
 		over, ok := verdict(c.tasks)
 		if over != c.over || ok != c.ok {
 			t.Errorf("%s: over %v ok %v, want %v %v", c.name, over, ok, c.over, c.ok)
 		}
 	}
+}
+
+func removed(t protocol.BoardTask) protocol.BoardTask {
+	t.Reason = protocol.BoardRemovedReason
+	return t
 }

@@ -335,8 +335,9 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 		Storage: jetstream.FileStorage, Replicas: b.Replicas,
 	})
 	for _, a := range m.Agents {
-		// Claim limit and add quota 0: the board's defaults.
-		t.Board.Agents = append(t.Board.Agents, protocol.BoardAgent{ID: a.ID, Labels: a.Labels})
+		// The model holds the resolved values (flock:board.*): a quota of 0 means none.
+		quota := m.Board.AddQuota
+		t.Board.Agents = append(t.Board.Agents, protocol.BoardAgent{ID: a.ID, Labels: a.Labels, ClaimLimit: m.Board.ClaimLimit, AddQuota: &quota})
 	}
 	// One results stream per agent, each bounded on its own: an agent that
 	// floods its result subject evicts only its own oldest results (the

@@ -254,6 +254,7 @@ func TestClusteredNodeConfigLoadsInNatsServer(t *testing.T) {
 func TestBoardBucketAgentsAndPermissions(t *testing.T) {
 	m := model(t, 2)
 	m.Agents[1].Labels = []string{"gpu", "go"}
+	m.Board = flock.Board{ClaimLimit: 2, AddQuota: 0} // 0: no subtasks, not "the default"
 	top := BuildTopology(m)
 	var bucket *jetstream.KeyValueConfig
 	for i, kc := range top.KeyValues {
@@ -268,7 +269,11 @@ func TestBoardBucketAgentsAndPermissions(t *testing.T) {
 		bucket.MaxBytes != protocol.BoardBucketBytes || bucket.MaxValueSize != protocol.BoardValueBytes {
 		t.Errorf("board bucket %+v", *bucket)
 	}
-	want := protocol.BoardConfig{Agents: []protocol.BoardAgent{{ID: "agent-1"}, {ID: "agent-2", Labels: []string{"gpu", "go"}}}}
+	none := 0
+	want := protocol.BoardConfig{Agents: []protocol.BoardAgent{
+		{ID: "agent-1", Labels: m.Agents[0].Labels, ClaimLimit: 2, AddQuota: &none},
+		{ID: "agent-2", Labels: []string{"gpu", "go"}, ClaimLimit: 2, AddQuota: &none},
+	}}
 	if !reflect.DeepEqual(top.Board, want) {
 		t.Errorf("board config %+v, want %+v", top.Board, want)
 	}
