@@ -137,6 +137,11 @@ func (a *Agent) boardLoop(ctx context.Context) {
 		case errors.As(err, &be) && be.Code == protocol.BoardErrNothing:
 			a.log.Debug("board: nothing to claim")
 			backoff = 0
+		case errors.As(err, &be) && be.Code == protocol.BoardErrLimit:
+			// The agent holds all the tasks it may (its program has
+			// claimed prompt tasks as this agent): normal too.
+			a.log.Debug("board: the agent holds its claim limit", "err", err)
+			backoff = 0
 		case errors.Is(err, nats.ErrNoResponders):
 			a.log.Debug("board: no board service answers", "err", err)
 			backoff = 0

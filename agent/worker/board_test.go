@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/syncbuf"
@@ -198,6 +200,7 @@ type fakeBoard struct {
 	held  map[string]*protocol.BoardTask
 	reqs  []boardReq
 	byOp  map[string]int
+	empty string // the code of a claim that finds nothing queued (protocol.BoardErrNothing when "")
 }
 
 type boardReq struct {
@@ -235,6 +238,9 @@ func (f *fakeBoard) handle(m *nats.Msg) {
 		f.held[rep.Task.Key()] = rep.Task
 	case op == protocol.BoardOpClaim:
 		rep.Error, rep.Code = "nothing is ready for "+caller, protocol.BoardErrNothing
+		if f.empty != "" {
+			rep.Error, rep.Code = caller+" holds its claim limit", f.empty
+		}
 	case f.held[protocol.BoardKey(req.Plan, req.Task)] != nil:
 		rep.Task = f.held[protocol.BoardKey(req.Plan, req.Task)]
 	default:
@@ -467,25 +473,94 @@ func TestBoardOffNeverClaims(t *testing.T) {
 	}
 }
 
-// "Nothing to claim" and "no board service" are normal: no warning, and no
+// "Nothing to claim", "no board service" and "the agent holds its claim
+// limit" (its program holds a prompt task) are normal: no warning, and no
 // busy loop however often the board rings.
 func TestBoardNothingToClaimIsQuiet(t *testing.T) {
 	t.Parallel()
 	b := startBoardBus(t)
 	a := b.start(func(c *worker.Config) { c.BoardPoll = 100 * time.Millisecond })
-	time.Sleep(400 * time.Millisecond) // no responders: a few polls
+	time.Sleep(300 * time.Millisecond) // no responders: a few polls
 	mustContain(t, "log", a.log.String(), "no board service answers")
 
 	b.serve()
-	start := time.Now()
-	for time.Since(start) < time.Second {
-		b.ring()
-		time.Sleep(10 * time.Millisecond)
-	}
-	n := b.board.count(protocol.BoardOpClaim)
-	if n < 2 || n > 6 {
-		t.Fatalf("%d claims in 1 s of rings every 10 ms, all finding nothing: want a few (one per %s at most)", n, "250ms")
+	for _, code := range []string{protocol.BoardErrNothing, protocol.BoardErrLimit} {
+		b.board.mu.Lock()
+		b.board.empty = code
+		b.board.mu.Unlock()
+		before := b.board.count(protocol.BoardOpClaim)
+		start := time.Now()
+		for time.Since(start) < 600*time.Millisecond {
+			b.ring()
+			time.Sleep(10 * time.Millisecond)
+		}
+		n := b.board.count(protocol.BoardOpClaim) - before
+		if n < 1 || n > 4 {
+			t.Fatalf("%d claims in 600 ms of rings every 10 ms, all refused (%s): want a few (one per 250 ms at most)", n, code)
+		}
 	}
 	a.noWarnings(t)
-	t.Logf("%d claims", n)
+}
+
+// The real board service on a real bus (its permissions too): the operator
+// applies a plan of three run tasks, a then b and c, which need a; two
+// agents run it to done, b and c each with a's result in context.json.
+func TestBoardPlanRunsToDoneOnTheRealService(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(2, nil))
+	e.start("agent-1")
+	e.start("agent-2")
+	cl := board.NewOperatorClient(e.op)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	readCtx := []string{self, "tool", "read", "context.json"}
+	if _, err := cl.Apply(ctx, protocol.BoardPlan{Plan: "demo", Tasks: []protocol.BoardTaskSpec{
+		{ID: "a", Run: []string{self, "tool", "echo", "a was here"}},
+		{ID: "b", Run: readCtx, Needs: []string{"a"}},
+		{ID: "c", Run: readCtx, Needs: []string{"a"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var tasks []protocol.BoardTask
+	for {
+		var err error
+		if tasks, err = cl.List(ctx, "demo"); err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, task := range tasks {
+			if task.Status == protocol.BoardFailed || task.Status == protocol.BoardCancelled {
+				t.Fatalf("task %s %s: %s %+v", task.ID, task.Status, task.Reason, task.Result)
+			}
+			if task.Status == protocol.BoardDone {
+				done++
+			}
+		}
+		if done == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the plan is not done: %+v", tasks)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, task := range tasks {
+		r := task.Result
+		if r == nil || r.ExitCode == nil || *r.ExitCode != 0 || (task.Holder != "agent-1" && task.Holder != "agent-2") {
+			t.Fatalf("task %s done by %q with %+v", task.ID, task.Holder, r)
+		}
+		if task.ID == "a" {
+			if r.Summary != "a was here\n" {
+				t.Fatalf("a's summary %q", r.Summary)
+			}
+			continue
+		}
+		// b and c printed their context: a, with its result.
+		var seen []protocol.BoardTask
+		file := filepath.Join(e.shared, "agents", task.Holder, "tasks", fmt.Sprintf("board-demo.%s-%d", task.ID, task.Attempts), "context.json")
+		if err := json.Unmarshal([]byte(readFile(t, file)), &seen); err != nil || len(seen) != 1 || seen[0].ID != "a" || seen[0].Result == nil || seen[0].Result.Summary != "a was here\n" {
+			t.Fatalf("%s's context.json: %+v %v", task.ID, seen, err)
+		}
+		mustContain(t, task.ID+"'s summary", r.Summary, `"summary": "a was here\n"`)
+	}
 }

@@ -78,8 +78,11 @@ func (a *agent) workBoard(ctx context.Context) {
 			continue // at once: there may be more
 		case ctx.Err() != nil:
 			return
-		case err == nil, errors.As(err, &be) && be.Code == protocol.BoardErrNothing, errors.Is(err, nats.ErrNoResponders):
-			wait = boardPoll // nothing for it, or no board service yet: normal
+		case err == nil, errors.As(err, &be) && (be.Code == protocol.BoardErrNothing || be.Code == protocol.BoardErrLimit), errors.Is(err, nats.ErrNoResponders):
+			// Nothing for it; or the agent holds its claim limit (the
+			// runtime runs a run task as this agent); or no board
+			// service yet: normal.
+			wait = boardPoll
 		default:
 			wait = min(max(2*wait, 2*boardPoll), boardMaxWait)
 			if err.Error() != lastErr {
