@@ -331,7 +331,7 @@ func failReason(res *protocol.Result) string {
 
 // failBoard fails a held task on the board.
 func (a *Agent) failBoard(cl *board.Client, t *protocol.BoardTask, reason string, res *protocol.BoardResult, log *slog.Logger) {
-	reason = clip(reason, protocol.MaxBoardReason)
+	reason = boardText(reason, protocol.MaxBoardReason, false)
 	if err := a.finishBoard(func(ctx context.Context) error {
 		_, err := cl.Fail(ctx, t.Plan, t.ID, reason, res)
 		return err
@@ -377,15 +377,31 @@ func (a *Agent) finishBoard(do func(context.Context) error) error {
 	}
 }
 
-// tailText is the end of b, at most n bytes, starting on a whole character.
+// tailText is the end of b as the board takes a summary: at most n bytes,
+// starting on a whole character, valid UTF-8, no NUL byte.
 func tailText(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
 	for k := 0; k < utf8.UTFMax && len(b) > 0 && !utf8.RuneStart(b[0]); k++ {
 		b = b[1:]
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
+	return boardText(string(b), n, true)
+}
+
+// boardText is s as the board takes a summary or a reason: valid UTF-8
+// (U+FFFD for what is not), no NUL byte, at most n bytes: its end when tail,
+// else its beginning, cut on a whole character.
+func boardText(s string, n int, tail bool) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if len(s) <= n {
+		return s
+	}
+	if tail {
+		i := len(s) - n
+		for i < len(s) && !utf8.RuneStart(s[i]) {
+			i++
+		}
+		return s[i:]
+	}
+	return clip(s, n)
 }
 
 // clip is s cut to at most n bytes, on a whole character.

@@ -263,23 +263,24 @@ func boardPrompt(t *protocol.BoardTask, needs []protocol.BoardTask) string {
 }
 
 // artifactRef names an answer file for the board: its path in the shared
-// directory, which every agent sees as the same (its absolute path when it
-// is not there).
+// directory, which every agent sees as the same; else its path in the
+// agent's directory.
 func (a *agent) artifactRef(file string) string {
-	if a.shared != "" {
-		if rel, err := filepath.Rel(a.shared, file); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+	for _, base := range []string{a.shared, a.dir} {
+		if base == "" {
+			continue
+		}
+		if rel, err := filepath.Rel(base, file); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 			return filepath.ToSlash(rel)
 		}
 	}
-	abs, err := filepath.Abs(file)
-	if err != nil {
-		return file
-	}
-	return abs
+	return filepath.Base(file)
 }
 
-// head is s cut to at most n bytes, on a whole character.
+// head is s as the board takes a summary or a reason: its beginning, at most
+// n bytes cut on a whole character, valid UTF-8, no NUL byte.
 func head(s string, n int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
 	if len(s) <= n {
 		return s
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/boardtest"
 	"github.com/ai-flock/ai-flock/tests/syncbuf"
@@ -241,4 +242,68 @@ func readAll(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// On a real bus with the real board service and real flock-agents (which
+// take run tasks only): a plan of two prompt tasks, the second needing the
+// first, is answered by agent-1's `ai-agent run` to done, the second asked
+// with the first's answer.
+func TestRunWorksAPromptPlanOnTheRealBoard(t *testing.T) {
+	fake, base := startFake(t)
+	f, shared := startFlock(t, 2)
+	dir := filepath.Join(shared, "agents", "agent-1")
+	env := map[string]string{
+		"FLOCK_AGENT_ID": "agent-1", "FLOCK_AGENT_DIR": dir, "FLOCK_INBOX_DIR": filepath.Join(dir, "inbox"),
+		"FLOCK_SHARED_DIR": shared, "FLOCK_NATS_URL": f.URL, "FLOCK_NKEY_FILE": f.SeedFile(t, "agent-1"),
+		"ANTHROPIC_BASE_URL": base,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncbuf.Buffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"run"}, func(k string) string { return env[k] }, out, out) }()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("run exited %d", code)
+		}
+	}()
+
+	cl := board.NewOperatorClient(f.Connect(t, protocol.OperatorUser))
+	actx, acancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer acancel()
+	if _, err := cl.Apply(actx, protocol.BoardPlan{Plan: "ask", Tasks: []protocol.BoardTaskSpec{
+		{ID: "facts", Title: "the facts", Prompt: "Name the capital of France."},
+		{ID: "essay", Prompt: "Write one line on it.", Needs: []string{"facts"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var essay *protocol.BoardTask
+	waitFor(t, "the plan done", func() bool {
+		tasks, err := cl.List(actx, "ask")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i, task := range tasks {
+			if task.Status == protocol.BoardFailed {
+				t.Fatalf("%s failed: %s\n%s", task.ID, task.Reason, out.String())
+			}
+			if task.Status == protocol.BoardDone {
+				n++
+			}
+			if task.ID == "essay" {
+				essay = &tasks[i]
+			}
+		}
+		return n == 2
+	})
+	file := filepath.Join(dir, "board", "ask.essay", "answer.md")
+	answer := readAll(t, file)
+	if essay.Holder != "agent-1" || essay.Result.Summary != answer || len(essay.Result.Artifacts) != 1 || essay.Result.Artifacts[0] != "agents/agent-1/board/ask.essay/answer.md" {
+		t.Fatalf("essay %+v %+v", essay, essay.Result)
+	}
+	// Asked with the facts' answer before its own prompt.
+	if !strings.Contains(answer, "fake answer to: Name the capital of France.") || !strings.Contains(answer, "Write one line on it.") || fake.asked("Write one line on it.") != 1 {
+		t.Fatalf("essay's answer %q", answer)
+	}
 }
