@@ -225,8 +225,8 @@ func (a *Agent) runBoard(cl *board.Client, rep *protocol.BoardReply) {
 	a.boardHeld.Store(key)
 	defer a.boardHeld.Store("")
 
-	if len(t.Run) == 0 {
-		a.failBoard(cl, t, "not a run task: this agent runs commands only", nil, log)
+	if len(t.Run) == 0 { // the board gives the kind asked for; were it not so, another agent may take it
+		a.releaseBoard(cl, t, "not a run task: the agent runtime runs commands only", log)
 		return
 	}
 	timeout := time.Duration(t.Timeout)
