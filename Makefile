@@ -16,7 +16,7 @@ OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
 PARALLEL ?= 16
 
 .PHONY: help all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-fargate e2e-gvisor provision-check actionlint bench layer3 \
-        vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy vm-test flock-test flock-logs flock-watch flock-budget
+        vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy vm-test flock-test flock-logs flock-watch flock-budget flock-plan flock-board
 
 ## help: every target and what it does
 help:
@@ -179,6 +179,15 @@ flock-watch:
 ## flock-budget: every agent's model spending against its budget
 flock-budget:
 	$(GO) run ./agent/cmd/flock-agent budget --nkey $(OPERATOR_KEY)
+## flock-plan: put a plan file on the board and wait until it is done (exit 0)
+## or failed (1): PLAN=examples/plans/hello.yaml by default
+PLAN ?= examples/plans/hello.yaml
+flock-plan:
+	$(GO) run ./agent/cmd/flock-agent plan apply --nkey $(OPERATOR_KEY) $(PLAN)
+	$(GO) run ./agent/cmd/flock-agent plan wait --nkey $(OPERATOR_KEY) --timeout 10m $(PLAN)
+## flock-board: the board's tasks, their holders and what blocks them
+flock-board:
+	$(GO) run ./agent/cmd/flock-agent board list --nkey $(OPERATOR_KEY)
 ## flock-logs: the agents' and the bus's logs
 flock-logs:
 	@for c in $$(docker ps --filter label=ai-flock.flock --format '{{.Names}}'); do echo "== $$c"; docker logs --tail 20 $$c; done

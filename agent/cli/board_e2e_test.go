@@ -77,7 +77,7 @@ func TestBoardEndToEnd(t *testing.T) {
 		t.Fatalf("complete build: exit %d, %q", code, errOut)
 	}
 
-	if code, out, errOut := runIn(opEnv, "plan", "wait", "e2e", "--timeout", "10s"); code != cli.ExitOK || !strings.Contains(out, "plan e2e: all 2 tasks done") {
+	if code, out, errOut := runIn(opEnv, "plan", "wait", file, "--timeout", "10s"); code != cli.ExitOK || !strings.Contains(out, "plan e2e: all 2 tasks done") {
 		t.Fatalf("wait: exit %d, %q %q", code, out, errOut)
 	}
 	code, out, _ = runIn(opEnv, "board", "show", "e2e", "spec")

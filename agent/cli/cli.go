@@ -68,7 +68,7 @@ Operator (common flags: --nats URL, --nkey FILE, --json):
                     gateway's ledger); raise and reset are here only
   plan apply FILE   write a plan file (YAML: plan, tasks) to the board; prints
                     each task's change (flock-agent plan help)
-  plan wait PLAN [--timeout D]
+  plan wait (PLAN | FILE) [--timeout D]
                     until every task is done (0), one failed or was cancelled and
                     nothing left can run (1), or D passed (4)
   board list [--plan P] [--status S,...] | show PLAN TASK

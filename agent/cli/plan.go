@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -184,10 +185,19 @@ func boardWatch(ctx context.Context, args []string, env Env, sio IO) int {
 func planWaitCmd(ctx context.Context, args []string, env Env, sio IO) int {
 	b := newBoardCmd("plan wait", asOperatorOnly, env, sio)
 	timeout := b.fs.Duration("timeout", 0, "give up after this long (exit 4; default: wait on)")
-	if code, ok := b.parse(args, 1, "plan wait PLAN [--timeout D]"); !ok {
+	if code, ok := b.parse(args, 1, "plan wait (PLAN | FILE) [--timeout D]"); !ok {
 		return code
 	}
 	plan := b.pos[0]
+	if ext := filepath.Ext(plan); ext == ".yaml" || ext == ".yml" {
+		// A plan file: wait for the plan it names.
+		p, err := operator.LoadPlan(plan)
+		if err != nil {
+			fmt.Fprintf(sio.Err, "%s: %v\n", b.name, err)
+			return ExitUsage
+		}
+		plan = p.Plan
+	}
 	if !protocol.ValidBoardID(plan) {
 		fmt.Fprintf(sio.Err, "%s: %q is not a plan ID (%s)\n", b.name, plan, protocol.BoardIDRule)
 		return ExitUsage

@@ -110,3 +110,24 @@ func TestPlanFileKeysAreTheSpecs(t *testing.T) {
 		t.Fatalf("plan file keys %v, BoardPlan's %v", got, want)
 	}
 }
+
+// The example plans the README shows load and keep the board's rules.
+func TestExamplePlansAreValid(t *testing.T) {
+	files, err := filepath.Glob("../../examples/plans/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example plans: %v", err)
+	}
+	for _, f := range files {
+		p, err := LoadPlan(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if err := p.Validate(); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+		if want := strings.TrimSuffix(filepath.Base(f), ".yaml"); p.Plan != want {
+			t.Errorf("%s: plan %q, want it named after its file (%q)", f, p.Plan, want)
+		}
+	}
+}
