@@ -20,7 +20,7 @@ import (
 const planUsage = `usage: flock-agent plan COMMAND [flags] (common flags: --nats URL, --nkey FILE, --json)
   apply FILE                 write a plan file to the board: prints what happened to each
                              task (created, updated, unchanged, kept and why, cancelled)
-  wait PLAN [--timeout D]    wait until every task of PLAN is done (exit 0), one failed or
+  wait PLAN|FILE [--timeout D] wait until every task of PLAN (or FILE's plan) is done (exit 0), one failed or
                              was cancelled and nothing left can run (exit 1; also when the
                              board has no task of PLAN), or D passed (exit 4)
 
