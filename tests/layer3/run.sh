@@ -3,7 +3,8 @@
 # command provider plugins, on a clean clone of HEAD, doing exactly what the
 # README tells a new user, then checking what they created:
 #   1. make deploy                       (all agents healthy: timed from the start)
-#   2. make flock-test, make flock-watch (briefly), make flock-logs
+#   2. make flock-test, make flock-watch (briefly), make flock-plan (a plan
+#      of commands on the board, to done), make flock-board, make flock-logs
 #   3. the isolation probes of tests/e2e against the deployed flock
 #   4. pulumi preview --expect-no-changes (no churn)
 #   5. one agent more: the plan creates only its resources, pulumi up keeps
@@ -12,8 +13,8 @@
 #      budget, pulumi up,
 #      a task running the example AI agent gets a fake model's answer through
 #      it, the fake saw the key no agent holds, make flock-budget shows its
-#      spend, the same after docker restart of the gateway, and the preview
-#      after is clean
+#      spend, the same after docker restart of the gateway, a plan with one
+#      AI step runs to done on the board, and the preview after is clean
 #   7. make preview with the policy pack: clean, then blocking a container made writable
 #   8. make destroy: nothing of the flock left on the engine, no key on the host
 # Every step prints its time; a table of them closes the run.
@@ -162,6 +163,13 @@ timeout -s INT 40 make --no-print-directory flock-watch >"$logs/flock-watch.log"
 seen=$(grep -o 'heartbeat [a-z0-9-]*' "$logs/flock-watch.log" | sort -u | wc -l)
 [ "$seen" -eq "$count" ] || { tail -20 "$logs/flock-watch.log" >&2; die "make flock-watch: heartbeats from $seen of $count agents in 40 s"; }
 echo "   heartbeats from all $seen agents"
+run "make flock-plan (examples/plans/hello.yaml on the board)" flock-plan.log make --no-print-directory flock-plan
+grep -q 'plan hello: all 3 tasks done' "$logs/flock-plan.log" || { tail -20 "$logs/flock-plan.log" >&2; die "make flock-plan: the hello plan did not end done"; }
+run "make flock-board" flock-board.log make --no-print-directory flock-board
+[ "$(grep -c '^hello ' "$logs/flock-board.log" || true)" -eq 3 ] || { cat "$logs/flock-board.log" >&2; die "make flock-board does not list the hello plan's 3 tasks"; }
+grep -q 'hello from the board' <(go run ./agent/cmd/flock-agent board show --nkey "$OPERATOR_KEY" hello report) ||
+  die "the report task's context does not hold greet's result"
+echo "   the hello plan ran to done on the agents; report saw greet's result in its context"
 run "make flock-logs" flock-logs.log make --no-print-directory flock-logs
 for c in "$first_bus" "$flock-agent-1" "$flock-agent-$count"; do
   grep -q "^== $c\$" "$logs/flock-logs.log" || die "make flock-logs shows nothing of $c"
@@ -255,6 +263,14 @@ run "make flock-budget (after docker restart of the gateway)" budget-2.log make 
 [ "$(awk '$1 == "agent-1" {print $2}' "$logs/budget-2.log")" = "$spent" ] ||
   { cat "$logs/budget-2.log" >&2; die "agent-1's spend changed across a gateway restart (was $spent)"; }
 echo "   agent-1 spent $spent of 100000 tokens today; the same after docker restart of the gateway"
+# The board: a plan with one AI step (the example AI agent asks the fake
+# model through the gateway), its answer reaching the next task as context.
+run "make flock-plan (examples/plans/ask.yaml: one AI step through the gateway)" flock-plan-ask.log \
+  make --no-print-directory flock-plan PLAN=examples/plans/ask.yaml
+grep -q 'plan ask: all 3 tasks done' "$logs/flock-plan-ask.log" || { tail -20 "$logs/flock-plan-ask.log" >&2; die "the ask plan did not end done"; }
+go run ./agent/cmd/flock-agent board show --nkey "$OPERATOR_KEY" ask file >"$logs/board-ask-file.log" 2>&1 || die "board show ask file failed"
+grep -q "$answer" "$logs/board-ask-file.log" || { cat "$logs/board-ask-file.log" >&2; die "the file task's context lacks the model's answer"; }
+echo "   the ask plan ran to done: the model's answer (through the gateway) reached the file task"
 run "pulumi preview --expect-no-changes (with the gateway)" preview-3.log pulumi preview --expect-no-changes -s "$stack"
 docker rm -f layer3-fake-model >/dev/null
 docker image rm -f ai-flock-layer3/fake-model:latest >/dev/null
