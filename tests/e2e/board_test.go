@@ -124,9 +124,9 @@ func waitPlanOver(t *testing.T, cl *board.Client, plan string, d time.Duration) 
 }
 
 // The operator applies a plan of four run tasks (a; b and c need a; d
-// needs b and c), each a command of the agent binary's own tools: the idle
-// agents claim them in their containers and run them, and the plan ends
-// done. Each task's summary is what its command printed; b's working
+// needs b and c), each a command of the agent binary's own tools, b for
+// the agent with its label, c for one agent by name: the idle agents claim
+// them in their containers and run them, and the plan ends done. Each task's summary is what its command printed; b's working
 // directory, which it printed, is its task directory under the holder's
 // own directory, owned by the holder, and no other agent's directory has
 // the task; d's context (context.json in its task directory, which it
@@ -137,11 +137,20 @@ func TestBoardPlanRunsOnTheFlock(t *testing.T) {
 	plan := boardPlanID("dag")
 	tool := func(args ...string) []string { return append([]string{"/flock-agent", "tool"}, args...) }
 	timeout := protocol.Duration(time.Minute)
+	// b is for agent-2 (by its label; against a deployed flock, by name), c
+	// for the last agent: the first idle agent to ask would take them all.
+	b := protocol.BoardTaskSpec{ID: "b", Run: tool("pwd"), Needs: []string{"a"}, Timeout: timeout}
+	if f.replayed != nil {
+		b.Labels = []string{boardLabel}
+	} else {
+		b.Assignee = boardLabelledAgent
+	}
+	last := f.agents[len(f.agents)-1]
 	start := time.Now()
 	applyBoard(t, cl, protocol.BoardPlan{Plan: plan, Tasks: []protocol.BoardTaskSpec{
 		{ID: "a", Run: tool("echo", "a ran in", plan), Timeout: timeout},
-		{ID: "b", Run: tool("pwd"), Needs: []string{"a"}, Timeout: timeout},
-		{ID: "c", Run: tool("echo", "c ran in", plan), Needs: []string{"a"}, Timeout: timeout},
+		b,
+		{ID: "c", Run: tool("echo", "c ran in", plan), Needs: []string{"a"}, Assignee: last, Timeout: timeout},
 		{ID: "d", Run: tool("read", "context.json"), Needs: []string{"b", "c"}, Timeout: timeout},
 	}})
 	tasks := waitPlanOver(t, cl, plan, 2*time.Minute)
@@ -179,6 +188,9 @@ func TestBoardPlanRunsOnTheFlock(t *testing.T) {
 		}
 		dirs[id] = want
 		t.Logf("%s: done by %s (attempt %d) in %s", id, task.Holder, task.Attempts, want)
+	}
+	if tasks["b"].Holder != boardLabelledAgent || tasks["c"].Holder != last {
+		t.Errorf("b held by %s, c by %s: want %s (its label) and %s (its assignee)", tasks["b"].Holder, tasks["c"].Holder, boardLabelledAgent, last)
 	}
 	summary := func(id string) string { return strings.TrimSpace(tasks[id].Result.Summary) }
 	for _, id := range []string{"a", "c"} {
