@@ -203,6 +203,7 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 		"flock:limits":     `{"cpus": 0.5, "memoryMiB": 128, "pids": 64, "tmpfsMiB": 16, "taskTimeout": "60s", "concurrency": 2, "diskMiB": 64}`,
 		"flock:bus":        `{"heartbeatInterval": "2s", "ackWait": "5s", "maxDeliver": 4, "resultsMiBPerAgent": 8}`,
 		"flock:docker":     `{"baseImage": "scratch"}`,
+		"flock:board":      fmt.Sprintf(`{"addQuota": %d}`, boardAddQuota),
 	}, gatewayKeyConfig, openaiKeyConfig)
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)

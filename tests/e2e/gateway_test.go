@@ -57,6 +57,8 @@ func e2eAgents() string {
 		switch id {
 		case "agent-1":
 			a += fmt.Sprintf(`, "gateway": {"allowHosts": [%q]}`, fakeModelAddr)
+		case boardLabelledAgent:
+			a += fmt.Sprintf(`, "labels": [%q]`, boardLabel)
 		case budgetAgent:
 			a += fmt.Sprintf(`, "gateway": {"budgetTokens": %d}`, budgetTokens)
 		case programAgent:

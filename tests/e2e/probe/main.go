@@ -165,6 +165,14 @@ func main() {
 		// their sequence (guessed from arg 4 on, arg 5 of them).
 		from, _ := strconv.ParseUint(arg(4), 10, 64)
 		forgePool(arg(2), arg(3), from, num(5))
+	case "board-claim":
+		// An agent claims a board task (another agent's side of the
+		// hostile board test: a task it holds).
+		boardClaim(arg(2), arg(3), arg(4), arg(5))
+	case "board-hostile":
+		// A hostile agent at the board: what the board and the bus must
+		// refuse its key (victim, other plan, own plan).
+		boardHostile(arg(2), arg(3), arg(4), arg(5), arg(6))
 	case "http":
 		httpCall(arg(2), arg(3), len(os.Args) > 4 && os.Args[4] == "stream")
 	case "connect":
@@ -190,7 +198,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|mcp|http|connect|flood|latency ...")
+	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|board-claim|board-hostile|mcp|http|connect|flood|latency ...")
 	os.Exit(2)
 }
 
