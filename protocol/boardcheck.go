@@ -83,25 +83,17 @@ func (s BoardTaskSpec) Validate(path string) error {
 	total := 0
 	for i, a := range s.Run {
 		total += len(a)
-		switch {
-		case i == 0 && a == "":
+		if i == 0 && a == "" {
 			p.add(field(path, "run[0]"), "the command must not be empty")
-		case strings.IndexByte(a, 0) >= 0:
-			p.add(field(path, fmt.Sprintf("run[%d]", i)), "must not contain a NUL byte")
-		case !utf8.ValidString(a):
-			p.add(field(path, fmt.Sprintf("run[%d]", i)), "must be valid UTF-8")
+		} else if why := textProblem(a, 0); why != "" {
+			p.add(field(path, fmt.Sprintf("run[%d]", i)), "%s", why)
 		}
 	}
 	if total > MaxBoardRunBytes {
 		p.add(field(path, "run"), "at most %d bytes in all (got %d)", MaxBoardRunBytes, total)
 	}
-	switch {
-	case len(s.Prompt) > MaxBoardPrompt:
-		p.add(field(path, "prompt"), "at most %d bytes (got %d)", MaxBoardPrompt, len(s.Prompt))
-	case strings.IndexByte(s.Prompt, 0) >= 0:
-		p.add(field(path, "prompt"), "must not contain a NUL byte")
-	case !utf8.ValidString(s.Prompt):
-		p.add(field(path, "prompt"), "must be valid UTF-8")
+	if why := textProblem(s.Prompt, MaxBoardPrompt); why != "" {
+		p.add(field(path, "prompt"), "%s", why)
 	}
 	if len(s.Needs) > MaxBoardNeeds {
 		p.add(field(path, "needs"), "at most %d (got %d)", MaxBoardNeeds, len(s.Needs))
@@ -277,13 +269,8 @@ func cycles(tasks []BoardTaskSpec, index map[string]int) [][]string {
 // most MaxBoardArtifactRef bytes. path prefixes every field ("result").
 func (r BoardResult) Validate(path string) error {
 	var p problems
-	switch {
-	case len(r.Summary) > MaxBoardSummary:
-		p.add(field(path, "summary"), "at most %d bytes (got %d)", MaxBoardSummary, len(r.Summary))
-	case strings.IndexByte(r.Summary, 0) >= 0:
-		p.add(field(path, "summary"), "must not contain a NUL byte")
-	case !utf8.ValidString(r.Summary):
-		p.add(field(path, "summary"), "must be valid UTF-8")
+	if why := textProblem(r.Summary, MaxBoardSummary); why != "" {
+		p.add(field(path, "summary"), "%s", why)
 	}
 	if len(r.Artifacts) > MaxBoardArtifacts {
 		p.add(field(path, "artifacts"), "at most %d (got %d)", MaxBoardArtifacts, len(r.Artifacts))
@@ -302,13 +289,22 @@ func (r BoardResult) Validate(path string) error {
 
 // CheckBoardReason checks a reason a holder or the operator gives.
 func CheckBoardReason(path, reason string) error {
-	switch {
-	case len(reason) > MaxBoardReason:
-		return &FieldError{Field: path, Problem: fmt.Sprintf("at most %d bytes (got %d)", MaxBoardReason, len(reason))}
-	case strings.IndexByte(reason, 0) >= 0:
-		return &FieldError{Field: path, Problem: "must not contain a NUL byte"}
-	case !utf8.ValidString(reason):
-		return &FieldError{Field: path, Problem: "must be valid UTF-8"}
+	if why := textProblem(reason, MaxBoardReason); why != "" {
+		return &FieldError{Field: path, Problem: why}
 	}
 	return nil
+}
+
+// textProblem says what is wrong with a free text of at most max bytes (0:
+// no bound of its own): "" for nothing.
+func textProblem(s string, max int) string {
+	switch {
+	case max > 0 && len(s) > max:
+		return fmt.Sprintf("at most %d bytes (got %d)", max, len(s))
+	case strings.IndexByte(s, 0) >= 0:
+		return "must not contain a NUL byte"
+	case !utf8.ValidString(s):
+		return "must be valid UTF-8"
+	}
+	return ""
 }
