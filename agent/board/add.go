@@ -43,10 +43,15 @@ func (s *Service) add(ctx context.Context, caller string, req protocol.BoardRequ
 	case parent.Status != protocol.BoardClaimed || parent.Holder != caller:
 		return nil, refuse(protocol.BoardErrNotHolder, "task %s is not held by %s: subtasks are added under a task one holds", parent.Key(), caller)
 	}
+	// A subtask builds only on tasks its adder may see: the claim of a task
+	// carries its needs' results, so needing a task outside one's labels
+	// (or assigned to another) would read its result. Such a need is
+	// refused as if it did not exist, so that its existence leaks neither.
+	viewer := s.viewer(caller)
 	for i, n := range spec.Needs {
-		if _, ok, err := s.st.lookup(ctx, protocol.BoardKey(req.Plan, n)); err != nil {
+		if need, ok, err := s.st.lookup(ctx, protocol.BoardKey(req.Plan, n)); err != nil {
 			return nil, err
-		} else if !ok {
+		} else if !ok || !visible(viewer, need) {
 			return nil, refuse(protocol.BoardErrInvalid, "tasks[0].needs[%d]: %q is not a task of plan %s", i, n, req.Plan)
 		}
 	}

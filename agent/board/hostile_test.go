@@ -108,3 +108,27 @@ func TestHostileAgent(t *testing.T) {
 		t.Fatalf("%d adds refused, want 25 past the quota of 5", refusedAdds)
 	}
 }
+
+// A subtask's claim carries its needs' results, so an agent may not add one
+// that needs a task it cannot see (labelled for another): that would read a
+// result outside its labels. The refusal is the one for a task that does not
+// exist, and a need it may see is taken.
+func TestAddCannotNeedATaskOutsideItsLabels(t *testing.T) {
+	e := start(t, 2)
+	a1 := e.agent(t, "agent-1")
+	e.setBoard(t, func(c *protocol.BoardConfig) { setAgent(c, protocol.BoardAgent{ID: "agent-2", Labels: []string{"secret"}}) })
+	secret := prompt("secret")
+	secret.Labels = []string{"secret"}
+	e.apply(t, plan("p", prompt("a"), prompt("open"), secret))
+	claim(t, a1, "p", "a")
+	_, err := a1.Add(ctxT(t), "p", "a", prompt("peek", "secret"))
+	be := refused(t, err, protocol.BoardErrInvalid)
+	_, ghost := a1.Add(ctxT(t), "p", "a", prompt("ghost", "no-such-task"))
+	if gb := refused(t, ghost, protocol.BoardErrInvalid); strings.ReplaceAll(gb.Msg, "no-such-task", "secret") != be.Msg {
+		t.Errorf("needing a hidden task says %q, needing a missing one %q: the refusal tells them apart", be.Msg, gb.Msg)
+	}
+	must[*protocol.BoardTask](t)(a1.Add(ctxT(t), "p", "a", prompt("fine", "open")))
+	if _, err := e.op.Show(ctxT(t), "p", "peek"); err == nil {
+		t.Errorf("the refused subtask is on the board")
+	}
+}
