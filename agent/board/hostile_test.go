@@ -116,7 +116,9 @@ func TestHostileAgent(t *testing.T) {
 func TestAddCannotNeedATaskOutsideItsLabels(t *testing.T) {
 	e := start(t, 2)
 	a1 := e.agent(t, "agent-1")
-	e.setBoard(t, func(c *protocol.BoardConfig) { setAgent(c, protocol.BoardAgent{ID: "agent-2", Labels: []string{"secret"}}) })
+	e.setBoard(t, func(c *protocol.BoardConfig) {
+		setAgent(c, protocol.BoardAgent{ID: "agent-2", Labels: []string{"secret"}})
+	})
 	secret := prompt("secret")
 	secret.Labels = []string{"secret"}
 	e.apply(t, plan("p", prompt("a"), prompt("open"), secret))
