@@ -331,7 +331,7 @@ func failReason(res *protocol.Result) string {
 
 // failBoard fails a held task on the board.
 func (a *Agent) failBoard(cl *board.Client, t *protocol.BoardTask, reason string, res *protocol.BoardResult, log *slog.Logger) {
-	reason = boardText(reason, protocol.MaxBoardReason, false)
+	reason = board.Text(reason, protocol.MaxBoardReason, false)
 	if err := a.finishBoard(func(ctx context.Context) error {
 		_, err := cl.Fail(ctx, t.Plan, t.ID, reason, res)
 		return err
@@ -383,25 +383,7 @@ func tailText(b []byte, n int) string {
 	for k := 0; k < utf8.UTFMax && len(b) > 0 && !utf8.RuneStart(b[0]); k++ {
 		b = b[1:]
 	}
-	return boardText(string(b), n, true)
-}
-
-// boardText is s as the board takes a summary or a reason: valid UTF-8
-// (U+FFFD for what is not), no NUL byte, at most n bytes: its end when tail,
-// else its beginning, cut on a whole character.
-func boardText(s string, n int, tail bool) string {
-	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
-	if len(s) <= n {
-		return s
-	}
-	if tail {
-		i := len(s) - n
-		for i < len(s) && !utf8.RuneStart(s[i]) {
-			i++
-		}
-		return s[i:]
-	}
-	return clip(s, n)
+	return board.Text(string(b), n, true)
 }
 
 // clip is s cut to at most n bytes, on a whole character.

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/ai-flock/ai-flock/agent/board"
 )
 
 // What the board is given of a command's output is what it takes: valid
@@ -26,7 +28,7 @@ func TestBoardText(t *testing.T) {
 			t.Errorf("%s: tailText(%q, %d) = %q, want %q", tc.name, tc.in, tc.n, got, tc.want)
 		}
 	}
-	if got := boardText("é"+strings.Repeat("x", 10), 4, false); got != "éxx" {
+	if got := board.Text("é"+strings.Repeat("x", 10), 4, false); got != "éxx" {
 		t.Errorf("head: %q", got)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -159,7 +158,7 @@ func (a *agent) boardTask(ctx context.Context, cl *board.Client, rep *protocol.B
 		a.boardFail(cl, t, "cannot write the answer: "+err.Error(), log)
 		return
 	}
-	res := protocol.BoardResult{Summary: head(ans.text, protocol.MaxBoardSummary), Artifacts: []string{a.artifactRef(file)}}
+	res := protocol.BoardResult{Summary: board.Text(ans.text, protocol.MaxBoardSummary, false), Artifacts: []string{a.artifactRef(file)}}
 	if err := retry(func(ctx context.Context) error { _, err := cl.Complete(ctx, t.Plan, t.ID, res); return err }); err != nil {
 		log.Error("board: not completed: the task is asked again once its lease is over", "err", err)
 		return
@@ -195,7 +194,7 @@ func (a *agent) renewWhile(ctx context.Context, cl *board.Client, t *protocol.Bo
 }
 
 func (a *agent) boardFail(cl *board.Client, t *protocol.BoardTask, reason string, log *slog.Logger) {
-	reason = head(reason, protocol.MaxBoardReason)
+	reason = board.Text(reason, protocol.MaxBoardReason, false)
 	if err := retry(func(ctx context.Context) error { _, err := cl.Fail(ctx, t.Plan, t.ID, reason, nil); return err }); err != nil {
 		log.Error("board: not failed: the task is asked again once its lease is over", "reason", reason, "err", err)
 		return
@@ -275,19 +274,6 @@ func (a *agent) artifactRef(file string) string {
 		}
 	}
 	return filepath.Base(file)
-}
-
-// head is s as the board takes a summary or a reason: its beginning, at most
-// n bytes cut on a whole character, valid UTF-8, no NUL byte.
-func head(s string, n int) string {
-	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
