@@ -179,16 +179,20 @@ type Message struct {
 	Data json.RawMessage `json:"data,omitempty"`
 }
 
-// Receipt is the receiving agent's answer to an inbox message sent as a
-// request: the message is stored in File (relative to the agent's directory),
-// or Error says why it is not.
+// Receipt says what became of an inbox message: Status queued (the bus
+// keeps it in the agent's mailbox, stream sequence Seq) or delivered (the
+// agent stored it in File, relative to its directory); Error says why the
+// message was refused. A broadcast's receipts are all delivered or refused
+// (a broadcast does not wait).
 type Receipt struct {
-	V     int    `json:"v"`
-	ID    string `json:"id"`   // the message ID
-	To    string `json:"to"`   // the receiving agent
-	From  string `json:"from"` // the sender, as the bus vouched for it
-	File  string `json:"file,omitempty"`
-	Error string `json:"error,omitempty"`
+	V      int    `json:"v"`
+	ID     string `json:"id"`   // the message ID
+	To     string `json:"to"`   // the receiving agent
+	From   string `json:"from"` // the sender, as the bus vouched for it
+	Status string `json:"status,omitempty"`
+	Seq    uint64 `json:"seq,omitempty"`
+	File   string `json:"file,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // Roster is the bus's answer on flock.roster: the IDs of the flock's agents,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/agent/bus"
+	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -75,6 +77,29 @@ func listen(t *testing.T, nc *nats.Conn, subject string) chan *nats.Msg {
 	return ch
 }
 
+// mailboxOf is agent id's mail as its agent takes it: pulled from the
+// mailbox's consumer with the agent's own connection (what it may do),
+// each message acknowledged and handed on with its headers.
+func mailboxOf(t *testing.T, nc *nats.Conn, id string) chan *nats.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cons, err := bustest.JetStream(t, nc).Consumer(ctx, protocol.MailStream(id), protocol.MailConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan *nats.Msg, 64)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		_ = m.Ack()
+		ch <- &nats.Msg{Subject: m.Subject(), Data: m.Data(), Header: m.Headers()}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cc.Stop)
+	return ch
+}
+
 func nothing(t *testing.T, ch chan *nats.Msg, why string) {
 	t.Helper()
 	select {
@@ -120,7 +145,7 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 	})
 
 	t.Run("sends only as itself", func(t *testing.T) {
-		inbox := listen(t, a2.Conn, protocol.InboxOf("agent-2"))
+		inbox := mailboxOf(t, a2.Conn, "agent-2")
 		for _, as := range []string{"agent-2", protocol.OperatorUser, "agent-3"} {
 			subj := protocol.InboxSubject("agent-2", as)
 			_ = a1.Publish(subj, []byte("forged sender"))
@@ -142,19 +167,28 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 	})
 
 	t.Run("replies only into reply inboxes", func(t *testing.T) {
-		// A receipt goes to the requester's reply inbox. Asked to answer on
+		// A receipt goes to the sender's reply inbox. Asked to answer on
 		// any other subject (a task subject, another agent's heartbeat, the
 		// JetStream API), agent-1 is refused by the bus, even for a message
-		// it received: no allow_responses, which would let it.
-		sub, err := a1.Subscribe(protocol.InboxOf("agent-1"), func(m *nats.Msg) { _ = m.Respond([]byte("receipt")) })
-		if err != nil {
+		// it received.
+		mail := mailboxOf(t, a1.Conn, "agent-1")
+		sent := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r, err := mailbox.Send(ctx, a2.Conn, "agent-2", "agent-1", protocol.Message{ID: "hello", Body: "hello"}, 4*time.Second)
+			if err == nil && (r.Status != protocol.ReceiptDelivered || r.File != "here") {
+				err = fmt.Errorf("receipt %+v", r)
+			}
+			sent <- err
+		}()
+		m := got(t, mail, "agent-2's message")
+		b, _ := json.Marshal(protocol.Receipt{V: 1, ID: "hello", To: "agent-1", From: "agent-2", Status: protocol.ReceiptDelivered, File: "here"})
+		if err := a1.Publish(m.Header.Get(protocol.HeaderReceipt), b); err != nil {
 			t.Fatal(err)
 		}
-		defer sub.Unsubscribe()
-		_ = a1.Flush()
-		m, err := a2.Request(protocol.InboxSubject("agent-1", "agent-2"), []byte("hello"), 2*time.Second)
-		if err != nil || string(m.Data) != "receipt" {
-			t.Fatalf("request to agent-1: %v %v", m, err)
+		if err := <-sent; err != nil {
+			t.Fatalf("agent-1's receipt into agent-2's reply inbox: %v", err)
 		}
 		a1.noErrors(t)
 		for _, reply := range []string{protocol.TaskSubject("agent-2"), protocol.HeartbeatSubject("agent-2"), "$JS.API.STREAM.PURGE." + protocol.StreamTasks, "$KV.x.y", "$SYS.REQ.SERVER.PING"} {
@@ -163,11 +197,14 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 				watch = nil
 			}
 			msg := nats.NewMsg(protocol.InboxSubject("agent-1", "agent-2"))
-			msg.Reply, msg.Data = reply, []byte("answer here")
+			msg.Data = []byte("answer here")
+			msg.Header.Set(protocol.HeaderReceipt, reply)
 			if err := a2.PublishMsg(msg); err != nil {
 				t.Fatal(err)
 			}
-			_ = a2.Flush()
+			m := got(t, mail, "agent-2's message naming "+reply)
+			_ = a1.Publish(m.Header.Get(protocol.HeaderReceipt), []byte("answer"))
+			_ = a1.Flush()
 			a1.denied(t, "publish", reply)
 			if watch != nil {
 				nothing(t, watch, "agent-1's answer on "+reply)
@@ -201,6 +238,26 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 				t.Fatalf("agent-1 read %s on %s", m.Data, m.Subject)
 			}
 		}
+	})
+
+	t.Run("cannot take agent-2's mail", func(t *testing.T) {
+		// Its mailbox's consumer, its stream (a direct get, a purge): all
+		// refused. Control: agent-2 takes its own.
+		_ = op.Publish(protocol.InboxSubject("agent-2", protocol.OperatorUser), []byte("for agent-2 only"))
+		_ = op.Flush()
+		mail := protocol.MailStream("agent-2")
+		for _, subj := range []string{
+			"$JS.API.CONSUMER.MSG.NEXT." + mail + "." + protocol.MailConsumer,
+			"$JS.API.CONSUMER.INFO." + mail + "." + protocol.MailConsumer,
+			"$JS.API.CONSUMER.CREATE." + mail,
+			"$JS.API.DIRECT.GET." + mail,
+			"$JS.API.STREAM.MSG.GET." + mail,
+			"$JS.API.STREAM.PURGE." + mail,
+		} {
+			_, _ = a1.Request(subj, []byte(`{"batch":1,"seq":1}`), 300*time.Millisecond)
+			a1.denied(t, "publish", subj)
+		}
+		got(t, mailboxOf(t, a2.Conn, "agent-2"), "agent-2's own mail")
 	})
 
 	t.Run("cannot read agent-2's replies", func(t *testing.T) {

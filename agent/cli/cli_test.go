@@ -137,8 +137,12 @@ func TestOperatorCommands(t *testing.T) {
 		if !strings.Contains(mustRead(filepath.Join(e.shared, "agents", "agent-1", file)), "please review") {
 			t.Fatalf("message not in %s", file)
 		}
-		if code, _, errOut := e.run(t, "send", "--to", "agent-2", "--wait", "5s", "hello?"); code != cli.ExitUnknownAgent || !strings.Contains(errOut, "agent-2 is not connected") {
-			t.Fatalf("send to a stopped agent: exit %d (want %d), %q", code, cli.ExitUnknownAgent, errOut)
+		// A stopped agent's mail waits in its mailbox: queued, not refused.
+		if code, out, errOut := e.run(t, "send", "--to", "agent-2", "--wait", "300ms", "hello?"); code != cli.ExitOK || !strings.Contains(out, "queued ") || !strings.Contains(out, "for agent-2 (mailbox seq 1)") {
+			t.Fatalf("send to a stopped agent: exit %d (want %d), %q %q", code, cli.ExitOK, out, errOut)
+		}
+		if code, _, errOut := e.run(t, "send", "--to", "agent-7", "hello?"); code != cli.ExitUnknownAgent || !strings.Contains(errOut, `no such agent: the bus keeps no mailbox for "agent-7"`) {
+			t.Fatalf("send to an agent the flock does not have: exit %d (want %d), %q", code, cli.ExitUnknownAgent, errOut)
 		}
 	})
 	t.Run("agents", func(t *testing.T) {

@@ -70,7 +70,7 @@ func exitFor(err error, sio IO) int {
 		return ExitTaskFailed // the board refused: its message and code are printed
 	case errors.Is(err, operator.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return ExitTimeout
-	case errors.Is(err, operator.ErrUnknownAgent), errors.Is(err, operator.ErrNoAgents), errors.Is(err, mailbox.ErrNotConnected):
+	case errors.Is(err, operator.ErrUnknownAgent), errors.Is(err, operator.ErrNoAgents), errors.Is(err, mailbox.ErrNoMailbox):
 		return ExitUnknownAgent
 	case errors.As(err, &fe):
 		return ExitUsage
@@ -199,7 +199,7 @@ func sendCmd(ctx context.Context, args []string, env Env, sio IO) int {
 	o := newOperatorCmd("send", env, sio)
 	fs := o.fs
 	to := fs.String("to", "", "agent ID (required)")
-	wait := fs.Duration("wait", 5*time.Second, "how long to wait for the confirmation")
+	wait := fs.Duration("wait", 5*time.Second, "how long to wait for the agent to take the message (past it: queued)")
 	if code, ok := o.parse(args); !ok {
 		return code
 	}
@@ -208,16 +208,19 @@ func sendCmd(ctx context.Context, args []string, env Env, sio IO) int {
 		return ExitUsage
 	}
 	msg := protocol.Message{ID: mailbox.NewID(), Body: strings.Join(fs.Args(), " ")}
-	return o.run(ctx, *wait, func(ctx context.Context, cl *operator.Client) (int, error) {
-		file, err := cl.Send(ctx, *to, msg)
+	return o.run(ctx, *wait+10*time.Second, func(ctx context.Context, cl *operator.Client) (int, error) {
+		r, err := cl.Send(ctx, *to, msg, *wait)
 		if err != nil {
 			return 0, err
 		}
-		if o.c.json {
-			b, _ := json.Marshal(map[string]any{"id": msg.ID, "to": *to, "confirmed": true, "file": file})
+		switch {
+		case o.c.json:
+			b, _ := json.Marshal(map[string]any{"id": msg.ID, "to": *to, "status": r.Status, "seq": r.Seq, "file": r.File})
 			fmt.Fprintln(sio.Out, string(b))
-		} else {
-			fmt.Fprintf(sio.Out, "delivered %s to %s: %s\n", msg.ID, *to, file)
+		case r.Status == protocol.ReceiptDelivered:
+			fmt.Fprintf(sio.Out, "delivered %s to %s: %s\n", msg.ID, *to, r.File)
+		default:
+			fmt.Fprintf(sio.Out, "queued %s for %s (mailbox seq %d): %s takes it when it runs\n", msg.ID, *to, r.Seq, *to)
 		}
 		return ExitOK, nil
 	})

@@ -60,7 +60,7 @@ func NewAgent(nc *nats.Conn, cfg AgentConfig) *mcp.Server {
 			"The board is the flock's shared task list: take a ready task with board_claim, keep its lease with board_renew, finish it with board_complete " +
 			"or board_fail (or hand it back with board_release), split it with board_add, and see the tasks with board_list.",
 	})
-	mcp.AddTool(s, &mcp.Tool{Name: "send", Description: "Send a message to a peer agent's inbox, as this agent. Returns the peer's receipt once it stored the message."}, a.send)
+	mcp.AddTool(s, &mcp.Tool{Name: "send", Description: "Send a message to a peer agent's mailbox, as this agent. The receipt says delivered (the peer stored it: file) or queued (the peer is down or busy: the bus keeps it until the peer takes it)."}, a.send)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_inbox", Description: "Read messages in this agent's inbox (oldest first), after a cursor; optionally wait for one to arrive. The sender of each message is the one the bus vouched for."}, a.readInbox)
 	mcp.AddTool(s, &mcp.Tool{Name: "roster", Description: "The IDs of the agents in this flock (the names send accepts)."}, a.roster)
 	mcp.AddTool(s, &mcp.Tool{Name: "task_context", Description: "The task this agent program was started for: its ID, directory, attempt and the task as the operator sent it."}, a.taskContext)
@@ -79,20 +79,21 @@ type SendIn struct {
 	Body string `json:"body,omitempty" jsonschema:"the message text"`
 	Data any    `json:"data,omitempty" jsonschema:"optional structured data (any JSON value)"`
 	ID   string `json:"id,omitempty" jsonschema:"optional message ID (default: generated)"`
-	// WaitSeconds bounds how long to wait for the receipt (default 10).
-	WaitSeconds float64 `json:"wait_seconds,omitempty" jsonschema:"how long to wait for the receipt, in seconds (default 10, at most 300)"`
+	// WaitSeconds bounds how long to wait for delivery (default 10).
+	WaitSeconds float64 `json:"wait_seconds,omitempty" jsonschema:"how long to wait for the peer to take the message, in seconds (default 10, at most 300); past it the receipt says queued"`
 }
 
 func (a *agentTools) send(ctx context.Context, _ *mcp.CallToolRequest, in SendIn) (*mcp.CallToolResult, protocol.Receipt, error) {
-	r, err := sendTool(ctx, in, func(ctx context.Context, msg protocol.Message) (protocol.Receipt, error) {
-		return mailbox.Send(ctx, a.nc, a.cfg.ID, in.To, msg)
+	r, err := sendTool(ctx, in, func(ctx context.Context, msg protocol.Message, wait time.Duration) (protocol.Receipt, error) {
+		return mailbox.Send(ctx, a.nc, a.cfg.ID, in.To, msg, wait)
 	})
 	return nil, r, err
 }
 
-// sendTool is both servers' send: it checks the input, bounds the wait for
-// the receipt and hands the message to send.
-func sendTool(ctx context.Context, in SendIn, send func(context.Context, protocol.Message) (protocol.Receipt, error)) (protocol.Receipt, error) {
+// sendTool is both servers' send: it checks the input and hands the
+// message to send with the wait for its delivery; the bus's answer that it
+// queued the message is bounded by a wait of its own.
+func sendTool(ctx context.Context, in SendIn, send func(context.Context, protocol.Message, time.Duration) (protocol.Receipt, error)) (protocol.Receipt, error) {
 	data, err := rawData(in.Data)
 	if err != nil {
 		return protocol.Receipt{}, err
@@ -100,15 +101,16 @@ func sendTool(ctx context.Context, in SendIn, send func(context.Context, protoco
 	if err := checkSend(in.To, in.Body, data, in.ID, in.WaitSeconds); err != nil {
 		return protocol.Receipt{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, waitOr(in.WaitSeconds, 10*time.Second))
+	wait := waitOr(in.WaitSeconds, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, wait+10*time.Second)
 	defer cancel()
 	msg := protocol.Message{ID: in.ID, Body: in.Body, Data: data}
 	if msg.ID == "" {
 		msg.ID = mailbox.NewID()
 	}
-	r, err := send(ctx, msg)
+	r, err := send(ctx, msg, wait)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return r, fmt.Errorf("to: %s did not confirm the message in time", in.To)
+		return r, fmt.Errorf("to: the bus did not queue the message to %s in time (sending it again with the same id stores it once)", in.To)
 	}
 	return r, err
 }

@@ -49,7 +49,7 @@ func NewOperator(ctx context.Context, cl *operator.Client, version string) (*Ope
 	})
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "run_task", Description: "Run a command (or an echo task) on one agent, the pool or all agents, and return the results."}, o.runTask)
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "list_agents", Description: "The flock's agents with their last heartbeat, pending and running tasks."}, o.listAgents)
-	mcp.AddTool(o.Server, &mcp.Tool{Name: "send", Description: "Put a message in an agent's inbox, sent as the operator; returns the agent's receipt."}, o.send)
+	mcp.AddTool(o.Server, &mcp.Tool{Name: "send", Description: "Put a message in an agent's mailbox, sent as the operator. The receipt says delivered (the agent stored it: file) or queued (the agent is down or busy: the bus keeps it until the agent takes it)."}, o.send)
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "broadcast", Description: "Announce a message to every agent."}, o.broadcast)
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "recent_events", Description: "Agents' lifecycle events seen since this server started (oldest first), after a cursor; optionally wait for one."}, o.recentEvents)
 	mcp.AddTool(o.Server, &mcp.Tool{Name: "dead_letters", Description: "Tasks the bus parked after their deliveries ran out, most recent last."}, o.deadLetters)
@@ -193,9 +193,8 @@ func (o *Operator) listAgents(ctx context.Context, _ *mcp.CallToolRequest, _ str
 }
 
 func (o *Operator) send(ctx context.Context, _ *mcp.CallToolRequest, in SendIn) (*mcp.CallToolResult, protocol.Receipt, error) {
-	r, err := sendTool(ctx, in, func(ctx context.Context, msg protocol.Message) (protocol.Receipt, error) {
-		file, err := o.cl.Send(ctx, in.To, msg)
-		return protocol.Receipt{V: protocol.Version, ID: msg.ID, To: in.To, From: protocol.OperatorUser, File: file}, err
+	r, err := sendTool(ctx, in, func(ctx context.Context, msg protocol.Message, wait time.Duration) (protocol.Receipt, error) {
+		return o.cl.Send(ctx, in.To, msg, wait)
 	})
 	return nil, r, err
 }

@@ -138,7 +138,7 @@ func TestOperatorServerDrivesTheFlock(t *testing.T) {
 		callFails(t, op, "run_task", map[string]any{"agent": "agent-1", "command": "x", "timeout_seconds": -1}, "timeout_seconds:")
 		callFails(t, op, "run_task", map[string]any{"agent": "agent-1", "command": "x", "env": map[string]any{"1BAD": "v"}}, "env")
 		callFails(t, op, "send", map[string]any{"to": "agent-1"}, "body:")
-		callFails(t, op, "send", map[string]any{"to": "agent-9", "body": "x"}, "agent-9 is not connected")
+		callFails(t, op, "send", map[string]any{"to": "agent-9", "body": "x"}, `no such agent: the bus keeps no mailbox for "agent-9"`)
 		callFails(t, op, "broadcast", map[string]any{}, "body:")
 		callFails(t, op, "recent_events", map[string]any{"max": 5000}, "max:")
 		callFails(t, op, "dead_letters", map[string]any{"max": 1000}, "max:")

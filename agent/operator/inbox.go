@@ -12,14 +12,15 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
-// Send puts msg in agent to's inbox as the operator, waits for the agent's
-// receipt and returns the file the message was stored in.
-func (c *Client) Send(ctx context.Context, to string, msg protocol.Message) (string, error) {
-	r, err := mailbox.Send(ctx, c.nc, protocol.OperatorUser, to, msg)
+// Send puts msg in agent to's mailbox as the operator and waits up to wait
+// (and ctx) for the agent to take it: the receipt says queued (the bus keeps
+// it until the agent runs) or delivered (the file the agent stored it in).
+func (c *Client) Send(ctx context.Context, to string, msg protocol.Message, wait time.Duration) (protocol.Receipt, error) {
+	r, err := mailbox.Send(ctx, c.nc, protocol.OperatorUser, to, msg, wait)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return "", fmt.Errorf("%w for %s to confirm the message", ErrTimeout, to)
+		return r, fmt.Errorf("%w for the bus to queue the message to %s (sending it again stores it once)", ErrTimeout, to)
 	}
-	return r.File, err
+	return r, err
 }
 
 // Broadcast sends msg to every agent (they record the operator as its

@@ -85,16 +85,16 @@ func (a *Agent) connect(ctx context.Context, nk nats.Option) (*nats.Conn, error)
 
 // lookup finds a consumer the bus creates; it waits for it if the bus has
 // not yet.
-func (a *Agent) lookup(ctx context.Context, name string) (jetstream.Consumer, error) {
+func (a *Agent) lookup(ctx context.Context, stream, name string) (jetstream.Consumer, error) {
 	backoff := 100 * time.Millisecond
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := a.js.Consumer(cctx, protocol.StreamTasks, name)
+		c, err := a.js.Consumer(cctx, stream, name)
 		cancel()
 		if err == nil {
 			return c, nil
 		}
-		a.log.Warn("task consumer not available yet", "consumer", name, "err", err)
+		a.log.Warn("consumer not available yet", "stream", stream, "consumer", name, "err", err)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

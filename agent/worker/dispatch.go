@@ -33,7 +33,7 @@ func (a *Agent) ownLoop(ctx context.Context, cons jetstream.Consumer) {
 				return
 			}
 			backoff = min(backoff*2, 5*time.Second)
-			if c, err := a.lookup(ctx, protocol.AgentConsumer(a.cfg.ID)); err == nil {
+			if c, err := a.lookup(ctx, protocol.StreamTasks, protocol.AgentConsumer(a.cfg.ID)); err == nil {
 				cons = c
 			}
 			continue
@@ -50,7 +50,7 @@ func (a *Agent) ownLoop(ctx context.Context, cons jetstream.Consumer) {
 				a.log.Warn("own consumer interrupted", "err", err)
 				it.Stop()
 				if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-					if c, err := a.lookup(ctx, protocol.AgentConsumer(a.cfg.ID)); err == nil {
+					if c, err := a.lookup(ctx, protocol.StreamTasks, protocol.AgentConsumer(a.cfg.ID)); err == nil {
 						cons = c
 					}
 				}

@@ -34,54 +34,59 @@ type Stored struct {
 	Problem  string           `json:"problem,omitempty"` // the body was not a valid message; Message.Body holds it as text
 }
 
-// subscribeMessages subscribes to the agent's inbox (from any sender) and to
-// broadcast. Each message is stored as one JSON file in <agent dir>/inbox/,
-// where the agent's work reads it (oldest first by name), and acknowledged
-// with an event (inbox/broadcast) naming the message ID and the file, and,
-// when the sender asked (a request), with a receipt on its reply subject.
-func (a *Agent) subscribeMessages() ([]*nats.Subscription, error) {
-	var subs []*nats.Subscription
-	for subj, kind := range map[string]string{protocol.InboxOf(a.cfg.ID): "inbox", protocol.SubjectBroadcast: "broadcast"} {
-		s, err := a.nc.Subscribe(subj, func(m *nats.Msg) { a.store(kind, m) })
-		if err != nil {
-			return nil, fmt.Errorf("subscribe %s: %w", subj, err)
-		}
-		subs = append(subs, s)
+// subscribeBroadcast subscribes to broadcast: each announcement is stored as
+// one JSON file in <agent dir>/inbox/ and confirmed with an event and a
+// receipt on its reply subject. A broadcast does not wait for agents that
+// are down; inbox messages do (mailLoop).
+func (a *Agent) subscribeBroadcast() ([]*nats.Subscription, error) {
+	s, err := a.nc.Subscribe(protocol.SubjectBroadcast, a.broadcast)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", protocol.SubjectBroadcast, err)
 	}
-	return subs, nil
+	return []*nats.Subscription{s}, nil
 }
 
-func (a *Agent) store(kind string, m *nats.Msg) {
+func (a *Agent) broadcast(m *nats.Msg) {
 	from := protocol.OperatorUser // only the operator may broadcast
-	if kind == "inbox" {
-		var ok bool
-		if from, ok = protocol.InboxSender(m.Subject); !ok {
-			a.log.Warn("message on an unexpected subject dropped", "subject", m.Subject)
-			return
-		}
-	}
-	// A message that asks for no receipt is not stored: had it been lost on
-	// the way (a flooded receiver), its sender would never know. Every
-	// message the agent keeps was confirmed to its sender; every other one
-	// its sender hears about (refused, or no answer).
+	// A broadcast that asks for no receipt is not stored: had it been lost
+	// on the way, its sender would never know.
 	if m.Reply == "" {
 		if a.senders.warn(from) {
-			a.log.Warn("message without a reply subject not stored: senders must ask for a receipt", "kind", kind, "from", from)
+			a.log.Warn("broadcast without a reply subject not stored: senders must ask for a receipt")
 		}
 		return
 	}
-	st := Stored{V: protocol.Version, Kind: kind, Subject: m.Subject, From: from, Received: time.Now().UTC()}
-	if err := json.Unmarshal(m.Data, &st.Message); err != nil || st.Message.V > protocol.Version {
+	st := stored("broadcast", m.Subject, from, m.Data)
+	receipt := protocol.Receipt{V: protocol.Version, ID: st.Message.ID, To: a.cfg.ID, From: from}
+	if !a.mail.submit(from, func(context.Context) {
+		if rel, err := a.write(st); err != nil {
+			receipt.Error = "not stored: " + err.Error()
+		} else {
+			receipt.Status, receipt.File = protocol.ReceiptDelivered, rel
+		}
+		a.respond(m.Reply, receipt)
+	}) {
+		receipt.Error = fmt.Sprintf("refused: %d messages from %s are waiting to be stored", mailQueue, from)
+		a.respond(m.Reply, receipt)
+	}
+}
+
+// stored is what the agent keeps of a message: the sender the bus vouched
+// for (never the body's claim), the body as sent, or as text with a
+// problem noted when it is not a message.
+func stored(kind, subject, from string, data []byte) Stored {
+	st := Stored{V: protocol.Version, Kind: kind, Subject: subject, From: from, Received: time.Now().UTC()}
+	if err := json.Unmarshal(data, &st.Message); err != nil || st.Message.V > protocol.Version {
 		st.Message = protocol.Message{V: protocol.Version}
 		if err != nil {
 			st.Problem = "not a JSON message: stored as text"
 		} else {
 			st.Problem = "unsupported message version: stored as text"
 		}
-		if utf8.Valid(m.Data) {
-			st.Message.Body = string(m.Data)
+		if utf8.Valid(data) {
+			st.Message.Body = string(data)
 		} else {
-			st.Message.Body = fmt.Sprintf("(%d bytes of binary data)", len(m.Data))
+			st.Message.Body = fmt.Sprintf("(%d bytes of binary data)", len(data))
 		}
 	}
 	if claim := st.Message.From; claim != "" && claim != from {
@@ -91,42 +96,23 @@ func (a *Agent) store(kind string, m *nats.Msg) {
 	if !protocol.ValidTaskID(st.Message.ID) {
 		st.Message.ID = randomID()
 	}
-	receipt := protocol.Receipt{V: protocol.Version, ID: st.Message.ID, To: a.cfg.ID, From: from}
-	if kind == "inbox" {
-		if why := a.senders.allow(from, len(m.Data)); why != "" {
-			receipt.Error = "refused: " + why
-			a.respond(m, receipt)
-			if a.senders.warn(from) {
-				a.log.Warn("messages refused", "from", from, "why", why)
-			}
-			return
-		}
-	}
-	// Stored by a queue of the sender's own: a flood from one sender
-	// (each message synced to disk) never holds up another's.
-	if !a.mail.submit(from, func() { a.write(kind, m, st, receipt) }) {
-		receipt.Error = fmt.Sprintf("refused: %d messages from %s are waiting to be stored", mailQueue, from)
-		a.respond(m, receipt)
-	}
+	return st
 }
 
-// write stores one message, answers its sender and announces it.
-func (a *Agent) write(kind string, m *nats.Msg, st Stored, receipt protocol.Receipt) {
-	from := st.From
-	name := fmt.Sprintf("%s-%06d-%s-%s.json", st.Received.Format("20060102T150405.000000000Z"), a.inboxN.Add(1)%1000000, kind, st.Message.ID)
+// write stores one message in a file of the inbox directory (synced: once
+// written it survives a crash) and announces it; it returns the file,
+// relative to the agent's directory.
+func (a *Agent) write(st Stored) (string, error) {
+	name := fmt.Sprintf("%s-%06d-%s-%s.json", st.Received.Format("20060102T150405.000000000Z"), a.inboxN.Add(1)%1000000, st.Kind, st.Message.ID)
 	b, _ := protocol.Encode(st, true)
 	if err := writeDurable(filepath.Join(a.inboxDir, name), append(b, '\n')); err != nil {
-		a.log.Error("message not stored", "kind", kind, "id", st.Message.ID, "from", from, "err", err)
-		receipt.Error = "not stored: " + err.Error()
-		a.respond(m, receipt)
-		return
+		a.log.Error("message not stored", "kind", st.Kind, "id", st.Message.ID, "from", st.From, "err", err)
+		return "", err
 	}
 	rel := filepath.Join("inbox", name)
-	a.log.Info("message stored", "kind", kind, "id", st.Message.ID, "from", from, "file", rel)
-	receipt.File = rel
-	a.respond(m, receipt)
+	a.log.Info("message stored", "kind", st.Kind, "id", st.Message.ID, "from", st.From, "file", rel)
 	typ := protocol.EventInbox
-	if kind == "broadcast" {
+	if st.Kind == "broadcast" {
 		typ = protocol.EventBroadcast
 	}
 	a.event(typ, st.Message.ID, rel)
@@ -136,25 +122,34 @@ func (a *Agent) write(kind string, m *nats.Msg, st Stored, receipt protocol.Rece
 		default:
 		}
 	}
+	return rel, nil
 }
 
-// mailQueue is how many messages of one sender may wait to be stored.
-const mailQueue = 64
+// mailQueue is how many messages of one sender may wait to be stored: what
+// its share of the mailbox can hold, and a little more for redeliveries.
+const mailQueue = protocol.MailPerSender + 16
 
 // mailroom stores each sender's messages in order, on a goroutine of the
-// sender's own (senders are bus users: bounded by the flock's size).
+// sender's own (senders are bus users: bounded by the flock's size). Jobs
+// get a context that ends when the mailroom closes, so a job waiting on its
+// sender's rate gives the message back instead of holding the agent's stop.
 type mailroom struct {
 	mu     sync.Mutex
-	queues map[string]chan func()
+	queues map[string]chan func(context.Context)
 	closed bool
 	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
-func newMailroom() *mailroom { return &mailroom{queues: map[string]chan func(){}} }
+func newMailroom() *mailroom {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &mailroom{queues: map[string]chan func(context.Context){}, ctx: ctx, cancel: cancel}
+}
 
 // submit queues job for sender; false when its queue is full or the
 // mailroom closed.
-func (r *mailroom) submit(sender string, job func()) bool {
+func (r *mailroom) submit(sender string, job func(context.Context)) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -162,13 +157,13 @@ func (r *mailroom) submit(sender string, job func()) bool {
 	}
 	q := r.queues[sender]
 	if q == nil {
-		q = make(chan func(), mailQueue)
+		q = make(chan func(context.Context), mailQueue)
 		r.queues[sender] = q
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
 			for job := range q {
-				job()
+				job(r.ctx)
 			}
 		}()
 	}
@@ -180,11 +175,14 @@ func (r *mailroom) submit(sender string, job func()) bool {
 	}
 }
 
-// close stores what is queued and stops taking more.
+// close ends the jobs' context, runs what is queued (mail waiting for its
+// sender's rate goes back to the mailbox; broadcasts already taken are
+// stored) and stops taking more.
 func (r *mailroom) close() {
 	r.mu.Lock()
 	if !r.closed {
 		r.closed = true
+		r.cancel()
 		for _, q := range r.queues {
 			close(q)
 		}
@@ -225,19 +223,16 @@ func (s *senderLimits) get(sender string) *senderLimit {
 	return l
 }
 
-// allow takes one message of n bytes from sender, or says why not.
-func (s *senderLimits) allow(sender string, n int) string {
+// wait waits until sender may have one more message of n bytes stored
+// (INBOX_RATE, INBOX_BYTES_RATE), or ctx ends.
+func (s *senderLimits) wait(ctx context.Context, sender string, n int) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	l := s.get(sender)
-	now := time.Now()
-	if !l.msgs.AllowN(now, 1) {
-		return fmt.Sprintf("%s sends more than %d messages/s to this agent (INBOX_RATE)", sender, s.rate)
+	s.mu.Unlock()
+	if err := l.msgs.Wait(ctx); err != nil {
+		return err
 	}
-	if !l.bytes.AllowN(now, n) {
-		return fmt.Sprintf("%s sends more than %d bytes/s to this agent (INBOX_BYTES_RATE)", sender, s.bytes)
-	}
-	return ""
+	return l.bytes.WaitN(ctx, min(n, l.bytes.Burst()))
 }
 
 // warn reports whether a refusal from sender should be logged (once a second).
@@ -252,20 +247,20 @@ func (s *senderLimits) warn(sender string) bool {
 	return true
 }
 
-// respond answers a message sent as a request with its receipt, into its
-// sender's reply inbox only: a reply subject elsewhere (a task subject,
-// another agent's heartbeat, the JetStream API) is a peer trying to make
-// this agent publish there in its own name. The bus refuses it too.
-func (a *Agent) respond(m *nats.Msg, r protocol.Receipt) {
-	if m.Reply == "" {
+// respond sends a receipt to subject, a sender's reply inbox only: a reply
+// subject elsewhere (a task subject, another agent's heartbeat, the
+// JetStream API) is a peer trying to make this agent publish there in its
+// own name. The bus refuses it too.
+func (a *Agent) respond(subject string, r protocol.Receipt) {
+	if subject == "" {
 		return
 	}
-	if !protocol.IsReplyInbox(m.Reply) {
-		a.log.Warn("receipt not sent: the reply subject is not a reply inbox", "id", r.ID, "from", r.From, "reply", m.Reply)
+	if !protocol.IsReplyInbox(subject) {
+		a.log.Warn("receipt not sent: the reply subject is not a reply inbox", "id", r.ID, "from", r.From, "reply", subject)
 		return
 	}
 	b, _ := json.Marshal(r)
-	if err := m.Respond(b); err != nil {
+	if err := a.nc.Publish(subject, b); err != nil {
 		a.log.Warn("receipt not sent", "id", r.ID, "to", r.From, "err", err)
 	}
 }

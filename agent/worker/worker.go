@@ -37,9 +37,10 @@ type Agent struct {
 	lostCause    atomic.Value // string: why the connection was lost
 	stopStatus   func()
 
-	keyFile string        // FLOCK_NKEY_FILE for task processes (credentialFile)
-	senders *senderLimits // per-sender inbox bounds
-	mail    *mailroom     // per-sender store queues
+	keyFile  string        // FLOCK_NKEY_FILE for task processes (credentialFile)
+	senders  *senderLimits // per-sender inbox bounds
+	mail     *mailroom     // per-sender store queues
+	stopMail func()        // stops taking mail from the mailbox
 
 	slots     *slots
 	inflight  sync.WaitGroup
@@ -169,14 +170,18 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 	go func() { defer bgWG.Done(); a.heartbeatLoop(bg) }()
 	go func() { defer bgWG.Done(); a.pruneLoop(bg) }()
 
-	subs, err := a.subscribeMessages()
+	subs, err := a.subscribeBroadcast()
 	if err != nil {
 		return false, err
 	}
+	mailCtx, stopMail := context.WithCancel(context.Background())
+	mailDone := make(chan struct{})
+	go func() { defer close(mailDone); a.mailLoop(mailCtx) }()
+	a.stopMail = func() { stopMail(); <-mailDone }
 
 	a.runCtx, a.runCancel = context.WithCancel(context.Background())
 	defer a.runCancel()
-	own, err := a.lookup(ctx, protocol.AgentConsumer(cfg.ID))
+	own, err := a.lookup(ctx, protocol.StreamTasks, protocol.AgentConsumer(cfg.ID))
 	if err != nil {
 		// ctx ended while waiting for the bus to create the consumers.
 		a.stop(subs)
@@ -242,7 +247,8 @@ func (a *Agent) stop(subs []*nats.Subscription) {
 	for _, s := range subs {
 		_ = s.Unsubscribe()
 	}
-	a.mail.close() // messages already taken are stored and confirmed
+	a.stopMail()   // mail not yet taken stays in the mailbox
+	a.mail.close() // broadcasts already taken are stored and confirmed
 	a.stopBG()
 	a.stopStatus()
 	a.state.Store(protocol.StateStopped)

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/infra/flock"
@@ -484,15 +486,15 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 	e.start("agent-1")
 	e.start("agent-2")
 	ctx := t.Context()
-	file, err := e.cl.Send(ctx, "agent-1", protocol.Message{ID: "m-1", Body: "please review"})
-	if err != nil {
-		t.Fatal(err)
+	r, err := e.cl.Send(ctx, "agent-1", protocol.Message{ID: "m-1", Body: "please review"}, 5*time.Second)
+	if err != nil || r.Status != protocol.ReceiptDelivered || r.Seq == 0 {
+		t.Fatalf("receipt %+v, %v: want delivered", r, err)
 	}
 	var st struct {
 		Kind    string
 		Message protocol.Message
 	}
-	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(e.shared, "agents", "agent-1", file))), &st); err != nil {
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(e.shared, "agents", "agent-1", r.File))), &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Kind != "inbox" || st.Message.Body != "please review" || st.Message.From != protocol.OperatorUser {
@@ -503,16 +505,25 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 	}
 
 	// Agent to agent: agent-2 may write to agent-1's inbox, as itself; a
-	// claim in the body is not believed. Sent as a request, the message is
-	// answered with agent-1's receipt.
+	// claim in the body is not believed. Agent-1's receipt names the file.
+	// (Published by hand: mailbox.Send never makes that claim.)
 	nc2 := e.f.Connect(t, "agent-2")
-	b, _ := json.Marshal(protocol.Message{V: 1, ID: "from-2", From: protocol.OperatorUser, Body: "hi"})
-	reply, err := nc2.Request(protocol.InboxSubject("agent-1", "agent-2"), b, 5*time.Second)
+	receipts2, err := nc2.SubscribeSync(nc2.NewInbox())
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := nats.NewMsg(protocol.InboxSubject("agent-1", "agent-2"))
+	claim.Data, _ = json.Marshal(protocol.Message{V: 1, ID: "from-2", From: protocol.OperatorUser, Body: "hi"})
+	claim.Header.Set(protocol.HeaderReceipt, receipts2.Subject)
+	if err := nc2.PublishMsg(claim); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := receipts2.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rc protocol.Receipt
-	if err := json.Unmarshal(reply.Data, &rc); err != nil || rc.ID != "from-2" || rc.To != "agent-1" || rc.From != "agent-2" || rc.File == "" || rc.Error != "" {
+	if err := json.Unmarshal(reply.Data, &rc); err != nil || rc.ID != "from-2" || rc.To != "agent-1" || rc.From != "agent-2" || rc.File == "" || rc.Status != protocol.ReceiptDelivered {
 		t.Fatalf("receipt %s (%v)", reply.Data, err)
 	}
 	var got worker.Stored
@@ -522,16 +533,35 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 	if got.From != "agent-2" || got.Message.From != "agent-2" || !strings.Contains(got.Problem, `claimed to be from "operator"`) {
 		t.Fatalf("stored %+v: want the sender the subject names, and the false claim noted", got)
 	}
+	// The same message again (a retry after a lost answer) is stored once.
+	first, err := mailbox.Send(ctx, nc2, "agent-2", "agent-1", protocol.Message{ID: "retried", Body: "hi"}, 5*time.Second)
+	if err != nil || first.Status != protocol.ReceiptDelivered {
+		t.Fatalf("a message: %+v %v", first, err)
+	}
+	again, err := mailbox.Send(ctx, nc2, "agent-2", "agent-1", protocol.Message{ID: "retried", Body: "hi"}, time.Second)
+	if err != nil || again.Seq != first.Seq || again.Status != protocol.ReceiptQueued {
+		t.Fatalf("a retried message: %+v %v; want the first one's mailbox seq %d (not stored again)", again, err, first.Seq)
+	}
+	if files, _ := filepath.Glob(filepath.Join(e.shared, "agents", "agent-1", "inbox", "*-retried.json")); len(files) != 1 {
+		t.Fatalf("a retried message stored in %v: want one file", files)
+	}
 
 	// Stored without amplification: a body of "<" (which encoding/json
 	// escapes to six bytes each by default) takes about its own size.
 	lt := strings.Repeat("<", 20000)
-	ltFile, err := e.cl.Send(ctx, "agent-1", protocol.Message{ID: "lt", Body: lt})
+	ltr, err := e.cl.Send(ctx, "agent-1", protocol.Message{ID: "lt", Body: lt}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(filepath.Join(e.shared, "agents", "agent-1", ltFile)); err != nil || fi.Size() > int64(len(lt))+1024 {
+	if fi, err := os.Stat(filepath.Join(e.shared, "agents", "agent-1", ltr.File)); err != nil || fi.Size() > int64(len(lt))+1024 {
 		t.Fatalf("a %d-byte body stored in %v bytes (%v)", len(lt), fi.Size(), err)
+	}
+	// Over the mailbox's limit: refused at once, by name.
+	if _, err := e.cl.Send(ctx, "agent-1", protocol.Message{Body: strings.Repeat("x", protocol.MailMessageBytes)}, time.Second); !errors.Is(err, mailbox.ErrRefused) {
+		t.Fatalf("a message over the mailbox's limit: %v", err)
+	}
+	if _, err := e.cl.Send(ctx, "agent-9", protocol.Message{Body: "anyone?"}, time.Second); !errors.Is(err, mailbox.ErrNoMailbox) {
+		t.Fatalf("a message to an agent the flock does not have: %v", err)
 	}
 
 	receipts, missing, err := e.cl.Broadcast(ctx, protocol.Message{ID: "b-1", Body: "all hands"})
@@ -547,22 +577,40 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 		}
 	}
 
-	// A message that asks for no receipt is not kept (its sender could never
-	// learn it was lost): the next one, sent as a request, is.
+	// A receipt goes only to the sender's own reply inbox: agent-2 naming
+	// the operator's has agent-1 send nothing there (the message is still
+	// stored); a message published without one is stored too (the mailbox
+	// keeps it; its sender just hears nothing).
+	opInbox := protocol.InboxPrefix(protocol.OperatorInboxToken) + ".stolen"
+	spy := e.f.Connect(t, protocol.OperatorUser)
+	stolen, err := spy.SubscribeSync(opInbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = spy.Flush()
 	before, _ := os.ReadDir(filepath.Join(e.shared, "agents", "agent-1", "inbox"))
+	m := nats.NewMsg(protocol.InboxSubject("agent-1", "agent-2"))
+	m.Data = []byte(`{"v":1,"id":"misdirected","body":"answer the operator"}`)
+	m.Header.Set(protocol.HeaderReceipt, opInbox)
+	if err := nc2.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
 	if err := nc2.Publish(protocol.InboxSubject("agent-1", "agent-2"), []byte(`{"v":1,"id":"unasked","body":"fire and forget"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nc2.Request(protocol.InboxSubject("agent-1", "agent-2"), []byte(`{"v":1,"id":"asked","body":"confirm"}`), 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	after, _ := os.ReadDir(filepath.Join(e.shared, "agents", "agent-1", "inbox"))
-	if len(after) != len(before)+1 || !strings.Contains(after[len(after)-1].Name(), "asked") || strings.Contains(after[len(after)-1].Name(), "unasked") {
-		names := []string{}
-		for _, f := range after[len(before):] {
-			names = append(names, f.Name())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after, _ := os.ReadDir(filepath.Join(e.shared, "agents", "agent-1", "inbox"))
+		if len(after) == len(before)+2 {
+			break
 		}
-		t.Fatalf("after a message without a reply subject and one with: new files %v; want only the one that asked", names)
+		if time.Now().After(deadline) {
+			t.Fatalf("%d new inbox files, want the misdirected and the unasked message", len(after)-len(before))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got, err := stolen.NextMsg(500 * time.Millisecond); err == nil {
+		t.Fatalf("agent-1 answered into the operator's reply inbox on agent-2's word: %s", got.Data)
 	}
 }
 
@@ -625,44 +673,42 @@ func TestForgedPoolResultIsIgnored(t *testing.T) {
 	}
 }
 
-// A peer flooding an agent's inbox is refused past its per-sender bound,
-// with a receipt that says so; the operator (another sender) is not slowed.
+// A peer flooding an agent's inbox fills only its own share of the mailbox
+// (protocol.MailPerSender) and is then refused by the bus, by name; the
+// agent stores its messages at the sender's rate (INBOX_RATE), and the
+// operator (another sender) is delivered to at once meanwhile.
 func TestInboxFloodFromOneSenderIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, flockWith(2, nil))
 	e.start("agent-1", func(c *worker.Config) { c.InboxRate = 2 }) // burst 10
 	nc2 := e.f.Connect(t, "agent-2")
-	stored, refused := 0, 0
-	for i := 0; i < 25; i++ {
-		b, _ := json.Marshal(protocol.Message{V: 1, ID: fmt.Sprintf("flood-%d", i), Body: "spam"})
-		reply, err := nc2.Request(protocol.InboxSubject("agent-1", "agent-2"), b, 5*time.Second)
-		if err != nil {
-			t.Fatalf("message %d: no receipt: %v", i, err)
-		}
-		var rc protocol.Receipt
-		if err := json.Unmarshal(reply.Data, &rc); err != nil {
-			t.Fatal(err)
-		}
+	ctx := t.Context()
+	start := time.Now()
+	queued, refused := 0, 0
+	for i := range protocol.MailPerSender + 30 {
+		_, err := mailbox.Send(ctx, nc2, "agent-2", "agent-1", protocol.Message{ID: fmt.Sprintf("flood-%d", i), Body: "spam"}, 0)
 		switch {
-		case rc.File != "":
-			stored++
-		case strings.Contains(rc.Error, "agent-2 sends more than 2 messages/s to this agent (INBOX_RATE)"):
+		case err == nil:
+			queued++
+		case errors.Is(err, mailbox.ErrRefused) && strings.Contains(err.Error(), fmt.Sprintf("agent-1 already has %d messages from agent-2 waiting", protocol.MailPerSender)):
 			refused++
 		default:
-			t.Fatalf("receipt %+v", rc)
+			t.Fatalf("message %d: %v", i, err)
 		}
 	}
-	if stored < 10 || stored > 13 || refused != 25-stored {
-		t.Fatalf("stored %d, refused %d of 25: want the burst of 10 (plus what refilled) stored, the rest refused", stored, refused)
+	// What agent-1 stored meanwhile left the mailbox: its burst, and what
+	// its rate refilled while the flood went on.
+	if refused == 0 || queued > protocol.MailPerSender+10+int(2*time.Since(start).Seconds())+1 {
+		t.Fatalf("queued %d, refused %d: want agent-2 refused past its share of %d", queued, refused, protocol.MailPerSender)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := e.cl.Send(ctx, "agent-1", protocol.Message{Body: "still heard"}); err != nil {
-		t.Fatalf("the operator is refused while agent-2 floods: %v", err)
+	r, err := e.cl.Send(ctx, "agent-1", protocol.Message{Body: "still heard"}, 5*time.Second)
+	if err != nil || r.Status != protocol.ReceiptDelivered {
+		t.Fatalf("the operator while agent-2 floods: %+v %v; want delivered at once", r, err)
 	}
+	took := time.Since(start)
 	files, _ := os.ReadDir(filepath.Join(e.shared, "agents", "agent-1", "inbox"))
-	if len(files) != stored+1 {
-		t.Fatalf("%d inbox files, want %d", len(files), stored+1)
+	if limit := 10 + int(2*took.Seconds()) + 1 + 1; len(files) > limit {
+		t.Fatalf("%d inbox files after %s: agent-2's messages stored faster than its rate (want at most %d)", len(files), took, limit)
 	}
 }
 

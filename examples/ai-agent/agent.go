@@ -180,7 +180,7 @@ func (a *agent) handle(ctx context.Context, name string) {
 
 // send messages a peer as this agent with the send tool of `flock-agent mcp`,
 // an MCP server on stdio run for this one call. It returns the file the peer
-// stored the message in.
+// stored the message in, or says that the bus queued it for the peer.
 func (a *agent) send(ctx context.Context, to, body string, data any) (string, error) {
 	cmd := exec.Command(a.bin, "mcp")
 	cmd.Stderr = a.stderr
@@ -210,9 +210,13 @@ func (a *agent) send(ctx context.Context, to, body string, data any) (string, er
 		return "", errors.New(strings.Join(msg, "; "))
 	}
 	var receipt struct {
-		File string `json:"file"`
+		Status string `json:"status"`
+		File   string `json:"file"`
 	}
 	b, _ := json.Marshal(res.StructuredContent)
 	_ = json.Unmarshal(b, &receipt)
+	if receipt.File == "" {
+		return receipt.Status + ": the bus keeps it until the peer takes it", nil
+	}
 	return receipt.File, nil
 }

@@ -219,7 +219,7 @@ func TestRunAnswersPromptsAndTellsThePeer(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := mailbox.Send(ctx, nc, from, "agent-1", msg); err != nil {
+		if _, err := mailbox.Send(ctx, nc, from, "agent-1", msg, 5*time.Second); err != nil {
 			t.Fatalf("send %s: %v", id, err)
 		}
 	}

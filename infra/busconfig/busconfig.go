@@ -112,10 +112,10 @@ func ackSubjects(stream, consumer string) []string {
 // own results, events and heartbeats, message any agent's inbox as itself,
 // ask the bus for the roster, ask the board on its own request subjects,
 // pull and ack its own consumer (which also delivers the pool tasks the bus
-// gives it); read its own inbox, its own replies, broadcast and the board's
-// ready bell (not the board's events, nor its bucket); answer a message (the
-// delivery receipt) into a reply inbox (_INBOX.<user>.…), the only reply
-// subjects a legitimate requester gives.
+// gives it) and its own mailbox's; read its own replies, broadcast and the
+// board's ready bell (not the board's events, nor its bucket); answer a
+// message (the delivery receipt) into a reply inbox (_INBOX.<user>.…), the
+// only reply subjects a legitimate requester gives.
 //
 // Not allow_responses: it lets a user answer a message on whatever reply
 // subject the message carries, and nats-server checks it after the deny
@@ -141,11 +141,17 @@ func AgentPermissions(id string) Permissions {
 		"$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+"."+c,
 		"$JS.API.CONSUMER.INFO."+protocol.StreamTasks+"."+c)
 	pub = append(pub, ackSubjects(protocol.StreamTasks, c)...)
+	// Its own mailbox, pulled from its consumer: messages reach it there,
+	// never on the inbox subject itself (the mailbox stream captures it).
+	mail := protocol.MailStream(id)
+	pub = append(pub,
+		"$JS.API.CONSUMER.MSG.NEXT."+mail+"."+protocol.MailConsumer,
+		"$JS.API.CONSUMER.INFO."+mail+"."+protocol.MailConsumer)
+	pub = append(pub, ackSubjects(mail, protocol.MailConsumer)...)
 	return Permissions{
 		Publish: Rule{Allow: pub},
 		Subscribe: Rule{Allow: []string{
 			protocol.InboxPrefix(id) + ".>",
-			protocol.InboxOf(id),
 			protocol.SubjectBroadcast,
 			protocol.SubjectBoardReady,
 		}},
@@ -350,6 +356,27 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 			Storage: jetstream.FileStorage, MaxAge: b.StreamMaxAge, MaxBytes: b.ResultsBytesPerAgent,
 			MaxMsgSize: int32(min(int64(b.MaxPayloadBytes), b.ResultsBytesPerAgent)), Replicas: b.Replicas,
 		})
+	}
+	// One mailbox per agent: its inbox subject, kept until the agent takes
+	// each message (work queue), bounded per agent and per sender (a full
+	// share refuses the sender instead of dropping older mail).
+	for _, a := range m.Agents {
+		t.Streams = append(t.Streams, jetstream.StreamConfig{
+			Name: protocol.MailStream(a.ID), Subjects: []string{protocol.InboxOf(a.ID)},
+			Description: "mailbox of agent " + a.ID + ": messages waiting for it",
+			Retention:   jetstream.WorkQueuePolicy, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
+			MaxMsgsPerSubject: protocol.MailPerSender, MaxMsgs: protocol.MailMessages, MaxBytes: protocol.MailBytes,
+			MaxMsgSize: protocol.MailMessageBytes + 4<<10, // the body and its headers
+			Storage:    jetstream.FileStorage, MaxAge: b.StreamMaxAge, Duplicates: 2 * time.Minute, Replicas: b.Replicas,
+		})
+		t.Consumers = append(t.Consumers, protocol.Consumer{Stream: protocol.MailStream(a.ID), Config: jetstream.ConsumerConfig{
+			Durable:       protocol.MailConsumer,
+			Description:   "agent " + a.ID + " takes its mail",
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       time.Minute,
+			MaxAckPending: protocol.MailMessages,
+		}})
 	}
 	pending := 0
 	t.Pool.Grace = protocol.Duration(PoolGrace)

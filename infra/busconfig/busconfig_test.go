@@ -173,7 +173,12 @@ func TestTopologyHasAConsumerPerAgentAndThePool(t *testing.T) {
 		t.Errorf("max_connections %d: 3 agents of 8 connections leave the operator and services too little", c.MaxConn)
 	}
 	got := map[string][]string{}
+	mail := map[string]bool{}
 	for _, c := range top.Consumers {
+		if c.Stream != protocol.StreamTasks {
+			mail[c.Stream+"/"+c.Config.Durable] = true
+			continue
+		}
 		f := c.Config.FilterSubjects
 		if c.Config.FilterSubject != "" {
 			f = []string{c.Config.FilterSubject}
@@ -186,6 +191,14 @@ func TestTopologyHasAConsumerPerAgentAndThePool(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("consumers %v, want %v", got, want)
+	}
+	// And each agent's mailbox has the one consumer its agent pulls.
+	wantMail := map[string]bool{}
+	for _, a := range m.Agents {
+		wantMail[protocol.MailStream(a.ID)+"/"+protocol.MailConsumer] = true
+	}
+	if !reflect.DeepEqual(mail, wantMail) {
+		t.Fatalf("mailbox consumers %v, want %v", mail, wantMail)
 	}
 	// The bus hands out the pool: it knows each agent's slots and timeout.
 	if len(top.Pool.Agents) != 3 || top.Pool.Agents[1].ID != "agent-2" || top.Pool.Agents[1].Slots != m.Agents[1].Limits.Concurrency ||

@@ -47,11 +47,12 @@ func (b BusConfig) validate(es *errs) Bus {
 }
 
 // resultsShare is the size of each agent's results stream: explicit, or the
-// store left after the task and dead-letter streams shared out equally (at
-// most DefaultResultsPerAgent). Each share must hold a few of the largest
-// results, and all of them must fit in the store.
+// store left after the task and dead-letter streams, the status stream, the
+// ledger, the board and the agents' mailboxes (protocol.MailBytes each),
+// shared out equally (at most DefaultResultsPerAgent). Each share must hold
+// a couple of the largest results, and all of them must fit in the store.
 func (b BusConfig) resultsShare(es *errs, bus Bus, agents int) int64 {
-	left := bus.JetStreamMaxBytes - 2*bus.StreamMaxBytes - StatusStreamBytes - protocol.LedgerBucketBytes - protocol.BoardBucketBytes
+	left := bus.JetStreamMaxBytes - 2*bus.StreamMaxBytes - StatusStreamBytes - protocol.LedgerBucketBytes - protocol.BoardBucketBytes - int64(agents)*protocol.MailBytes
 	share := min(DefaultResultsPerAgent, left/int64(agents))
 	if b.ResultsMiBPerAgent != nil {
 		mib := *b.ResultsMiBPerAgent
@@ -61,14 +62,14 @@ func (b BusConfig) resultsShare(es *errs, bus Bus, agents int) int64 {
 		}
 		share = int64(mib) << 20
 		if share*int64(agents) > left {
-			es.add("flock:bus.resultsMiBPerAgent", "%d agents × %d MiB must fit in flock:bus.jetStreamMaxMiB %d after the task and dead-letter streams (2 × %d MiB) the status stream, the ledger and the board: at most %d MiB each",
-				agents, mib, bus.JetStreamMaxBytes>>20, bus.StreamMaxBytes>>20, max(left/int64(agents), 0)>>20)
+			es.add("flock:bus.resultsMiBPerAgent", "%d agents × %d MiB must fit in flock:bus.jetStreamMaxMiB %d after the task and dead-letter streams (2 × %d MiB) the status stream, the ledger, the board and the mailboxes (%d MiB each): at most %d MiB each",
+				agents, mib, bus.JetStreamMaxBytes>>20, bus.StreamMaxBytes>>20, protocol.MailBytes>>20, max(left/int64(agents), 0)>>20)
 		}
 		return share
 	}
-	if share < 4*int64(bus.MaxPayloadBytes) {
-		es.add("flock:bus.jetStreamMaxMiB", "%d MiB leaves %d agents %d KiB each for their results after the task and dead-letter streams (2 × %d MiB): each needs room for 4 of the largest messages (4 × %d KiB); raise it or lower flock:bus.streamMaxMiB",
-			bus.JetStreamMaxBytes>>20, agents, max(share, 0)>>10, bus.StreamMaxBytes>>20, bus.MaxPayloadBytes>>10)
+	if share < 2*int64(bus.MaxPayloadBytes) {
+		es.add("flock:bus.jetStreamMaxMiB", "%d MiB leaves %d agents %d KiB each for their results after the task and dead-letter streams (2 × %d MiB): each needs room for 2 of the largest messages (2 × %d KiB) beside its mailbox (%d MiB); raise it or lower flock:bus.streamMaxMiB",
+			bus.JetStreamMaxBytes>>20, agents, max(share, 0)>>10, bus.StreamMaxBytes>>20, bus.MaxPayloadBytes>>10, protocol.MailBytes>>20)
 	}
 	return max(share, 0)
 }

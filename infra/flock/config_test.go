@@ -81,7 +81,7 @@ func TestValidateRules(t *testing.T) {
 		{"results shares too small", func() Config {
 			c := base(900)
 			c.Network.PrefixLength = ip(28)
-			c.Bus.JetStreamMaxMiB = ip(2200)
+			c.Bus.JetStreamMaxMiB = ip(4000) // 2 MiB of it for each agent's mailbox
 			return c
 		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 126 KiB each for their results"},
 		{"bus limits", with(func(c *Config) { c.Bus.Limits.MemoryMiB = ip(1) }), "flock:bus.limits.memoryMiB", "between 32"},

@@ -493,7 +493,7 @@ func TestExampleAIAgent(t *testing.T) {
 	id := fmt.Sprintf("ask-%d", time.Now().UnixNano())
 	if _, err := mailbox.Send(ctx, nc, protocol.OperatorUser, programAgent, protocol.Message{
 		V: 1, ID: id, Time: time.Now(), Body: "What is a flock?", Data: json.RawMessage(`{"peer": "` + peer + `"}`),
-	}); err != nil {
+	}, 10*time.Second); err != nil {
 		t.Fatalf("send to %s: %v", programAgent, err)
 	}
 	answer := filepath.Join(f.sharedRoot, "agents", programAgent, "answers", id+".md")

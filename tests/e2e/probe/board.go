@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -254,20 +255,35 @@ func boardHostile(url, seedFile, victim, other, mine string) {
 	bus("subscribe operator requests", subscribe(protocol.SubjectBoardOperator))
 	// A request whose reply subject is not its own reply inbox: its own
 	// inbox, as if from the operator. The service, which may publish
-	// anywhere, must not answer there (nor do what was asked).
+	// anywhere, must not answer there (nor do what was asked): its answer
+	// would wait in this agent's mailbox as a message from the operator,
+	// and the runtime would store it in the inbox directory.
 	{
-		sub, err := nc.SubscribeSync(protocol.InboxOf(self))
-		if err != nil {
-			fail(err)
+		forged := protocol.InboxSubject(self, protocol.OperatorUser)
+		dir := filepath.Join(os.Getenv("SHARED_DIR"), "agents", self, "inbox")
+		before := map[string]bool{}
+		if es, err := os.ReadDir(dir); err == nil {
+			for _, e := range es {
+				before[e.Name()] = true
+			}
+		} else {
+			fail(fmt.Errorf("read its inbox directory: %w", err))
 		}
 		m := nats.NewMsg(protocol.BoardAgentSubject(self, protocol.BoardOpList))
-		m.Reply, m.Data = "agent."+self+".inbox."+protocol.OperatorUser, []byte(`{"v":1}`)
+		m.Reply, m.Data = forged, []byte(`{"v":1}`)
 		if err := nc.PublishMsg(m); err != nil {
 			fail(err)
 		}
 		out["answer into its inbox as the operator"] = "unanswered"
-		if got, err := sub.NextMsg(2 * time.Second); err == nil {
-			out["answer into its inbox as the operator"] = "answered: " + string(got.Data)
+		time.Sleep(3 * time.Second)
+		es, _ := os.ReadDir(dir)
+		for _, e := range es {
+			if before[e.Name()] {
+				continue
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil && strings.Contains(string(b), `"subject": "`+forged+`"`) {
+				out["answer into its inbox as the operator"] = "answered: " + e.Name()
+			}
 		}
 	}
 	json.NewEncoder(os.Stdout).Encode(out)

@@ -157,21 +157,23 @@ func floodInbox(url, seedFile, to string, d time.Duration) {
 		fail(err)
 	}
 	waited := time.Since(flushed)
-	stored, refused := 0, 0
-	for timeout := time.After(20 * time.Second); stored+refused < sent; {
+	// The bus answers each: queued in agent to's mailbox (a JetStream
+	// acknowledgement), or refused (its share of the mailbox is full).
+	queued, refused := 0, 0
+	for timeout := time.After(20 * time.Second); queued+refused < sent; {
 		select {
 		case m := <-replies:
 			if strings.Contains(string(m.Data), `"error"`) {
 				refused++
 			} else {
-				stored++
+				queued++
 			}
 			continue
 		case <-timeout:
 		}
 		break
 	}
-	ok(fmt.Sprintf("sent %d in %s: %d stored, %d refused, %d unanswered (the bus took %s more to read them)", sent, d, stored, refused, sent-stored-refused, waited.Round(time.Millisecond)))
+	ok(fmt.Sprintf("sent %d in %s: %d queued, %d refused, %d unanswered (the bus took %s more to read them)", sent, d, queued, refused, sent-queued-refused, waited.Round(time.Millisecond)))
 }
 
 func forgePool(url, seedFile string, from uint64, n int) {

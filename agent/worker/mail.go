@@ -1,0 +1,123 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// mailLoop takes the agent's mail from its mailbox (protocol.MailStream),
+// where the bus keeps each message from the moment its sender hears
+// "queued" until the agent has stored it: a message sent while the agent
+// was down is taken when it starts. Each message is stored by a queue of
+// its sender's own, at that sender's rate (INBOX_RATE, INBOX_BYTES_RATE),
+// and acknowledged only once its file is written, so a crash in between
+// delivers it again (and the copy already stored is found, not doubled).
+// The bus holds at most protocol.MailPerSender messages of one sender, so
+// a flood waits there or is refused at the bus, never here.
+func (a *Agent) mailLoop(ctx context.Context) {
+	stream := protocol.MailStream(a.cfg.ID)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		cons, err := a.lookup(ctx, stream, protocol.MailConsumer)
+		if err != nil {
+			return // ctx ended
+		}
+		it, err := cons.Messages(jetstream.PullMaxMessages(protocol.MailPerSender))
+		if err != nil {
+			a.log.Warn("mailbox unavailable", "err", err)
+			if !sleepCtx(ctx, backoff) {
+				return
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		for {
+			msg, err := it.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				it.Stop()
+				if ctx.Err() != nil {
+					return // unacked mail goes back to the mailbox
+				}
+				a.log.Warn("mailbox interrupted", "err", err)
+				sleepCtx(ctx, backoff)
+				break
+			}
+			a.takeMail(msg)
+		}
+	}
+}
+
+// takeMail hands one message of the mailbox to its sender's queue.
+func (a *Agent) takeMail(msg jetstream.Msg) {
+	from, ok := protocol.InboxSender(msg.Subject())
+	if !ok {
+		a.log.Warn("mail on an unexpected subject dropped", "subject", msg.Subject())
+		_ = msg.Term()
+		return
+	}
+	st := stored("inbox", msg.Subject(), from, msg.Data())
+	receiptTo := msg.Headers().Get(protocol.HeaderReceipt)
+	if receiptTo != "" && !protocol.ReceiptSubjectOf(from, receiptTo) {
+		// Only the sender's own reply inbox: a sender naming another
+		// user's would have this agent publish there in its name.
+		a.log.Warn("receipt subject of another user ignored", "id", st.Message.ID, "from", from, "receipt", receiptTo)
+		receiptTo = ""
+	}
+	receipt := protocol.Receipt{V: protocol.Version, ID: st.Message.ID, To: a.cfg.ID, From: from, Status: protocol.ReceiptDelivered}
+	if meta, err := msg.Metadata(); err == nil {
+		receipt.Seq = meta.Sequence.Stream
+		if meta.NumDelivered > 1 {
+			// Taken before and perhaps stored, but not acknowledged.
+			if rel := a.storedBefore(st); rel != "" {
+				receipt.File = rel
+				_ = msg.Ack()
+				a.respond(receiptTo, receipt)
+				return
+			}
+		}
+	}
+	if !a.mail.submit(from, func(ctx context.Context) {
+		if err := a.senders.wait(ctx, from, len(msg.Data())); err != nil {
+			_ = msg.Nak() // stopping: the mailbox keeps it
+			return
+		}
+		rel, err := a.write(st)
+		if err != nil {
+			// The disk refused it (full?): the mailbox keeps it and
+			// offers it again; the sender still holds "queued".
+			_ = msg.NakWithDelay(5 * time.Second)
+			return
+		}
+		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := msg.DoubleAck(actx); err != nil {
+			a.log.Warn("stored mail not acknowledged: the bus offers it again", "id", st.Message.ID, "from", from, "err", err)
+		}
+		receipt.File = rel
+		a.respond(receiptTo, receipt)
+	}) {
+		_ = msg.NakWithDelay(time.Second)
+	}
+}
+
+// storedBefore finds the file a message of the same sender and ID was
+// stored in, if any (a delivery again after a crash or a lost ack).
+func (a *Agent) storedBefore(st Stored) string {
+	matches, _ := filepath.Glob(filepath.Join(a.inboxDir, "*-inbox-"+st.Message.ID+".json"))
+	for _, m := range matches {
+		b, err := os.ReadFile(m)
+		if err == nil && strings.Contains(string(b), fmt.Sprintf("%q: %q", "from", st.From)) {
+			return filepath.Join("inbox", filepath.Base(m))
+		}
+	}
+	return ""
+}
