@@ -103,6 +103,7 @@ const (
 	BoardOpApply    = "apply"
 	BoardOpCancel   = "cancel"
 	BoardOpRetry    = "retry"
+	BoardOpRemove   = "remove" // the operator removes a finished plan's tasks
 )
 
 // Board task statuses.
@@ -295,7 +296,19 @@ func (e *BoardError) Error() string { return fmt.Sprintf("board: %s (%s)", e.Msg
 // many subtasks it may add.
 type BoardConfig struct {
 	Agents []BoardAgent `json:"agents"`
+	// KeepFinished is how long a finished plan (every task done, failed or
+	// cancelled) stays on the board after its last change before the
+	// service removes it; DefaultBoardKeepFinished when 0, never when
+	// negative.
+	KeepFinished Duration `json:"keepFinished,omitempty"`
 }
+
+// DefaultBoardKeepFinished keeps a finished plan a week.
+const DefaultBoardKeepFinished = 7 * 24 * time.Hour
+
+// BoardDeleted is the change each task of a plan the operator removed (or
+// the service pruned) shows: gone from the board.
+const BoardDeleted = "deleted"
 
 // BoardAgent is one agent as the board sees it.
 type BoardAgent struct {

@@ -113,6 +113,16 @@ func (c *Client) Apply(ctx context.Context, p protocol.BoardPlan) ([]protocol.Bo
 	return rep.Changes, nil
 }
 
+// Remove deletes every task of a finished plan from the board (operator
+// only); a plan with a task not finished is refused.
+func (c *Client) Remove(ctx context.Context, plan string) ([]protocol.BoardChange, error) {
+	rep, err := c.Do(ctx, protocol.BoardOpRemove, protocol.BoardRequest{Plan: plan})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Changes, nil
+}
+
 // Cancel cancels a task that is not done (operator only).
 func (c *Client) Cancel(ctx context.Context, plan, task, reason string) (*protocol.BoardTask, error) {
 	return taskOf(c.Do(ctx, protocol.BoardOpCancel, protocol.BoardRequest{Plan: plan, Task: task, Reason: reason}))

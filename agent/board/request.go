@@ -22,7 +22,7 @@ func refuse(code, format string, args ...any) error {
 // Which ops each side may ask for.
 var (
 	agentOps    = []string{protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpClaim, protocol.BoardOpRenew, protocol.BoardOpComplete, protocol.BoardOpFail, protocol.BoardOpRelease, protocol.BoardOpAdd}
-	operatorOps = []string{protocol.BoardOpApply, protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpCancel, protocol.BoardOpRetry}
+	operatorOps = []string{protocol.BoardOpApply, protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpCancel, protocol.BoardOpRetry, protocol.BoardOpRemove}
 )
 
 // replyAllowed: the service answers only into the caller's own reply
@@ -132,6 +132,8 @@ func (s *Service) do(ctx context.Context, caller, op string, data []byte) (*prot
 		return s.cancelTask(ctx, req)
 	case protocol.BoardOpRetry:
 		return s.retry(ctx, req)
+	case protocol.BoardOpRemove:
+		return s.removePlan(ctx, req)
 	}
 	return nil, refuse(protocol.BoardErrInternal, "op %q has no handler", op)
 }

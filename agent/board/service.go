@@ -50,6 +50,8 @@ type Service struct {
 	opt    Options
 	st     *store
 	agents atomic.Pointer[map[string]protocol.BoardAgent]
+	keep   atomic.Int64 // how long a finished plan stays (protocol.BoardConfig.KeepFinished), ns
+	pruned time.Time    // when the sweeper last looked for finished plans (its goroutine only)
 
 	// One caller's claims and adds, one at a time on this node: its claim
 	// limit and add quota are counted, then kept, under the lock.
@@ -129,6 +131,11 @@ func (s *Service) SetConfig(cfg protocol.BoardConfig) {
 		m[a.ID] = a
 	}
 	s.agents.Store(&m)
+	keep := time.Duration(cfg.KeepFinished)
+	if keep == 0 {
+		keep = protocol.DefaultBoardKeepFinished
+	}
+	s.keep.Store(int64(keep))
 }
 
 // agent is what the board knows of agent id, its defaults filled in (an

@@ -37,6 +37,10 @@ func (s *Service) sweep(ctx context.Context) {
 			s.log.Warn("board: expired lease not taken back", "task", t.Key(), "err", err)
 		}
 	}
+	if now.Sub(s.pruned) >= pruneEvery {
+		s.pruned = now
+		s.pruneFinished(ctx, now)
+	}
 	// needsDone reads the view: not under the view's lock (where's keep).
 	for _, t := range s.st.withStatus(protocol.BoardBlocked, nil) {
 		if ctx.Err() != nil {

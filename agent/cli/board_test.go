@@ -194,6 +194,10 @@ func TestBoardOperatorCommands(t *testing.T) {
 	if out != "cancelled p/review cancelled: not needed\n" {
 		t.Fatalf("cancel: %q", out)
 	}
+	code, out, _ = runIn(e.operator, "plan", "remove", "p")
+	if req := one(t, e.fake, protocol.BoardOperatorSubject(protocol.BoardOpRemove)); code != cli.ExitOK || req.Plan != "p" || !strings.HasPrefix(out, "plan p: ") {
+		t.Fatalf("plan remove: exit %d, %q, request %+v", code, out, req)
+	}
 	code, _, errOut := runIn(e.operator, "board", "retry", "p", "review")
 	if one(t, e.fake, protocol.BoardOperatorSubject(protocol.BoardOpRetry)); code != cli.ExitTaskFailed || !strings.Contains(errOut, "only a failed or cancelled task is retried (not-ready)") {
 		t.Fatalf("retry refused: exit %d, %q", code, errOut)

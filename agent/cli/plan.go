@@ -23,6 +23,10 @@ const planUsage = `usage: flock-agent plan COMMAND [flags] (common flags: --nats
   wait PLAN|FILE [--timeout D] wait until every task of PLAN (or FILE's plan) is done (exit 0), one failed or
                              was cancelled and nothing left can run (exit 1; also when the
                              board has no task of PLAN), or D passed (exit 4)
+  remove PLAN                delete every task of a finished plan (all done, failed or
+                             cancelled) from the board; refused while a task is open. The
+                             board also removes finished plans by itself after
+                             flock:board.keepFinished (a week by default)
 
 A plan file is YAML: plan: ID (default: the file's name without its extension)
 and tasks:, each with id, and run: [PROGRAM, ARGS...] or prompt: TEXT; optionally
@@ -43,6 +47,8 @@ func planCmdMain(ctx context.Context, args []string, env Env, sio IO) int {
 		return planApply(ctx, args[1:], env, sio)
 	case "wait":
 		return planWaitCmd(ctx, args[1:], env, sio)
+	case "remove":
+		return planRemove(ctx, args[1:], env, sio)
 	}
 	fmt.Fprintf(sio.Err, "flock-agent plan: unknown command %q\n\n%s", args[0], planUsage)
 	return ExitUsage
@@ -85,6 +91,25 @@ func planApply(ctx context.Context, args []string, env Env, sio IO) int {
 			}
 		}
 		fmt.Fprintf(sio.Out, "plan %s: %d %s: %s\n", p.Plan, len(changes), plural(len(changes), "task", "tasks"), strings.Join(total, ", "))
+		return ExitOK, nil
+	})
+}
+
+func planRemove(ctx context.Context, args []string, env Env, sio IO) int {
+	b := newBoardCmd("plan remove", asOperatorOnly, env, sio)
+	if code, ok := b.parse(args, 1, "plan remove PLAN"); !ok {
+		return code
+	}
+	return b.run(ctx, planWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
+		changes, err := bc.Remove(ctx, b.pos[0])
+		if err != nil {
+			return 0, err
+		}
+		if b.c.json {
+			printJSON(sio.Out, map[string]any{"plan": b.pos[0], "changes": changes})
+			return ExitOK, nil
+		}
+		fmt.Fprintf(sio.Out, "plan %s: %d %s deleted from the board\n", b.pos[0], len(changes), plural(len(changes), "task", "tasks"))
 		return ExitOK, nil
 	})
 }

@@ -19,6 +19,31 @@ func addBoardOperatorTools(s *mcp.Server, bc *board.Client) {
 	mcp.AddTool(s, &mcp.Tool{Name: "board_show", Description: "One task of the board, everything about it, its result too."}, b.show)
 	mcp.AddTool(s, &mcp.Tool{Name: "board_cancel", Description: "Cancel a task that is not done (its holder's lease ends)."}, b.cancel)
 	mcp.AddTool(s, &mcp.Tool{Name: "board_retry", Description: "Put a failed or cancelled task back on the board, its attempts reset."}, b.retry)
+	mcp.AddTool(s, &mcp.Tool{Name: "board_remove_plan", Description: "Delete every task of a finished plan (all done, failed or cancelled) from the board, freeing its room; refused while a task of it is open."}, b.removePlan)
+}
+
+// BoardPlanIn names a plan.
+type BoardPlanIn struct {
+	Plan string `json:"plan" jsonschema:"the plan's ID"`
+}
+
+// BoardRemoveOut is the board_remove_plan tool's output: the tasks deleted.
+type BoardRemoveOut struct {
+	Plan    string                 `json:"plan"`
+	Changes []protocol.BoardChange `json:"changes"`
+}
+
+func (b boardTools) removePlan(ctx context.Context, _ *mcp.CallToolRequest, in BoardPlanIn) (*mcp.CallToolResult, BoardRemoveOut, error) {
+	ctx, cancel := context.WithTimeout(ctx, 4*boardWait)
+	defer cancel()
+	changes, err := b.bc.Remove(ctx, in.Plan)
+	if err != nil {
+		return nil, BoardRemoveOut{}, err
+	}
+	if changes == nil {
+		changes = []protocol.BoardChange{}
+	}
+	return nil, BoardRemoveOut{Plan: in.Plan, Changes: changes}, nil
 }
 
 // BoardApplyIn is the board_apply tool's input: a plan.

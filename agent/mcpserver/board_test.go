@@ -178,4 +178,8 @@ func TestOperatorBoardTools(t *testing.T) {
 	}
 	callFails(t, op, "board_retry", map[string]any{"plan": "p", "task": "build"}, "p.build is done (not-ready)")
 	only(t, f, subject(protocol.BoardOpRetry))
+	call[mcpserver.BoardRemoveOut](t, op, "board_remove_plan", map[string]any{"plan": "p"})
+	if req := only(t, f, subject(protocol.BoardOpRemove)); req.Plan != "p" {
+		t.Fatalf("remove %+v", req)
+	}
 }

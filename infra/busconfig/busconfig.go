@@ -340,6 +340,7 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 		History: 1, MaxBytes: protocol.BoardBucketBytes, MaxValueSize: protocol.BoardValueBytes,
 		Storage: jetstream.FileStorage, Replicas: b.Replicas,
 	})
+	t.Board.KeepFinished = protocol.Duration(m.Board.KeepFinished)
 	for _, a := range m.Agents {
 		// The model holds the resolved values (flock:board.*): a quota of 0 means none.
 		quota := m.Board.AddQuota

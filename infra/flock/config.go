@@ -93,8 +93,9 @@ type BusConfig struct {
 
 // BoardConfig is flock:board: what the board allows every agent.
 type BoardConfig struct {
-	ClaimLimit *int `json:"claimLimit"`
-	AddQuota   *int `json:"addQuota"`
+	ClaimLimit   *int    `json:"claimLimit"`
+	AddQuota     *int    `json:"addQuota"`
+	KeepFinished *string `json:"keepFinished"`
 }
 
 // NetworkConfig is flock:network.
@@ -113,7 +114,7 @@ var (
 		Limits: Limits{CPUs: 1, MemoryMiB: 512, Pids: 512, TmpfsMiB: 16, TaskTimeout: time.Minute, Concurrency: 1},
 	}
 	DefaultShared  = Shared{Root: "/srv/flock/shared", StateRoot: "/srv/flock/state"}
-	DefaultBoard   = Board{ClaimLimit: protocol.DefaultBoardClaimLimit, AddQuota: protocol.DefaultBoardAddQuota}
+	DefaultBoard   = Board{ClaimLimit: protocol.DefaultBoardClaimLimit, AddQuota: protocol.DefaultBoardAddQuota, KeepFinished: protocol.DefaultBoardKeepFinished}
 	DefaultNetwork = Network{Pool: netip.MustParsePrefix("10.210.0.0/16"), PrefixLength: 29}
 )
 

@@ -4,5 +4,6 @@ func (b BoardConfig) validate(es *errs) Board {
 	out := DefaultBoard
 	rangeClaimLimit.check(es, "flock:board.claimLimit", b.ClaimLimit, &out.ClaimLimit)
 	rangeAddQuota.check(es, "flock:board.addQuota", b.AddQuota, &out.AddQuota)
+	rangeKeepFinished.check(es, "flock:board.keepFinished", b.KeepFinished, &out.KeepFinished)
 	return out
 }

@@ -74,6 +74,7 @@ var (
 	rangeConnections  = intRange{2, 1024, "connections"}
 	rangeClaimLimit   = intRange{1, 100, "tasks"}
 	rangeAddQuota     = intRange{0, 10000, "tasks"}
+	rangeKeepFinished = durationRange{time.Minute, 365 * 24 * time.Hour}
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -126,6 +127,7 @@ func ModelKeys() []ConfigKey {
 	rows = append(rows,
 		ConfigKey{"flock:board.claimLimit", "integer", itoa(DefaultBoard.ClaimLimit), rangeClaimLimit.rule(), BothTargets, "tasks an agent may hold (claimed) on the board at once"},
 		ConfigKey{"flock:board.addQuota", "integer", itoa(DefaultBoard.AddQuota), rangeAddQuota.rule(), BothTargets, "subtasks an agent may add to the board, all told; 0: none"},
+		ConfigKey{"flock:board.keepFinished", "duration", DefaultBoard.KeepFinished.String(), rangeKeepFinished.rule(), BothTargets, "how long a finished plan (every task done, failed or cancelled) stays on the board after its last change; then the board removes its tasks"},
 	)
 	rows = append(rows,
 		ConfigKey{"flock:program", "list of strings", "(none)", "an absolute path in the container, then at most 64 arguments of 1 to 4096 bytes", BothTargets, "the agent program every agent runs beside its tasks (an agent's own program wins)"},

@@ -138,6 +138,9 @@ type Board struct {
 	// Beware: protocol.BoardAgent reads an AddQuota of 0 as
 	// DefaultBoardAddQuota, so a 0 here cannot be passed on as it is.
 	AddQuota int
+	// KeepFinished is how long a finished plan stays on the board after its
+	// last change before the board service removes it.
+	KeepFinished time.Duration
 }
 
 // Network is the address plan for per-agent networks (docker target).
