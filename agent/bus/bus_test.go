@@ -548,6 +548,15 @@ func TestReloadAddsAndRemovesAgentsWithoutRestart(t *testing.T) {
 	if _, err := jsop.Consumer(ctx, protocol.StreamTasks, "agent-2"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Fatalf("removed agent's consumer: %v", err)
 	}
+	// Its results and its mailbox go too: they held their share of the store.
+	for _, name := range []string{protocol.ResultsStream("agent-2"), protocol.MailStream("agent-2")} {
+		if _, err := jsop.Stream(ctx, name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Fatalf("removed agent's stream %s: %v", name, err)
+		}
+	}
+	if _, err := jsop.Stream(ctx, protocol.MailStream("agent-3")); err != nil {
+		t.Fatalf("a remaining agent's mailbox: %v", err)
+	}
 	if _, err := f.Dial(t, "agent-2"); err == nil {
 		t.Fatal("removed agent-2 can still connect")
 	}

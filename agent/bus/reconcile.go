@@ -118,7 +118,9 @@ func (s *Server) removeStaleStreams(ctx context.Context, topo protocol.Topology)
 	names := s.js.StreamNames(ctx)
 	var stale []string
 	for n := range names.Name() {
-		if !want[n] && (n == protocol.StreamResults || strings.HasPrefix(n, protocol.ResultsStream(""))) {
+		// A removed agent's results and mailbox: nobody reads them, and
+		// they hold their share of the store.
+		if !want[n] && (n == protocol.StreamResults || strings.HasPrefix(n, protocol.ResultsStream("")) || strings.HasPrefix(n, protocol.MailStream(""))) {
 			stale = append(stale, n)
 		}
 	}
@@ -130,7 +132,7 @@ func (s *Server) removeStaleStreams(ctx context.Context, topo protocol.Topology)
 			errs = append(errs, fmt.Errorf("delete stream %s: %w", n, err))
 			continue
 		}
-		s.log.Info("deleted a results stream no longer in the topology", "stream", n)
+		s.log.Info("deleted a stream no longer in the topology (a removed agent's results or mailbox)", "stream", n)
 	}
 	return errs
 }

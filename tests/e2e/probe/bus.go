@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"time"
 
@@ -29,6 +30,14 @@ func natsProbe(url, seedFile, other string) {
 	outcome := map[string]string{}
 	try := func(name string, f func() error) {
 		err := f()
+		if errors.Is(err, nats.ErrTimeout) {
+			// A denied request times out; the bus's reason arrives on
+			// its own, and belongs to this attempt, not the next.
+			select {
+			case err = <-errs:
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
 		if err == nil {
 			err = nc.Flush()
 		}
