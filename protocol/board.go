@@ -24,11 +24,12 @@ const BoardBucket = "FLOCK_BOARD"
 const BoardStream = "KV_" + BoardBucket
 
 // BoardBucketBytes is the store the bucket may use (one revision of each
-// task; the bus's store is shared out with it, and 32 MiB is what leaves
-// the default store room for 500 agents' results), and BoardValueBytes the
-// largest entry: a task at every bound.
+// task; the bus's store is shared out with it, and 16 MiB, with the
+// artifacts' 16 MiB, is what leaves the default store room for 500 agents'
+// results and mailboxes), and BoardValueBytes the largest entry: a task at
+// every bound.
 const (
-	BoardBucketBytes = 32 << 20
+	BoardBucketBytes = 16 << 20
 	BoardValueBytes  = 64 << 10
 )
 
@@ -239,6 +240,10 @@ type BoardRequest struct {
 	Reason string `json:"reason,omitempty"`
 	// apply: the whole plan; add: one subtask (Tasks[0]) under Task.
 	Tasks []BoardTaskSpec `json:"tasks,omitempty"`
+	// put, get: the artifact's name (BoardArtifactRule) under Task; put:
+	// its bytes.
+	Name string `json:"name,omitempty"`
+	Data []byte `json:"data,omitempty"`
 }
 
 // BoardReply is the service's answer. Error is set when the request was
@@ -253,6 +258,9 @@ type BoardReply struct {
 	Context []BoardTask `json:"context,omitempty"`
 	// apply: what happened to each task of the plan.
 	Changes []BoardChange `json:"changes,omitempty"`
+	// put, get: the artifact; get: its bytes.
+	Artifact *BoardArtifact `json:"artifact,omitempty"`
+	Data     []byte         `json:"data,omitempty"`
 }
 
 // Board error codes.

@@ -40,7 +40,10 @@ type Topology struct {
 	// KeyValues are the buckets the flock keeps its state in (the spending
 	// ledger), created and updated like the streams.
 	KeyValues []jetstream.KeyValueConfig `json:"keyValues,omitempty"`
-	Peers     PeerLimits                 `json:"peers"`
+	// ObjectStores are the object stores (the board's artifacts), created
+	// and updated like the streams.
+	ObjectStores []jetstream.ObjectStoreConfig `json:"objectStores,omitempty"`
+	Peers        PeerLimits                    `json:"peers"`
 	// Pool is how the bus hands tasks.pool to agents (pool.go).
 	Pool Pool `json:"pool"`
 	// Board is what the board service knows of each agent (board.go).

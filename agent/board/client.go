@@ -123,6 +123,25 @@ func (c *Client) Remove(ctx context.Context, plan string) ([]protocol.BoardChang
 	return rep.Changes, nil
 }
 
+// Put stores data as artifact name of a task the caller holds (agents only).
+func (c *Client) Put(ctx context.Context, plan, task, name string, data []byte) (*protocol.BoardArtifact, error) {
+	rep, err := c.Do(ctx, protocol.BoardOpPut, protocol.BoardRequest{Plan: plan, Task: task, Name: name, Data: data})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Artifact, nil
+}
+
+// Get returns artifact name of a task: the operator any; an agent one it
+// put, or one of a task its held task needs.
+func (c *Client) Get(ctx context.Context, plan, task, name string) ([]byte, *protocol.BoardArtifact, error) {
+	rep, err := c.Do(ctx, protocol.BoardOpGet, protocol.BoardRequest{Plan: plan, Task: task, Name: name})
+	if err != nil {
+		return nil, nil, err
+	}
+	return rep.Data, rep.Artifact, nil
+}
+
 // Cancel cancels a task that is not done (operator only).
 func (c *Client) Cancel(ctx context.Context, plan, task, reason string) (*protocol.BoardTask, error) {
 	return taskOf(c.Do(ctx, protocol.BoardOpCancel, protocol.BoardRequest{Plan: plan, Task: task, Reason: reason}))

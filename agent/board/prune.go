@@ -57,6 +57,7 @@ func (s *Service) removePlan(ctx context.Context, req protocol.BoardRequest) (*p
 	if failed != nil {
 		return nil, refuse(protocol.BoardErrConflict, "plan %s: %d of %d tasks removed, the rest changed or could not be written (%v): ask again", req.Plan, len(rep.Changes), len(tasks), failed)
 	}
+	s.removeArtifacts(ctx, req.Plan)
 	s.log.Info("board: plan removed", "plan", req.Plan, "tasks", len(tasks))
 	return rep, nil
 }
@@ -107,6 +108,9 @@ func (s *Service) pruneFinished(ctx context.Context, now time.Time) {
 			if err := s.deleteTask(ctx, t); err == nil {
 				removed++
 			}
+		}
+		if removed == len(p.tasks) {
+			s.removeArtifacts(ctx, id)
 		}
 		s.log.Info("board: finished plan pruned", "plan", id, "tasks", removed, "finished", p.last, "keep", keep.String())
 	}

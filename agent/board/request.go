@@ -21,8 +21,8 @@ func refuse(code, format string, args ...any) error {
 
 // Which ops each side may ask for.
 var (
-	agentOps    = []string{protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpClaim, protocol.BoardOpRenew, protocol.BoardOpComplete, protocol.BoardOpFail, protocol.BoardOpRelease, protocol.BoardOpAdd}
-	operatorOps = []string{protocol.BoardOpApply, protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpCancel, protocol.BoardOpRetry, protocol.BoardOpRemove}
+	agentOps    = []string{protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpClaim, protocol.BoardOpRenew, protocol.BoardOpComplete, protocol.BoardOpFail, protocol.BoardOpRelease, protocol.BoardOpAdd, protocol.BoardOpPut, protocol.BoardOpGet}
+	operatorOps = []string{protocol.BoardOpApply, protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpCancel, protocol.BoardOpRetry, protocol.BoardOpRemove, protocol.BoardOpGet}
 )
 
 // replyAllowed: the service answers only into the caller's own reply
@@ -134,6 +134,10 @@ func (s *Service) do(ctx context.Context, caller, op string, data []byte) (*prot
 		return s.retry(ctx, req)
 	case protocol.BoardOpRemove:
 		return s.removePlan(ctx, req)
+	case protocol.BoardOpPut:
+		return s.put(ctx, caller, req)
+	case protocol.BoardOpGet:
+		return s.get(ctx, caller, req)
 	}
 	return nil, refuse(protocol.BoardErrInternal, "op %q has no handler", op)
 }
@@ -143,8 +147,12 @@ func (s *Service) do(ctx context.Context, caller, op string, data []byte) (*prot
 // identifiers it names well-formed.
 func decodeRequest(op string, data []byte) (protocol.BoardRequest, error) {
 	var req protocol.BoardRequest
-	if op != protocol.BoardOpApply && len(data) > maxBodyBytes {
-		return req, refuse(protocol.BoardErrInvalid, "body: %d bytes, over the %d-byte limit of a %s request", len(data), maxBodyBytes, op)
+	limit := maxBodyBytes
+	if op == protocol.BoardOpPut {
+		limit = protocol.ArtifactBytes*4/3 + maxBodyBytes // the artifact, base64
+	}
+	if op != protocol.BoardOpApply && len(data) > limit {
+		return req, refuse(protocol.BoardErrInvalid, "body: %d bytes, over the %d-byte limit of a %s request", len(data), limit, op)
 	}
 	if err := json.Unmarshal(data, &req); err != nil {
 		return req, refuse(protocol.BoardErrInvalid, "body: malformed JSON: %s", jsonProblem(err))

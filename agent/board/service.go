@@ -49,6 +49,7 @@ type Service struct {
 	log    *slog.Logger
 	opt    Options
 	st     *store
+	obj    jetstream.ObjectStore // the artifacts; nil when the bus keeps none
 	agents atomic.Pointer[map[string]protocol.BoardAgent]
 	keep   atomic.Int64 // how long a finished plan stays (protocol.BoardConfig.KeepFinished), ns
 	pruned time.Time    // when the sweeper last looked for finished plans (its goroutine only)
@@ -94,8 +95,13 @@ func Serve(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg proto
 	if err != nil {
 		return nil, fmt.Errorf("board: bucket %s: %w", protocol.BoardBucket, err)
 	}
+	obj, err := js.ObjectStore(ctx, protocol.ArtifactBucket)
+	if err != nil {
+		log.Warn("board: no artifact store: put and get are refused", "store", protocol.ArtifactBucket, "err", err)
+		obj = nil
+	}
 	run, cancel := context.WithCancel(context.Background())
-	s := &Service{nc: nc, log: log, opt: opt, sem: make(chan struct{}, opt.Workers), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]int{}}
+	s := &Service{obj: obj, nc: nc, log: log, opt: opt, sem: make(chan struct{}, opt.Workers), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]int{}}
 	s.SetConfig(cfg)
 	if s.st, err = openStore(ctx, run, kv, log, &s.bg); err != nil {
 		cancel()

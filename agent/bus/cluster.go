@@ -105,6 +105,11 @@ func (s *Server) layoutHas(ctx context.Context, topo protocol.Topology) error {
 			return fmt.Errorf("bucket %s not made yet", kc.Bucket)
 		}
 	}
+	for _, oc := range topo.ObjectStores {
+		if !streams["OBJ_"+oc.Bucket] {
+			return fmt.Errorf("object store %s not made yet", oc.Bucket)
+		}
+	}
 	consumers := map[string]map[string]bool{}
 	for _, c := range topo.Consumers {
 		if consumers[c.Stream] == nil {

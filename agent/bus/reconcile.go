@@ -50,6 +50,14 @@ func (s *Server) reconcile(ctx context.Context, topo protocol.Topology) error {
 			errs = append(errs, fmt.Errorf("bucket %s: %w", kc.Bucket, err))
 		}
 	}
+	for _, oc := range topo.ObjectStores {
+		rctx, cancel := bounded(ctx)
+		_, err := s.js.CreateOrUpdateObjectStore(rctx, oc)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("object store %s: %w", oc.Bucket, err))
+		}
+	}
 	want := map[string]map[string]bool{} // stream -> consumer names
 	for _, c := range topo.Consumers {
 		if want[c.Stream] == nil {

@@ -22,6 +22,7 @@ The operator's (common flags: --nats URL, --nkey FILE, --json):
   list [--plan P] [--status S,...]   the tasks: plan, task, status, holder,
                                      attempts, age or lease left, title, reason
   show PLAN TASK                     one task, everything (its result too)
+  get PLAN TASK NAME [-o FILE]       a task's artifact (to stdout, or FILE)
   cancel PLAN TASK [--reason R]      cancel a task that is not done
   retry PLAN TASK                    put a failed or cancelled task back
   watch [--plan P]                   every transition live, each with the plan's
@@ -37,6 +38,10 @@ NATS_NKEY_FILE, as flock-agent mcp; --nats and --nkey override them):
   complete PLAN TASK --summary S [--artifact REF]...
   fail PLAN TASK --reason R
   release PLAN TASK [--reason R]     hand a held task back
+  put PLAN TASK FILE [--name N]      store FILE as an artifact of a task it holds
+                                     (at most 256 KiB; name: FILE's base name)
+  get PLAN TASK NAME [-o FILE]       an artifact it put, or of a task its held
+                                     task needs
   add PLAN UNDER --id ID [--title T] [--needs A,B] [--labels L,...]
       (--prompt TEXT | --run -- COMMAND [ARGS...])
                                      add a subtask under a task it holds
@@ -201,6 +206,10 @@ func boardCmdMain(ctx context.Context, args []string, env Env, sio IO) int {
 		return boardHeld(ctx, sub, args, env, sio)
 	case "add":
 		return boardAdd(ctx, args, env, sio)
+	case "put":
+		return boardPut(ctx, args, env, sio)
+	case "get":
+		return boardGet(ctx, args, env, sio)
 	}
 	fmt.Fprintf(sio.Err, "flock-agent board: unknown command %q\n\n%s", sub, boardUsage)
 	return ExitUsage

@@ -154,6 +154,8 @@ func TestBoardOperatorCommands(t *testing.T) {
 			return protocol.BoardReply{Task: &t}
 		case protocol.BoardOpRetry:
 			return boardtest.Refuse(protocol.BoardErrNotReady, "p.review is claimed: only a failed or cancelled task is retried")
+		case protocol.BoardOpRemove:
+			return protocol.BoardReply{Changes: []protocol.BoardChange{{Task: "build", Status: protocol.BoardDone, Change: protocol.BoardDeleted}}}
 		}
 		return boardtest.Refuse(protocol.BoardErrInvalid, "unexpected op "+r.Op)
 	})
@@ -195,7 +197,7 @@ func TestBoardOperatorCommands(t *testing.T) {
 		t.Fatalf("cancel: %q", out)
 	}
 	code, out, _ = runIn(e.operator, "plan", "remove", "p")
-	if req := one(t, e.fake, protocol.BoardOperatorSubject(protocol.BoardOpRemove)); code != cli.ExitOK || req.Plan != "p" || !strings.HasPrefix(out, "plan p: ") {
+	if req := one(t, e.fake, protocol.BoardOperatorSubject(protocol.BoardOpRemove)); code != cli.ExitOK || req.Plan != "p" || out != "plan p: 1 task deleted from the board\n" {
 		t.Fatalf("plan remove: exit %d, %q, request %+v", code, out, req)
 	}
 	code, _, errOut := runIn(e.operator, "board", "retry", "p", "review")
@@ -320,5 +322,48 @@ func TestBoardAgentCommands(t *testing.T) {
 	// An agent's commands outside an agent's environment: a usage error.
 	if code, _, errOut := runIn(e.operator, "board", "claim"); code != cli.ExitUsage || !strings.Contains(errOut, "FLOCK_AGENT_ID") {
 		t.Fatalf("claim as the operator: exit %d, %q", code, errOut)
+	}
+}
+
+// put sends a file's bytes as an artifact of a held task, named after the
+// file unless --name says; get writes an artifact's bytes to stdout or -o.
+func TestBoardArtifactCommands(t *testing.T) {
+	e := startBoard(t)
+	e.fake.Handle(func(r boardtest.Request) protocol.BoardReply {
+		switch r.Op {
+		case protocol.BoardOpPut:
+			return protocol.BoardReply{Artifact: &protocol.BoardArtifact{Plan: r.Body.Plan, Task: r.Body.Task, Name: r.Body.Name, Size: len(r.Body.Data), By: boardtest.Agent}}
+		case protocol.BoardOpGet:
+			return protocol.BoardReply{Artifact: &protocol.BoardArtifact{Name: r.Body.Name}, Data: []byte("bytes of " + r.Body.Name)}
+		}
+		return boardtest.Refuse(protocol.BoardErrInvalid, "unexpected op "+r.Op)
+	})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "report.txt")
+	if err := os.WriteFile(file, []byte("the report"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runIn(e.agent, "board", "put", "p", "build", file)
+	req := one(t, e.fake, protocol.BoardAgentSubject(boardtest.Agent, protocol.BoardOpPut))
+	if code != cli.ExitOK || req.Name != "report.txt" || string(req.Data) != "the report" || out != "put p/build/report.txt (10 bytes)\n" {
+		t.Fatalf("put: exit %d %q %q, request %+v", code, out, errOut, req)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, protocol.ArtifactBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runIn(e.agent, "board", "put", "p", "build", big); code != cli.ExitUsage || !strings.Contains(errOut, "over the board's 262144-byte limit") {
+		t.Fatalf("put of a file too large: exit %d %q", code, errOut)
+	}
+	if code, out, _ := runIn(e.operator, "board", "get", "p", "build", "report.txt"); code != cli.ExitOK || out != "bytes of report.txt" {
+		t.Fatalf("get: exit %d %q", code, out)
+	}
+	one(t, e.fake, protocol.BoardOperatorSubject(protocol.BoardOpGet))
+	saved := filepath.Join(dir, "saved")
+	if code, _, _ := runIn(e.agent, "board", "get", "p", "build", "report.txt", "-o", saved); code != cli.ExitOK {
+		t.Fatalf("get -o: exit %d", code)
+	}
+	if b, err := os.ReadFile(saved); err != nil || string(b) != "bytes of report.txt" {
+		t.Fatalf("get -o wrote %q %v", b, err)
 	}
 }

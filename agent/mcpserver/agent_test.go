@@ -46,7 +46,7 @@ func TestAgentServerMessagesAPeerWithAVouchedSender(t *testing.T) {
 	a1 := agentServer(t, tf, "agent-1", mcpserver.AgentConfig{})
 	a2 := agentServer(t, tf, "agent-2", mcpserver.AgentConfig{})
 
-	if got, want := toolNames(t, a1), []string{"board_add", "board_claim", "board_complete", "board_fail", "board_list", "board_release", "board_renew", "read_inbox", "roster", "send", "task_context"}; !slices.Equal(got, want) {
+	if got, want := toolNames(t, a1), []string{"board_add", "board_claim", "board_complete", "board_fail", "board_get_artifact", "board_list", "board_put_artifact", "board_release", "board_renew", "read_inbox", "roster", "send", "task_context"}; !slices.Equal(got, want) {
 		t.Fatalf("tools %v, want %v: an agent is offered nothing beyond its own bus permissions", got, want)
 	}
 

@@ -23,6 +23,8 @@ func addBoardAgentTools(s *mcp.Server, bc *board.Client) {
 	mcp.AddTool(s, &mcp.Tool{Name: "board_fail", Description: "Mark a task this agent holds failed, saying why."}, b.fail)
 	mcp.AddTool(s, &mcp.Tool{Name: "board_release", Description: "Hand a task this agent holds back to the board for another claim."}, b.release)
 	mcp.AddTool(s, &mcp.Tool{Name: "board_add", Description: "Add a subtask (a run or a prompt task) to the plan, under a task this agent holds."}, b.add)
+	addBoardArtifactPut(s, b)
+	addBoardArtifactGet(s, b)
 }
 
 // BoardClaimIn is the board_claim tool's input.

@@ -19,6 +19,7 @@ func addBoardOperatorTools(s *mcp.Server, bc *board.Client) {
 	mcp.AddTool(s, &mcp.Tool{Name: "board_show", Description: "One task of the board, everything about it, its result too."}, b.show)
 	mcp.AddTool(s, &mcp.Tool{Name: "board_cancel", Description: "Cancel a task that is not done (its holder's lease ends)."}, b.cancel)
 	mcp.AddTool(s, &mcp.Tool{Name: "board_retry", Description: "Put a failed or cancelled task back on the board, its attempts reset."}, b.retry)
+	addBoardArtifactGet(s, b)
 	mcp.AddTool(s, &mcp.Tool{Name: "board_remove_plan", Description: "Delete every task of a finished plan (all done, failed or cancelled) from the board, freeing its room; refused while a task of it is open."}, b.removePlan)
 }
 

@@ -183,3 +183,33 @@ func TestOperatorBoardTools(t *testing.T) {
 		t.Fatalf("remove %+v", req)
 	}
 }
+
+// An agent's artifact tools: put sends the text as the artifact's bytes
+// under the held task; get gives text back as text and other bytes as
+// base64.
+func TestAgentArtifactTools(t *testing.T) {
+	t.Parallel()
+	f := boardtest.Start(t)
+	a := client(t, mcpserver.NewAgent(f.Connect(t, boardtest.Agent), mcpserver.AgentConfig{ID: boardtest.Agent, AgentDir: t.TempDir()}))
+	f.Handle(func(r boardtest.Request) protocol.BoardReply {
+		art := &protocol.BoardArtifact{Plan: r.Body.Plan, Task: r.Body.Task, Name: r.Body.Name, Size: len(r.Body.Data), By: boardtest.Agent}
+		if r.Op == protocol.BoardOpGet && r.Body.Name == "bin" {
+			return protocol.BoardReply{Artifact: art, Data: []byte{0xff, 0x00}}
+		}
+		if r.Op == protocol.BoardOpGet {
+			return protocol.BoardReply{Artifact: art, Data: []byte("the notes")}
+		}
+		return protocol.BoardReply{Artifact: art}
+	})
+	subject := func(op string) string { return protocol.BoardAgentSubject(boardtest.Agent, op) }
+	put := call[mcpserver.BoardArtifactOut](t, a, "board_put_artifact", map[string]any{"plan": "p", "task": "build", "name": "notes.md", "text": "the notes"})
+	if req := only(t, f, subject(protocol.BoardOpPut)); req.Name != "notes.md" || string(req.Data) != "the notes" || put.Artifact.Size != 9 {
+		t.Fatalf("put: %+v, request %+v", put, req)
+	}
+	if got := call[mcpserver.BoardArtifactOut](t, a, "board_get_artifact", map[string]any{"plan": "p", "task": "spec", "name": "notes.md"}); got.Text != "the notes" || got.Base64 != "" {
+		t.Fatalf("get text: %+v", got)
+	}
+	if got := call[mcpserver.BoardArtifactOut](t, a, "board_get_artifact", map[string]any{"plan": "p", "task": "spec", "name": "bin"}); got.Text != "" || got.Base64 != "/wA=" {
+		t.Fatalf("get binary: %+v", got)
+	}
+}

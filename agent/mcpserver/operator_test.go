@@ -38,7 +38,7 @@ func TestOperatorServerDrivesTheFlock(t *testing.T) {
 	t.Parallel()
 	tf := startFlock(t, 2)
 	op := operatorServer(t, tf)
-	if got, want := toolNames(t, op), []string{"board_apply", "board_cancel", "board_list", "board_remove_plan", "board_retry", "board_show", "broadcast", "budgets", "dead_letters", "list_agents", "recent_events", "run_task", "send"}; !slices.Equal(got, want) {
+	if got, want := toolNames(t, op), []string{"board_apply", "board_cancel", "board_get_artifact", "board_list", "board_remove_plan", "board_retry", "board_show", "broadcast", "budgets", "dead_letters", "list_agents", "recent_events", "run_task", "send"}; !slices.Equal(got, want) {
 		t.Fatalf("tools %v, want %v", got, want)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -240,10 +241,16 @@ func (a *Agent) runBoard(cl *board.Client, rep *protocol.BoardReply) {
 	}
 	ctxFile, _ := json.MarshalIndent(needs, "", "  ")
 	body, _ := json.MarshalIndent(t, "", "  ")
+	files, err := a.neededArtifacts(cl, t, needs, log)
+	if err != nil {
+		a.releaseBoard(cl, t, "the artifacts of the tasks it needs are not to be had: "+err.Error(), log)
+		return
+	}
+	files[boardContextFile] = string(ctxFile) + "\n"
 	task := protocol.Task{
 		V: protocol.Version, ID: name, Kind: protocol.KindExec, Command: t.Run[0], Args: t.Run[1:],
 		Timeout: protocol.Duration(timeout),
-		Files:   map[string]string{boardContextFile: string(ctxFile) + "\n"},
+		Files:   files,
 	}
 	dir := a.taskDir(name)
 	run, lose := context.WithCancelCause(a.runCtx)
@@ -274,7 +281,11 @@ func (a *Agent) runBoard(cl *board.Client, rep *protocol.BoardReply) {
 	}
 	log.Info("board task started", "command", t.Run[0], "timeout", timeout.String())
 	a.event(protocol.EventBoardClaimed, key, clip(fmt.Sprintf("attempt %d in %s: %s", t.Attempts, dir, strings.Join(t.Run, " ")), 512))
-	err := a.runExec(d, &task, &res, renew, x)
+	// Where the command leaves what it passes on (putArtifacts).
+	if err := os.MkdirAll(filepath.Join(dir, protocol.ArtifactsDir), 0o700); err != nil {
+		log.Warn("board: no artifacts directory", "err", err)
+	}
+	err = a.runExec(d, &task, &res, renew, x)
 	res.Finished = time.Now().UTC()
 	res.DurationMS = float64(res.Finished.Sub(res.Started).Microseconds()) / 1000
 	if res.Dir != "" {
@@ -296,6 +307,11 @@ func (a *Agent) runBoard(cl *board.Client, rep *protocol.BoardReply) {
 	case res.OK():
 		zero := 0
 		out := protocol.BoardResult{Summary: tailText(x.stdoutTail, protocol.MaxBoardSummary), ExitCode: &zero}
+		if out.Artifacts, err = a.putArtifacts(cl, t, dir); err != nil {
+			log.Warn("board task's artifacts not put: failed", "err", err)
+			a.failBoard(cl, t, clip("exit code 0, but its artifacts: "+err.Error(), protocol.MaxBoardReason), &out, log)
+			return
+		}
 		log.Info("board task finished", "status", res.Status, "duration_ms", res.DurationMS)
 		if err := a.finishBoard(func(ctx context.Context) error {
 			_, err := cl.Complete(ctx, t.Plan, t.ID, out)

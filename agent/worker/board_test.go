@@ -564,3 +564,45 @@ func TestBoardPlanRunsToDoneOnTheRealService(t *testing.T) {
 		mustContain(t, task.ID+"'s summary", r.Summary, `"summary": "a was here\n"`)
 	}
 }
+
+// Artifacts pass between run tasks through the board's store: a leaves
+// artifacts/out.txt in its directory, the runtime puts it on the board when
+// a succeeds, and writes it to b's directory as needs/a/out.txt before b
+// (which needs a) starts, on whichever agent.
+func TestBoardArtifactsPassBetweenRunTasks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(2, nil))
+	e.start("agent-1")
+	e.start("agent-2")
+	cl := board.NewOperatorClient(e.op)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cl.Apply(ctx, protocol.BoardPlan{Plan: "art", Tasks: []protocol.BoardTaskSpec{
+		{ID: "a", Run: []string{self, "tool", "write", "artifacts/out.txt", "made by a"}},
+		{ID: "b", Run: []string{self, "tool", "read", "needs/a/out.txt"}, Needs: []string{"a"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var b protocol.BoardTask
+	for {
+		got, err := cl.Show(ctx, "art", "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b = *got; b.Status == protocol.BoardDone || b.Status == protocol.BoardFailed || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if b.Status != protocol.BoardDone || b.Result == nil || b.Result.Summary != "made by a" {
+		t.Fatalf("b: %s %s %+v: want done, having read a's artifact", b.Status, b.Reason, b.Result)
+	}
+	a, err := cl.Show(ctx, "art", "a")
+	if err != nil || a.Result == nil || len(a.Result.Artifacts) != 1 || a.Result.Artifacts[0] != "out.txt" {
+		t.Fatalf("a's result names its artifacts: %+v %v", a, err)
+	}
+	data, art, err := cl.Get(ctx, "art", "a", "out.txt")
+	if err != nil || string(data) != "made by a" || art.By != a.Holder {
+		t.Fatalf("the operator's get of a's artifact: %q %+v %v", data, art, err)
+	}
+}

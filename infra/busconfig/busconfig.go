@@ -340,6 +340,12 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 		History: 1, MaxBytes: protocol.BoardBucketBytes, MaxValueSize: protocol.BoardValueBytes,
 		Storage: jetstream.FileStorage, Replicas: b.Replicas,
 	})
+	// The board's artifacts: what tasks leave for the tasks that need
+	// them, written and read only through the board service.
+	t.ObjectStores = append(t.ObjectStores, jetstream.ObjectStoreConfig{
+		Bucket: protocol.ArtifactBucket, Description: "the board's artifacts: what tasks leave for the tasks that need them (the board service's)",
+		MaxBytes: protocol.ArtifactStoreBytes, Storage: jetstream.FileStorage, Replicas: b.Replicas,
+	})
 	t.Board.KeepFinished = protocol.Duration(m.Board.KeepFinished)
 	for _, a := range m.Agents {
 		// The model holds the resolved values (flock:board.*): a quota of 0 means none.

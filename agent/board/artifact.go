@@ -1,0 +1,152 @@
+package board
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// metaBy is the object metadata key naming the agent that put an artifact.
+const metaBy = "flock-by"
+
+// checkArtifactName applies the artifact reference rule to a put or get.
+func checkArtifactName(op string, req protocol.BoardRequest) error {
+	if err := needTask(op, req); err != nil {
+		return err
+	}
+	r := protocol.BoardResult{Artifacts: []string{req.Name}}
+	if req.Name == "" {
+		return refuse(protocol.BoardErrInvalid, "%s: name is required", op)
+	}
+	if err := r.Validate("name"); err != nil {
+		return refuse(protocol.BoardErrInvalid, "%s: %s", op, strings.Replace(err.Error(), "name.artifacts[0]", "name", 1))
+	}
+	return nil
+}
+
+// put stores an artifact under a task the caller holds, within the
+// caller's quota (protocol.ArtifactQuotaBytes, all its artifacts told; one
+// it replaces counts once).
+func (s *Service) put(ctx context.Context, caller string, req protocol.BoardRequest) (*protocol.BoardReply, error) {
+	if err := checkArtifactName(protocol.BoardOpPut, req); err != nil {
+		return nil, err
+	}
+	if s.obj == nil {
+		return nil, refuse(protocol.BoardErrInternal, "this bus keeps no artifact store (%s)", protocol.ArtifactBucket)
+	}
+	if len(req.Data) > protocol.ArtifactBytes {
+		return nil, refuse(protocol.BoardErrLimit, "artifact %s: %d bytes, over the board's %d-byte limit of one artifact", req.Name, len(req.Data), protocol.ArtifactBytes)
+	}
+	key := protocol.BoardKey(req.Plan, req.Task)
+	t, ok, err := s.st.lookup(ctx, key)
+	if err == nil && ok && (t.Status != protocol.BoardClaimed || t.Holder != caller) {
+		t, ok, err = s.st.fetch(ctx, key) // the view may lag a claim made on another node
+	}
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok || !visible(s.viewer(caller), t):
+		return nil, refuse(protocol.BoardErrNotFound, "no task %s", key)
+	case t.Status != protocol.BoardClaimed || t.Holder != caller:
+		return nil, refuse(protocol.BoardErrNotHolder, "task %s is not held by %s: an artifact is put only under a task its putter holds", key, caller)
+	}
+	unlock := s.lockCaller(caller)
+	defer unlock()
+	name := protocol.ArtifactObject(req.Plan, req.Task, req.Name)
+	used, err := s.artifactBytes(ctx, func(o *jetstream.ObjectInfo) bool { return o.Metadata[metaBy] == caller && o.Name != name })
+	if err != nil {
+		return nil, err
+	}
+	if used+len(req.Data) > protocol.ArtifactQuotaBytes {
+		return nil, refuse(protocol.BoardErrLimit, "artifact %s: %s's artifacts would take %d bytes, over its quota of %d", req.Name, caller, used+len(req.Data), protocol.ArtifactQuotaBytes)
+	}
+	info, err := s.obj.Put(ctx, jetstream.ObjectMeta{Name: name, Metadata: map[string]string{metaBy: caller}}, bytes.NewReader(req.Data))
+	if err != nil {
+		return nil, refuse(protocol.BoardErrInternal, "artifact %s not stored: %v", req.Name, err)
+	}
+	s.log.Info("board: artifact put", "task", key, "name", req.Name, "by", caller, "bytes", len(req.Data))
+	return &protocol.BoardReply{Artifact: artifactOf(req, info)}, nil
+}
+
+// get returns an artifact to the operator, to the agent that put it, and
+// to an agent holding a task that needs the artifact's task (the context a
+// claim carries): never to anyone else, who is told there is no such
+// artifact.
+func (s *Service) get(ctx context.Context, caller string, req protocol.BoardRequest) (*protocol.BoardReply, error) {
+	if err := checkArtifactName(protocol.BoardOpGet, req); err != nil {
+		return nil, err
+	}
+	if s.obj == nil {
+		return nil, refuse(protocol.BoardErrInternal, "this bus keeps no artifact store (%s)", protocol.ArtifactBucket)
+	}
+	name := protocol.ArtifactObject(req.Plan, req.Task, req.Name)
+	missing := refuse(protocol.BoardErrNotFound, "no artifact %s of task %s", req.Name, protocol.BoardKey(req.Plan, req.Task))
+	info, err := s.obj.GetInfo(ctx, name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, missing
+	}
+	if err != nil {
+		return nil, refuse(protocol.BoardErrInternal, "artifact %s: %v", req.Name, err)
+	}
+	if caller != protocol.OperatorUser && info.Metadata[metaBy] != caller && !s.holdsADependent(caller, req.Plan, req.Task) {
+		return nil, missing
+	}
+	data, err := s.obj.GetBytes(ctx, name)
+	if err != nil {
+		return nil, refuse(protocol.BoardErrInternal, "artifact %s: %v", req.Name, err)
+	}
+	return &protocol.BoardReply{Artifact: artifactOf(req, info), Data: data}, nil
+}
+
+// holdsADependent reports whether caller holds a task of plan that needs task.
+func (s *Service) holdsADependent(caller, plan, task string) bool {
+	return len(s.st.needing(protocol.BoardKey(plan, task), func(t protocol.BoardTask) bool {
+		return t.Status == protocol.BoardClaimed && t.Holder == caller
+	})) > 0
+}
+
+// artifactBytes is the size of the stored artifacts keep selects.
+func (s *Service) artifactBytes(ctx context.Context, keep func(*jetstream.ObjectInfo) bool) (int, error) {
+	list, err := s.obj.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, refuse(protocol.BoardErrInternal, "artifact store: %v", err)
+	}
+	n := 0
+	for _, o := range list {
+		if keep(o) {
+			n += int(o.Size)
+		}
+	}
+	return n, nil
+}
+
+// removeArtifacts deletes the artifacts of plan's tasks (the plan left the
+// board).
+func (s *Service) removeArtifacts(ctx context.Context, plan string) {
+	if s.obj == nil {
+		return
+	}
+	list, err := s.obj.List(ctx)
+	if err != nil {
+		return
+	}
+	for _, o := range list {
+		if strings.HasPrefix(o.Name, plan+"/") {
+			if err := s.obj.Delete(ctx, o.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+				s.log.Warn("board: artifact of a removed plan not deleted", "artifact", o.Name, "err", err)
+			}
+		}
+	}
+}
+
+func artifactOf(req protocol.BoardRequest, info *jetstream.ObjectInfo) *protocol.BoardArtifact {
+	return &protocol.BoardArtifact{Plan: req.Plan, Task: req.Task, Name: req.Name, Size: int(info.Size), By: info.Metadata[metaBy], Digest: info.Digest}
+}

@@ -1,0 +1,41 @@
+package protocol
+
+// Artifacts: what a task leaves for the tasks that need it, kept by the
+// board service in an object store of its own (ArtifactBucket), never in
+// another agent's directory. An agent puts an artifact only under a task it
+// holds, within its quota; it gets one of a task its held task needs (or
+// one it put); the operator gets any. A plan's artifacts go with the plan
+// (plan remove, or the sweep after flock:board.keepFinished).
+const (
+	BoardOpPut = "put" // an artifact of a task the caller holds
+	BoardOpGet = "get" // an artifact of a task
+
+	ArtifactBucket = "FLOCK_ARTIFACTS"
+	// ArtifactStoreBytes is the store the artifacts may use (counted in the
+	// bus's store like the board's bucket), ArtifactQuotaBytes what one
+	// agent's artifacts may take of it, all told, and ArtifactBytes the
+	// largest artifact (a request carries it, base64 in JSON, within the
+	// bus's default max payload).
+	ArtifactStoreBytes = 16 << 20
+	ArtifactQuotaBytes = 4 << 20
+	ArtifactBytes      = 256 << 10
+	// ArtifactsDir is where a run task's command leaves the artifacts the
+	// runtime puts on the board when it succeeds (in its task directory),
+	// and NeedsDir where the runtime writes, before the command runs, the
+	// artifacts of the tasks it needs (NeedsDir/<task>/<name>).
+	ArtifactsDir = "artifacts"
+	NeedsDir     = "needs"
+)
+
+// ArtifactObject is an artifact's name in the store.
+func ArtifactObject(plan, task, name string) string { return plan + "/" + task + "/" + name }
+
+// BoardArtifact describes a stored artifact.
+type BoardArtifact struct {
+	Plan   string `json:"plan"`
+	Task   string `json:"task"`
+	Name   string `json:"name"`
+	Size   int    `json:"size"`
+	By     string `json:"by"`               // the agent that put it
+	Digest string `json:"digest,omitempty"` // the store's digest (SHA-256)
+}
