@@ -259,6 +259,8 @@ func TestHostileBoard(t *testing.T) {
 		t.Fatalf("agent-2's claim: %q %v", out, err)
 	}
 
+	mustSucceed(t, a2, "board-put", "nats://bus:4222", protocol.ContainerCredsFile, other, "held", "victim.txt", "agent-2's work")
+
 	start := time.Now()
 	r := <-probeAsync(a1, 3*time.Minute, "board-hostile", "nats://bus:4222", protocol.ContainerCredsFile, a2, other, mine)
 	if err := r.ended(); err != nil {
@@ -298,6 +300,11 @@ func TestHostileBoard(t *testing.T) {
 		"add under held task":           protocol.BoardErrNotHolder,
 		"flood added":                   strconv.Itoa(max(quota-before, 0)),
 		"flood refused":                 "limit limit limit",
+		"put under held task":           protocol.BoardErrNotHolder,
+		"get victim's artifact":         protocol.BoardErrNotFound,
+		"put own artifact":              "ok",
+		// Its own 4 bytes count: 15 chunks of 256 KiB fit the 4 MiB quota, the 16th not.
+		"artifact flood": fmt.Sprintf("%d put, then %s", protocol.ArtifactQuotaBytes/protocol.ArtifactBytes-1, protocol.BoardErrLimit),
 		// The bus's refusals.
 		"request as victim":                "denied",
 		"publish as victim":                "denied",
@@ -311,6 +318,10 @@ func TestHostileBoard(t *testing.T) {
 		"consumer create":                  "denied",
 		"named consumer create":            "denied",
 		"stream purge":                     "denied",
+		"artifact direct get":              "denied",
+		"artifact stream info":             "denied",
+		"artifact chunk write":             "denied",
+		"subscribe artifacts":              "denied",
 		"subscribe events":                 "denied",
 		"subscribe other plan events":      "denied",
 		"subscribe bucket":                 "denied",

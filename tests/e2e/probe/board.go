@@ -56,6 +56,21 @@ func boardClaim(url, seedFile, plan, task string) {
 	fmt.Println(string(b))
 }
 
+// boardPut puts text as artifact name of plan/task, which this agent holds:
+// the victim's side of TestHostileBoard.
+func boardPut(url, seedFile, plan, task, name, text string) {
+	cl, nc := boardConn(url, seedFile, make(chan error, 8))
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, err := cl.Put(ctx, plan, task, name, []byte(text))
+	if err != nil {
+		fail(err)
+	}
+	b, _ := json.Marshal(a)
+	fmt.Println(string(b))
+}
+
 // boardCode is what a board request came to: "ok", the refusal's code, or
 // "error: …" for no answer.
 func boardCode(err error) string {
@@ -167,6 +182,35 @@ func boardHostile(url, seedFile, victim, other, mine string) {
 		}
 		refusals = append(refusals, boardCode(err))
 	}
+	// Artifacts: none under a task it does not hold, none of a task its
+	// held task does not need (the victim put one under "held"), and no
+	// more than its quota under one it holds.
+	ask("put under held task", func(ctx context.Context) error {
+		_, err := cl.Put(ctx, other, "held", "evil.txt", []byte("forged"))
+		return err
+	})
+	ask("get victim's artifact", func(ctx context.Context) error {
+		_, _, err := cl.Get(ctx, other, "held", "victim.txt")
+		return err
+	})
+	ask("put own artifact", func(ctx context.Context) error {
+		_, err := cl.Put(ctx, mine, "m1", "notes.txt", []byte("mine"))
+		return err
+	})
+	{
+		chunk := make([]byte, protocol.ArtifactBytes)
+		put := 0
+		code := "ok"
+		for i := 0; i < protocol.ArtifactQuotaBytes/protocol.ArtifactBytes+2 && code == "ok"; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			_, err := cl.Put(ctx, mine, "m1", "fill-"+strconv.Itoa(i), chunk)
+			cancel()
+			if code = boardCode(err); code == "ok" {
+				put++
+			}
+		}
+		out["artifact flood"] = fmt.Sprintf("%d put, then %s", put, code)
+	}
 	out["flood added before"] = strconv.Itoa(before)
 	out["flood added"] = strconv.Itoa(added)
 	out["flood refused"] = strings.Join(refusals, " ")
@@ -243,6 +287,11 @@ func boardHostile(url, seedFile, victim, other, mine string) {
 	bus("consumer create", request("$JS.API.CONSUMER.CREATE."+protocol.BoardStream, []byte(`{"stream_name":"`+protocol.BoardStream+`","config":{"deliver_policy":"all","ack_policy":"none","inactive_threshold":10000000000}}`)))
 	bus("named consumer create", request("$JS.API.CONSUMER.CREATE."+protocol.BoardStream+".evil.$KV."+protocol.BoardBucket+".>", []byte(`{"stream_name":"`+protocol.BoardStream+`","config":{"name":"evil","deliver_policy":"all","ack_policy":"none","filter_subject":"$KV.`+protocol.BoardBucket+`.>","inactive_threshold":10000000000}}`)))
 	bus("stream purge", request("$JS.API.STREAM.PURGE."+protocol.BoardStream, nil))
+	objStream := "OBJ_" + protocol.ArtifactBucket
+	bus("artifact direct get", request("$JS.API.DIRECT.GET."+objStream, []byte(`{"seq":1}`)))
+	bus("artifact stream info", request("$JS.API.STREAM.INFO."+objStream, nil))
+	bus("artifact chunk write", publish("$O."+protocol.ArtifactBucket+".C.evil", []byte("forged")))
+	bus("subscribe artifacts", subscribe("$O."+protocol.ArtifactBucket+".>"))
 	bus("subscribe events", subscribe(protocol.SubjectBoardEvents))
 	bus("subscribe other plan events", subscribe("board.events."+other+".>"))
 	bus("subscribe bucket", subscribe("$KV."+protocol.BoardBucket+".>"))

@@ -169,6 +169,10 @@ func main() {
 		// An agent claims a board task (another agent's side of the
 		// hostile board test: a task it holds).
 		boardClaim(arg(2), arg(3), arg(4), arg(5))
+	case "board-put":
+		// An agent puts an artifact under a task it holds (the victim's
+		// side of the hostile board test).
+		boardPut(arg(2), arg(3), arg(4), arg(5), arg(6), arg(7))
 	case "board-hostile":
 		// A hostile agent at the board: what the board and the bus must
 		// refuse its key (victim, other plan, own plan).
