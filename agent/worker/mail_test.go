@@ -110,6 +110,23 @@ func TestMailWaitsForAStoppedAgent(t *testing.T) {
 	if r, err := e.cl.Send(ctx, "agent-1", protocol.Message{Body: "and now"}, 5*time.Second); err != nil || r.Status != protocol.ReceiptDelivered {
 		t.Fatalf("a message to the running agent: %+v %v; want delivered", r, err)
 	}
+	// The bus restarts under the running agent: its mail comes again once
+	// it is back (queued meanwhile, then delivered).
+	f.Bus.Shutdown()
+	f.RestartBus(t)
+	for deadline := time.Now().Add(10 * time.Second); !e.op.IsConnected() || e.op.FlushTimeout(time.Second) != nil; {
+		if time.Now().After(deadline) {
+			t.Fatal("the operator's connection did not come back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r, err := e.cl.Send(ctx, "agent-1", protocol.Message{Body: "after the restart"}, 0)
+	if err != nil || r.Status != protocol.ReceiptQueued {
+		t.Fatalf("a message after the bus restarted: %+v %v", r, err)
+	}
+	if got := e.inboxBodies("agent-1", len(want)+2, 20*time.Second); len(got) != len(want)+2 || got[len(got)-1] != "after the restart" {
+		t.Fatalf("the running agent did not take its mail after the bus restarted: %q", got)
+	}
 }
 
 // A message queued for an agent that is down survives the loss of the bus
