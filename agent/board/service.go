@@ -60,6 +60,10 @@ type Service struct {
 	pickMu  sync.Mutex
 	picking map[string]int // key -> claims writing it
 
+	// Promotions under way on this node (hold.go).
+	promMu    sync.Mutex
+	promoting map[string]*promotion
+
 	subs     []*nats.Subscription
 	sem      chan struct{}
 	mu       sync.Mutex // stopping and the in-flight count
@@ -93,7 +97,7 @@ func Serve(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg proto
 		return nil, fmt.Errorf("board: bucket %s: %w", protocol.BoardBucket, err)
 	}
 	run, cancel := context.WithCancel(context.Background())
-	s := &Service{nc: nc, log: log, opt: opt, sem: make(chan struct{}, opt.Workers), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]int{}}
+	s := &Service{nc: nc, log: log, opt: opt, sem: make(chan struct{}, opt.Workers), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]int{}, promoting: map[string]*promotion{}}
 	s.SetConfig(cfg)
 	if s.st, err = openStore(ctx, run, kv, log, &s.bg); err != nil {
 		cancel()
