@@ -227,21 +227,22 @@ func (st *store) all(keep func(protocol.BoardTask) bool) []protocol.BoardTask {
 }
 
 // oldest returns the task of status, first by Created then by key, that
-// keeps keep.
-func (st *store) oldest(status string, keep func(protocol.BoardTask) bool) (protocol.BoardTask, bool) {
+// keeps keep (given the task's key, which it need not make again).
+func (st *store) oldest(status string, keep func(key string, t *protocol.BoardTask) bool) (protocol.BoardTask, bool) {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	var (
-		best  protocol.BoardTask
-		found bool
+		best    protocol.BoardTask
+		bestKey string
+		found   bool
 	)
 	for key := range st.byStatus[status] {
-		t := st.tasks[key]
-		if !keep(t) {
+		t, ok := st.tasks[key]
+		if !ok || !keep(key, &t) {
 			continue
 		}
-		if !found || t.Created.Before(best.Created) || t.Created.Equal(best.Created) && key < best.Key() {
-			best, found = t, true
+		if !found || t.Created.Before(best.Created) || t.Created.Equal(best.Created) && key < bestKey {
+			best, bestKey, found = t, key, true
 		}
 	}
 	return best, found
