@@ -158,3 +158,66 @@ func TestConcurrentCompletionsPromoteTheirDependent(t *testing.T) {
 		}
 	}
 }
+
+// One agent sends 30 claims at once, holding nothing, with a claim limit
+// of 2, and then 30 adds at once with an add quota of 5: the board's
+// workers answer them side by side, and still exactly 2 claims and 5 adds
+// pass.
+func TestOneAgentsConcurrentClaimsAndAddsKeepItsLimits(t *testing.T) {
+	e := start(t, 1)
+	a1 := e.agent(t, "agent-1")
+	e.setBoard(t, func(c *protocol.BoardConfig) {
+		setAgent(c, protocol.BoardAgent{ID: "agent-1", ClaimLimit: 2, AddQuota: quota(5)})
+	})
+	var specs []protocol.BoardTaskSpec
+	for i := range 10 {
+		specs = append(specs, prompt(fmt.Sprintf("t%d", i)))
+	}
+	e.apply(t, plan("p", specs...))
+	at := func(n int, do func(i int) error) (passed int) {
+		var (
+			mu    sync.Mutex
+			wg    sync.WaitGroup
+			start = make(chan struct{})
+		)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				err := do(i)
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil {
+					passed++
+					return
+				}
+				refused(t, err, protocol.BoardErrLimit)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		return passed
+	}
+	var mu sync.Mutex
+	var held []string
+	claims := at(30, func(int) error {
+		rep, err := a1.Claim(ctxT(t), "p", "", "")
+		if err == nil {
+			mu.Lock()
+			held = append(held, rep.Task.ID)
+			mu.Unlock()
+		}
+		return err
+	})
+	if n := len(must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), "p", protocol.BoardClaimed))); claims != 2 || n != 2 {
+		t.Fatalf("%d claims passed, %d tasks claimed on the board; the limit is 2", claims, n)
+	}
+	adds := at(30, func(i int) error {
+		_, err := a1.Add(ctxT(t), "p", held[i%2], prompt(fmt.Sprintf("s%d", i)))
+		return err
+	})
+	if n := len(must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), "p"))); adds != 5 || n != 15 {
+		t.Fatalf("%d adds passed, %d tasks on the board; the quota is 5", adds, n)
+	}
+}
