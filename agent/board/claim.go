@@ -52,8 +52,8 @@ func (s *Service) claim(ctx context.Context, caller string, req protocol.BoardRe
 	}
 	tried := map[string]bool{}
 	for range maxClaimTries {
-		key, ok := s.pick(func(t protocol.BoardTask) bool {
-			return !tried[t.Key()] && (req.Plan == "" || t.Plan == req.Plan) && (req.Kind == "" || t.Kind() == req.Kind) && mayTake(a, t)
+		key, ok := s.pick(func(key string, t *protocol.BoardTask) bool {
+			return !tried[key] && (req.Plan == "" || t.Plan == req.Plan) && (req.Kind == "" || t.Kind() == req.Kind) && mayTake(a, *t)
 		})
 		if !ok {
 			return nil, refuse(protocol.BoardErrNothing, "nothing ready for %s%s", caller, claimFilter(req))
@@ -99,10 +99,10 @@ func (s *Service) holding(ctx context.Context, caller string, limit int) (int, e
 // choose the oldest, and all but one lose its compare-and-set), and marks
 // it as being written until unpick. Claims on other nodes may still choose
 // the same: compare-and-set decides.
-func (s *Service) pick(keep func(protocol.BoardTask) bool) (string, bool) {
+func (s *Service) pick(keep func(key string, t *protocol.BoardTask) bool) (string, bool) {
 	s.pickMu.Lock()
 	defer s.pickMu.Unlock()
-	t, ok := s.st.oldest(protocol.BoardReady, func(t protocol.BoardTask) bool { return s.picking[t.Key()] == 0 && keep(t) })
+	t, ok := s.st.oldest(protocol.BoardReady, func(key string, t *protocol.BoardTask) bool { return s.picking[key] == 0 && keep(key, t) })
 	if !ok {
 		if t, ok = s.st.oldest(protocol.BoardReady, keep); !ok {
 			return "", false

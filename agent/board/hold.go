@@ -56,7 +56,7 @@ func (s *Service) holderOp(ctx context.Context, caller, op string, req protocol.
 // node gone) the sweeper promotes.
 func (s *Service) promoteDependents(ctx context.Context, done protocol.BoardTask) {
 	for _, t := range s.st.needing(done.Key(), func(t protocol.BoardTask) bool { return t.Status == protocol.BoardBlocked }) {
-		if _, err := s.promote(ctx, t.Key()); err != nil {
+		if err := s.promoteOnce(ctx, t.Key()); err != nil {
 			s.log.Warn("board: dependent not promoted (the sweeper will)", "task", t.Key(), "err", err)
 		}
 	}
@@ -71,4 +71,51 @@ func (s *Service) promote(ctx context.Context, key string) (protocol.BoardTask, 
 		t.Status, t.Reason = protocol.BoardReady, ""
 		return t, nil
 	})
+}
+
+// promotion is a promote of one task under way on this node.
+type promotion struct {
+	again bool          // a need of the task completed meanwhile: look again once done
+	done  chan struct{} // closed when the promotion is over
+}
+
+// promoteOnce is promote, one at a time for a task on this node. The
+// completions of a task's last two needs both find it blocked with its
+// needs done: both would write its promotion, and one lose the
+// compare-and-set (a write, and a read of the bucket, on its reply's
+// path). The one that finds a promotion under way asks it to look again
+// once it is done (what it read may predate this completion) and waits for
+// it: the reply to a completion still comes after the promotions it made
+// due. Promotions on other nodes are settled by compare-and-set.
+func (s *Service) promoteOnce(ctx context.Context, key string) error {
+	s.promMu.Lock()
+	if p, busy := s.promoting[key]; busy {
+		p.again = true
+		s.promMu.Unlock()
+		select {
+		case <-p.done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	p := &promotion{done: make(chan struct{})}
+	s.promoting[key] = p
+	s.promMu.Unlock()
+	defer func() {
+		s.promMu.Lock()
+		delete(s.promoting, key)
+		s.promMu.Unlock()
+		close(p.done)
+	}()
+	for {
+		_, err := s.promote(ctx, key)
+		s.promMu.Lock()
+		again := p.again
+		p.again = false
+		s.promMu.Unlock()
+		if !again {
+			return err // a promotion that failed, the sweeper makes
+		}
+	}
 }

@@ -1,13 +1,16 @@
 package board_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
 // agents connects agent-1 … agent-n, each on its own connection.
@@ -98,5 +101,123 @@ func TestFiftyAgentsShareFiftyTasks(t *testing.T) {
 	}
 	if n := len(must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), "p", protocol.BoardClaimed))); n != 50 {
 		t.Fatalf("%d claimed on the board", n)
+	}
+}
+
+// Two agents complete a task's last two needs at once, 30 times over, on a
+// board whose sweeper does not run: once both replies are back, the task
+// is ready (the completions promoted it, once: no ready event twice).
+func TestConcurrentCompletionsPromoteTheirDependent(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)}
+	f := bustest.Start(t, bustest.Agents(2), bustest.WithBoard(board.Options{Now: clk.Now, SweepEvery: time.Hour}))
+	nc := f.Connect(t, protocol.OperatorUser)
+	e := &env{f: f, clk: clk, op: board.NewOperatorClient(nc), nc: nc}
+	clients := e.agents(t, 2)
+	events := listen(t, nc, protocol.SubjectBoardEvents)
+	for round := range 30 {
+		p := fmt.Sprintf("round-%d", round)
+		e.apply(t, plan(p, prompt("a"), prompt("b"), prompt("c", "a", "b")))
+		claim(t, clients[0], p, "a")
+		claim(t, clients[1], p, "b")
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, id := range []string{"a", "b"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if _, err := clients[i].Complete(ctxT(t), p, id, protocol.BoardResult{}); err != nil {
+					t.Errorf("complete %s: %v", id, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		e.status(t, p, "c", protocol.BoardReady)
+	}
+	// Every event of a round's c: blocked when applied, ready once.
+	readies := map[string]int{}
+	for {
+		select {
+		case m := <-events:
+			var task protocol.BoardTask
+			if err := json.Unmarshal(m.Data, &task); err != nil {
+				t.Fatal(err)
+			}
+			if task.ID == "c" && task.Status == protocol.BoardReady {
+				readies[task.Plan]++
+			}
+			continue
+		case <-time.After(200 * time.Millisecond):
+		}
+		break
+	}
+	for round := range 30 {
+		if p := fmt.Sprintf("round-%d", round); readies[p] != 1 {
+			t.Errorf("%s.c became ready %d times", p, readies[p])
+		}
+	}
+}
+
+// One agent sends 30 claims at once, holding nothing, with a claim limit
+// of 2, and then 30 adds at once with an add quota of 5: the board's
+// workers answer them side by side, and still exactly 2 claims and 5 adds
+// pass.
+func TestOneAgentsConcurrentClaimsAndAddsKeepItsLimits(t *testing.T) {
+	e := start(t, 1)
+	a1 := e.agent(t, "agent-1")
+	e.setBoard(t, func(c *protocol.BoardConfig) {
+		setAgent(c, protocol.BoardAgent{ID: "agent-1", ClaimLimit: 2, AddQuota: quota(5)})
+	})
+	var specs []protocol.BoardTaskSpec
+	for i := range 10 {
+		specs = append(specs, prompt(fmt.Sprintf("t%d", i)))
+	}
+	e.apply(t, plan("p", specs...))
+	at := func(n int, do func(i int) error) (passed int) {
+		var (
+			mu    sync.Mutex
+			wg    sync.WaitGroup
+			start = make(chan struct{})
+		)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				err := do(i)
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil {
+					passed++
+					return
+				}
+				refused(t, err, protocol.BoardErrLimit)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		return passed
+	}
+	var mu sync.Mutex
+	var held []string
+	claims := at(30, func(int) error {
+		rep, err := a1.Claim(ctxT(t), "p", "", "")
+		if err == nil {
+			mu.Lock()
+			held = append(held, rep.Task.ID)
+			mu.Unlock()
+		}
+		return err
+	})
+	if n := len(must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), "p", protocol.BoardClaimed))); claims != 2 || n != 2 {
+		t.Fatalf("%d claims passed, %d tasks claimed on the board; the limit is 2", claims, n)
+	}
+	adds := at(30, func(i int) error {
+		_, err := a1.Add(ctxT(t), "p", held[i%2], prompt(fmt.Sprintf("s%d", i)))
+		return err
+	})
+	if n := len(must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), "p"))); adds != 5 || n != 15 {
+		t.Fatalf("%d adds passed, %d tasks on the board; the quota is 5", adds, n)
 	}
 }

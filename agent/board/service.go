@@ -63,8 +63,13 @@ type Service struct {
 	pickMu  sync.Mutex
 	picking map[string]int // key -> claims writing it
 
+	// Promotions under way on this node (hold.go).
+	promMu    sync.Mutex
+	promoting map[string]*promotion
+
 	subs     []*nats.Subscription
-	sem      chan struct{}
+	reqs     chan *nats.Msg // to the workers (Options.Workers goroutines)
+	workers  sync.WaitGroup
 	mu       sync.Mutex // stopping and the in-flight count
 	stopping bool
 	inflight sync.WaitGroup
@@ -101,12 +106,16 @@ func Serve(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg proto
 		obj = nil
 	}
 	run, cancel := context.WithCancel(context.Background())
-	s := &Service{obj: obj, nc: nc, log: log, opt: opt, sem: make(chan struct{}, opt.Workers), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]int{}}
+	s := &Service{obj: obj, nc: nc, log: log, opt: opt, reqs: make(chan *nats.Msg), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]int{}, promoting: map[string]*promotion{}}
 	s.SetConfig(cfg)
 	if s.st, err = openStore(ctx, run, kv, log, &s.bg); err != nil {
 		cancel()
 		s.bg.Wait()
 		return nil, err
+	}
+	s.workers.Add(opt.Workers)
+	for range opt.Workers {
+		go s.work()
 	}
 	for _, subj := range []string{protocol.SubjectBoardAgentRequests, protocol.SubjectBoardOperator} {
 		sub, err := nc.QueueSubscribe(subj, protocol.BoardQueueGroup, s.onRequest)
@@ -177,6 +186,8 @@ func (s *Service) Stop() {
 		s.stopping = true
 		s.mu.Unlock()
 		s.inflight.Wait()
+		close(s.reqs) // nothing sends any more: stopping is set, and what was taken is answered
+		s.workers.Wait()
 		s.cancel()
 		s.bg.Wait()
 		s.log.Info("board service stopped")
@@ -193,14 +204,17 @@ func (s *Service) onRequest(m *nats.Msg) {
 	}
 	s.inflight.Add(1)
 	s.mu.Unlock()
-	s.sem <- struct{}{}
-	go func() {
-		defer func() {
-			<-s.sem
-			s.inflight.Done()
-		}()
+	s.reqs <- m
+}
+
+// work answers requests until Stop: the workers live as long as the
+// service (a goroutine a request grew its stack again on every request).
+func (s *Service) work() {
+	defer s.workers.Done()
+	for m := range s.reqs {
 		s.handle(m)
-	}()
+		s.inflight.Done()
+	}
 }
 
 // lockCaller serialises one caller's claims and adds on this node.

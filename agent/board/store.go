@@ -77,6 +77,9 @@ func (st *store) watch(ctx context.Context, w jetstream.KeyWatcher, bg *sync.Wai
 				st.remove(e.Key(), e.Revision())
 				continue
 			}
+			if st.has(e.Key(), e.Revision()) {
+				continue // this node's own write, in the view since it was made: not decoded again
+			}
 			var t protocol.BoardTask
 			if err := json.Unmarshal(e.Value(), &t); err != nil {
 				st.log.Warn("board: unreadable entry ignored", "key", e.Key(), "err", err)
@@ -118,6 +121,15 @@ func (st *store) put(t protocol.BoardTask) {
 		index(st.byNeed, protocol.BoardKey(t.Plan, n), key)
 	}
 	st.created[t.CreatedBy]++
+}
+
+// has: the view holds the task at key at revision rev or a later one (put
+// would keep it as it is).
+func (st *store) has(key string, rev uint64) bool {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	t, ok := st.tasks[key]
+	return ok && t.Revision >= rev
 }
 
 func (st *store) remove(key string, rev uint64) {
@@ -215,21 +227,22 @@ func (st *store) all(keep func(protocol.BoardTask) bool) []protocol.BoardTask {
 }
 
 // oldest returns the task of status, first by Created then by key, that
-// keeps keep.
-func (st *store) oldest(status string, keep func(protocol.BoardTask) bool) (protocol.BoardTask, bool) {
+// keeps keep (given the task's key, which it need not make again).
+func (st *store) oldest(status string, keep func(key string, t *protocol.BoardTask) bool) (protocol.BoardTask, bool) {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	var (
-		best  protocol.BoardTask
-		found bool
+		best    protocol.BoardTask
+		bestKey string
+		found   bool
 	)
 	for key := range st.byStatus[status] {
-		t := st.tasks[key]
-		if !keep(t) {
+		t, ok := st.tasks[key]
+		if !ok || !keep(key, &t) {
 			continue
 		}
-		if !found || t.Created.Before(best.Created) || t.Created.Equal(best.Created) && key < best.Key() {
-			best, found = t, true
+		if !found || t.Created.Before(best.Created) || t.Created.Equal(best.Created) && key < bestKey {
+			best, bestKey, found = t, key, true
 		}
 	}
 	return best, found

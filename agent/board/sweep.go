@@ -49,7 +49,7 @@ func (s *Service) sweep(ctx context.Context) {
 		if !s.needsDone(t) {
 			continue
 		}
-		if _, err := s.promote(ctx, t.Key()); err != nil {
+		if err := s.promoteOnce(ctx, t.Key()); err != nil {
 			s.log.Warn("board: blocked task not promoted", "task", t.Key(), "err", err)
 		}
 	}
