@@ -276,15 +276,31 @@ func (r BoardResult) Validate(path string) error {
 		p.add(field(path, "artifacts"), "at most %d (got %d)", MaxBoardArtifacts, len(r.Artifacts))
 	}
 	for i, a := range r.Artifacts {
-		f := field(path, fmt.Sprintf("artifacts[%d]", i))
-		switch {
-		case len(a) > MaxBoardArtifactRef:
-			p.add(f, "at most %d bytes (got %d)", MaxBoardArtifactRef, len(a))
-		case !boardArtifactPattern.MatchString(a):
-			p.add(f, "must match %s: names without \"..\" or a leading \"/\" (got %q)", BoardArtifactRule, clip(a))
+		if why := artifactProblem(a); why != "" {
+			p.add(field(path, fmt.Sprintf("artifacts[%d]", i)), "%s", why)
 		}
 	}
 	return p.err()
+}
+
+// CheckBoardArtifactName checks one artifact name (a put's or a get's, a
+// file the runtime would put) by the rule a result's references follow.
+func CheckBoardArtifactName(path, name string) error {
+	if why := artifactProblem(name); why != "" {
+		return &FieldError{Field: path, Problem: why}
+	}
+	return nil
+}
+
+// artifactProblem says what is wrong with an artifact reference: "" for nothing.
+func artifactProblem(a string) string {
+	switch {
+	case len(a) > MaxBoardArtifactRef:
+		return fmt.Sprintf("at most %d bytes (got %d)", MaxBoardArtifactRef, len(a))
+	case !boardArtifactPattern.MatchString(a):
+		return fmt.Sprintf("must match %s: names without \"..\" or a leading \"/\" (got %q)", BoardArtifactRule, clip(a))
+	}
+	return ""
 }
 
 // CheckBoardReason checks a reason a holder or the operator gives.

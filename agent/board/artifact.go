@@ -19,12 +19,11 @@ func checkArtifactName(op string, req protocol.BoardRequest) error {
 	if err := needTask(op, req); err != nil {
 		return err
 	}
-	r := protocol.BoardResult{Artifacts: []string{req.Name}}
 	if req.Name == "" {
 		return refuse(protocol.BoardErrInvalid, "%s: name is required", op)
 	}
-	if err := r.Validate("name"); err != nil {
-		return refuse(protocol.BoardErrInvalid, "%s: %s", op, strings.Replace(err.Error(), "name.artifacts[0]", "name", 1))
+	if err := protocol.CheckBoardArtifactName("name", req.Name); err != nil {
+		return refuse(protocol.BoardErrInvalid, "%s: %v", op, err)
 	}
 	return nil
 }

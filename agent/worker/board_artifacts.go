@@ -80,8 +80,8 @@ func (a *Agent) putArtifacts(cl *board.Client, t *protocol.BoardTask, dir string
 		if !e.Type().IsRegular() { // no directories, no symlinks (os.Root would refuse one leading out anyway)
 			return nil, fmt.Errorf("%s/%s: not a regular file", protocol.ArtifactsDir, name)
 		}
-		if err := (protocol.BoardResult{Artifacts: []string{name}}).Validate(protocol.ArtifactsDir); err != nil {
-			return nil, fmt.Errorf("%s/%s: %w", protocol.ArtifactsDir, name, err)
+		if err := protocol.CheckBoardArtifactName(protocol.ArtifactsDir+"/"+name, name); err != nil {
+			return nil, err
 		}
 		data, err := readBounded(root, name, protocol.ArtifactBytes)
 		if err != nil {

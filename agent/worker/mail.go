@@ -2,10 +2,9 @@ package worker
 
 import (
 	"context"
-	"fmt"
+	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -114,8 +113,8 @@ func (a *Agent) takeMail(msg jetstream.Msg) {
 func (a *Agent) storedBefore(st Stored) string {
 	matches, _ := filepath.Glob(filepath.Join(a.inboxDir, "*-inbox-"+st.Message.ID+".json"))
 	for _, m := range matches {
-		b, err := os.ReadFile(m)
-		if err == nil && strings.Contains(string(b), fmt.Sprintf("%q: %q", "from", st.From)) {
+		var prev Stored
+		if b, err := os.ReadFile(m); err == nil && json.Unmarshal(b, &prev) == nil && prev.From == st.From {
 			return filepath.Join("inbox", filepath.Base(m))
 		}
 	}
