@@ -306,8 +306,7 @@ type BoardConfig struct {
 	Agents []BoardAgent `json:"agents"`
 	// KeepFinished is how long a finished plan (every task done, failed or
 	// cancelled) stays on the board after its last change before the
-	// service removes it; DefaultBoardKeepFinished when 0, never when
-	// negative.
+	// service removes it; DefaultBoardKeepFinished when not above 0.
 	KeepFinished Duration `json:"keepFinished,omitempty"`
 }
 

@@ -108,6 +108,15 @@ func ackSubjects(stream, consumer string) []string {
 	}
 }
 
+// pullSubjects are what pulling one durable consumer takes: the next
+// messages, its info, and its acks.
+func pullSubjects(stream, consumer string) []string {
+	return append([]string{
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer,
+		"$JS.API.CONSUMER.INFO." + stream + "." + consumer,
+	}, ackSubjects(stream, consumer)...)
+}
+
 // AgentPermissions is exactly what one agent may do on the bus: publish its
 // own results, events and heartbeats, message any agent's inbox as itself,
 // ask the bus for the roster, ask the board on its own request subjects,
@@ -136,18 +145,10 @@ func AgentPermissions(id string) Permissions {
 	}
 	// Its own consumer only: pool tasks reach it there, handed out by the
 	// bus (protocol.PoolTaskSubject), never pulled from the pool itself.
-	c := protocol.AgentConsumer(id)
-	pub = append(pub,
-		"$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+"."+c,
-		"$JS.API.CONSUMER.INFO."+protocol.StreamTasks+"."+c)
-	pub = append(pub, ackSubjects(protocol.StreamTasks, c)...)
+	pub = append(pub, pullSubjects(protocol.StreamTasks, protocol.AgentConsumer(id))...)
 	// Its own mailbox, pulled from its consumer: messages reach it there,
 	// never on the inbox subject itself (the mailbox stream captures it).
-	mail := protocol.MailStream(id)
-	pub = append(pub,
-		"$JS.API.CONSUMER.MSG.NEXT."+mail+"."+protocol.MailConsumer,
-		"$JS.API.CONSUMER.INFO."+mail+"."+protocol.MailConsumer)
-	pub = append(pub, ackSubjects(mail, protocol.MailConsumer)...)
+	pub = append(pub, pullSubjects(protocol.MailStream(id), protocol.MailConsumer)...)
 	return Permissions{
 		Publish: Rule{Allow: pub},
 		Subscribe: Rule{Allow: []string{
