@@ -25,11 +25,11 @@ help:
 ## all: the binaries, then the unit and mock-engine tests
 all: bin test
 
-## bin: the static agent, bus and gateway binaries the images are built from,
+## bin: the static agent, bus, services and gateway binaries the images are built from,
 ## for each of ARCHS, and the directories the images declare as volumes
 bin:
 	@for arch in $(ARCHS); do \
-	  for b in flock-agent flock-bus flock-gateway; do \
+	  for b in flock-agent flock-bus flock-services flock-gateway; do \
 	    echo "go build $$b (linux/$$arch)"; \
 	    CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/linux-$$arch/$$b ./agent/cmd/$$b || exit 1; \
 	  done; \

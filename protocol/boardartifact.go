@@ -11,6 +11,8 @@ const (
 	BoardOpGet = "get" // an artifact of a task
 
 	ArtifactBucket = "FLOCK_ARTIFACTS"
+	// ArtifactStream is the object store's stream.
+	ArtifactStream = "OBJ_" + ArtifactBucket
 	// ArtifactStoreBytes is the store the artifacts may use (counted in the
 	// bus's store like the board's bucket), ArtifactQuotaBytes what one
 	// agent's artifacts may take of it, all told, and ArtifactBytes the

@@ -59,6 +59,7 @@ type Keys struct {
 	Operator credentials.Key
 	Agents   map[string]credentials.Key
 	Gateway  credentials.Key // when the flock has a gateway
+	Services credentials.Key // the flock's services (the board)
 }
 
 func deriveKeys(s Settings) (Keys, error) {
@@ -77,12 +78,15 @@ func deriveKeys(s Settings) (Keys, error) {
 			return Keys{}, err
 		}
 	}
+	if k.Services, err = credentials.Derive(s.BusSecret, protocol.ServicesUser); err != nil {
+		return Keys{}, err
+	}
 	return k, nil
 }
 
 // PublicKeys are what the bus config needs: no seeds.
 func (k Keys) PublicKeys() busconfig.PublicKeys {
-	p := busconfig.PublicKeys{Operator: k.Operator.Public, Agents: map[string]string{}, Gateway: k.Gateway.Public}
+	p := busconfig.PublicKeys{Operator: k.Operator.Public, Agents: map[string]string{}, Gateway: k.Gateway.Public, Services: k.Services.Public}
 	for id, key := range k.Agents {
 		p.Agents[id] = key.Public
 	}

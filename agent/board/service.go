@@ -138,6 +138,11 @@ func Serve(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg proto
 	return s, nil
 }
 
+// Dead is closed if the service's view of the bucket stopped following it
+// (its watcher ended under it): its answers would go stale, so whoever runs
+// it should stop and start again.
+func (s *Service) Dead() <-chan struct{} { return s.st.dead }
+
 // SetConfig replaces what the service knows of the agents (a reload of the
 // topology): labels, claim limits and add quotas count from the next request.
 func (s *Service) SetConfig(cfg protocol.BoardConfig) {

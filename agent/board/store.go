@@ -22,6 +22,7 @@ type store struct {
 	kv     jetstream.KeyValue
 	log    *slog.Logger
 	loaded chan struct{} // closed once the watcher delivered every entry
+	dead   chan struct{} // closed if the watcher stopped before the service did
 
 	mu       sync.RWMutex
 	tasks    map[string]protocol.BoardTask  // key -> task (Revision set)
@@ -34,7 +35,7 @@ type store struct {
 // openStore binds the watcher (it runs until run ends) and waits, within
 // ctx, for the bucket's entries.
 func openStore(ctx, run context.Context, kv jetstream.KeyValue, log *slog.Logger, bg *sync.WaitGroup) (*store, error) {
-	st := &store{kv: kv, log: log, loaded: make(chan struct{}),
+	st := &store{kv: kv, log: log, loaded: make(chan struct{}), dead: make(chan struct{}),
 		tasks: map[string]protocol.BoardTask{}, byStatus: map[string]map[string]struct{}{}, byPlan: map[string]map[string]struct{}{},
 		byNeed: map[string]map[string]struct{}{}, created: map[string]int{}}
 	w, err := kv.WatchAll(run)
@@ -63,6 +64,7 @@ func (st *store) watch(ctx context.Context, w jetstream.KeyWatcher, bg *sync.Wai
 			if !ok {
 				if ctx.Err() == nil {
 					st.log.Error("board: the bucket's watcher stopped")
+					close(st.dead)
 				}
 				return
 			}

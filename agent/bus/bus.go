@@ -26,7 +26,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -54,8 +53,6 @@ type Config struct {
 	Logger       *slog.Logger  // nil: discard
 	ReadyTimeout time.Duration // how long to wait for the server to accept clients; 10 s by default
 
-	// Board tunes the board service (tests: its clock, its sweep pace).
-	Board board.Options
 }
 
 // Server is a running bus.
@@ -92,10 +89,6 @@ type Server struct {
 	stop       chan struct{}
 	done       sync.WaitGroup
 	shutOnce   sync.Once
-
-	boardMu     sync.Mutex     // the board service: started once the topology is applied (board.go)
-	board       *board.Service // nil until then
-	boardClosed bool           // Shutdown stopped it: never started again
 }
 
 // Start loads the configuration, starts the server, connects as the in-memory
@@ -188,7 +181,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if !s.clustered {
-		s.boardApplied(topo) // a clustered node's reconciler starts it (cluster.go)
+		s.servicesApplied(topo) // a clustered node's reconciler writes it (cluster.go)
 	}
 	if s.rost, err = s.nc.Subscribe(protocol.SubjectRoster, s.onRoster); err != nil {
 		s.Shutdown()
@@ -304,9 +297,9 @@ func (s *Server) Reload(ctx context.Context) error {
 		}
 	} else {
 		err := s.reconcile(ctx, topo)
-		// What the board knows of the agents follows the topology even
+		// What the services know of the agents follows the topology even
 		// when part of the layout could not be made.
-		s.boardApplied(topo)
+		s.servicesApplied(topo)
 		if err != nil {
 			return err
 		}
@@ -333,7 +326,6 @@ func (s *Server) Shutdown() {
 			s.ln.Close()
 		}
 		s.done.Wait()
-		s.stopBoard() // before the connection it answers on closes
 		if s.nc != nil {
 			s.nc.Close()
 		}

@@ -79,7 +79,7 @@ func (s *Server) reconcileLoop() {
 		s.topology = goal
 		s.applied.Broadcast()
 		s.mu.Unlock()
-		s.boardApplied(goal)
+		s.servicesApplied(goal)
 		s.log.Info("topology applied", "by_this_node", leader, "streams", len(goal.Streams), "consumers", len(goal.Consumers))
 	}
 }

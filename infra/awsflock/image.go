@@ -211,8 +211,9 @@ func BinaryDir(agentContext string, a CPUArchitecture) string {
 	return filepath.Join(agentContext, "bin", "linux-"+a.GOARCH())
 }
 
-// ImageBinaries are the binaries agent/Dockerfile copies, one per target.
-var ImageBinaries = []string{"flock-agent", "flock-bus", "flock-gateway"}
+// ImageBinaries are the binaries agent/Dockerfile copies (the bus image
+// holds the services' too).
+var ImageBinaries = []string{"flock-agent", "flock-bus", "flock-services", "flock-gateway"}
 
 // binaryErrors: with a build context that exists, every binary its images
 // copy must be there for the tasks' architecture, or every image build

@@ -24,6 +24,7 @@ type PublicKeys struct {
 	Operator string
 	Agents   map[string]string // agent ID -> public key
 	Gateway  string            // the model gateway's (protocol.GatewayUser); empty: no gateway user
+	Services string            // the flock services' (protocol.ServicesUser)
 }
 
 // Options tune the rendering per target.
@@ -200,6 +201,48 @@ func GatewayPermissions() Permissions {
 	}
 }
 
+// ServicesPermissions: the flock's services (the board service) answer
+// the board's request subjects (a queue group, so that several may run),
+// answer into reply inboxes, announce transitions and the ready bell, and
+// use exactly the JetStream buckets they keep: the board's bucket and
+// artifact store (read and write), and the services bucket, where the bus
+// writes their configuration (read only). Nothing of the tasks, results,
+// mailboxes, ledger or the JetStream API beyond those three streams.
+func ServicesPermissions() Permissions {
+	pub := []string{
+		protocol.ReplyInboxes, // the service checks each reply subject is one (protocol.IsReplyInbox)
+		protocol.SubjectBoardEvents, protocol.SubjectBoardReady,
+		"$KV." + protocol.BoardBucket + ".>",
+		"$O." + protocol.ArtifactBucket + ".>",
+		"$JS.API.STREAM.PURGE." + protocol.ArtifactStream, // deleting an artifact purges its chunks
+	}
+	for _, stream := range []string{protocol.BoardStream, protocol.ArtifactStream, protocol.ServicesStream} {
+		pub = append(pub, readStreamSubjects(stream)...)
+	}
+	return Permissions{
+		Publish: Rule{Allow: pub},
+		Subscribe: Rule{Allow: []string{
+			protocol.InboxPrefix(protocol.ServicesUser) + ".>",
+			protocol.SubjectBoardAgentRequests, protocol.SubjectBoardOperator,
+		}},
+	}
+}
+
+// readStreamSubjects are what reading one stream takes: binding it, a
+// direct or API get, and the ordered consumers a watch, a list or an
+// object's download creates (with their flow control).
+func readStreamSubjects(stream string) []string {
+	return []string{
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.DIRECT.GET." + stream, "$JS.API.DIRECT.GET." + stream + ".>",
+		"$JS.API.STREAM.MSG.GET." + stream,
+		"$JS.API.CONSUMER.CREATE." + stream, "$JS.API.CONSUMER.CREATE." + stream + ".>",
+		"$JS.API.CONSUMER.INFO." + stream + ".>",
+		"$JS.API.CONSUMER.DELETE." + stream + ".>",
+		"$JS.FC." + stream + ".>",
+	}
+}
+
 // Render returns the NATS server configuration (JSON, which nats-server reads
 // as its config format) for the flock.
 func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
@@ -248,6 +291,10 @@ func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
 	if keys.Gateway != "" {
 		c.Authorization.Users = append(c.Authorization.Users, user{Nkey: keys.Gateway, Permissions: GatewayPermissions()})
 	}
+	if keys.Services == "" {
+		return nil, fmt.Errorf("busconfig: no key for the flock services")
+	}
+	c.Authorization.Users = append(c.Authorization.Users, user{Nkey: keys.Services, Permissions: ServicesPermissions()})
 	return marshal(c)
 }
 
@@ -333,12 +380,19 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 		Storage: jetstream.FileStorage, Replicas: b.Replicas,
 	})
 	// The board: the flock's shared task list, one entry per task, written
-	// only by the board service the bus runs (agents ask it; they have no
+	// only by the board service the flock's services run (agents ask it; they have no
 	// permission on the bucket). What it knows of each agent (labels,
 	// limits) comes from here, never from the agent.
 	t.KeyValues = append(t.KeyValues, jetstream.KeyValueConfig{
 		Bucket: protocol.BoardBucket, Description: "the board: the flock's shared tasks, their claims and results (the board service's)",
 		History: 1, MaxBytes: protocol.BoardBucketBytes, MaxValueSize: protocol.BoardValueBytes,
+		Storage: jetstream.FileStorage, Replicas: b.Replicas,
+	})
+	// What the flock's services know of the agents: written by the bus
+	// from this topology, read by the services (their own bus user).
+	t.KeyValues = append(t.KeyValues, jetstream.KeyValueConfig{
+		Bucket: protocol.ServicesBucket, Description: "the flock services' configuration: what the board knows of each agent (written by the bus)",
+		History: 1, MaxBytes: protocol.ServicesBucketBytes, MaxValueSize: 16 << 10,
 		Storage: jetstream.FileStorage, Replicas: b.Replicas,
 	})
 	// The board's artifacts: what tasks leave for the tasks that need

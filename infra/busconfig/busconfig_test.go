@@ -30,7 +30,8 @@ func model(t *testing.T, n int) flock.Model {
 func keys(t *testing.T, m flock.Model) PublicKeys {
 	master := []byte(strings.Repeat("k", 32))
 	op, _ := credentials.Derive(master, "operator")
-	k := PublicKeys{Operator: op.Public, Agents: map[string]string{}}
+	svc, _ := credentials.Derive(master, protocol.ServicesUser)
+	k := PublicKeys{Operator: op.Public, Agents: map[string]string{}, Services: svc.Public}
 	for _, a := range m.Agents {
 		ak, err := credentials.Derive(master, protocol.AgentUser(a.ID))
 		if err != nil {
@@ -70,8 +71,8 @@ func TestRenderedConfigLoadsInNatsServer(t *testing.T) {
 		t.Fatal(`rendered config escapes ">": nats-server rejects \u003e`)
 	}
 	opts := load(t, conf, "config")
-	if len(opts.Nkeys) != 4 {
-		t.Fatalf("%d nkey users, want 3 agents + operator", len(opts.Nkeys))
+	if len(opts.Nkeys) != 5 {
+		t.Fatalf("%d nkey users, want 3 agents + operator + services", len(opts.Nkeys))
 	}
 	if opts.HTTPHost != "10.210.0.2" || opts.HTTPPort != protocol.MonitorPort || opts.Port != protocol.ClientPort || !opts.JetStream {
 		t.Errorf("listen %d, monitor %s:%d, jetstream %v", opts.Port, opts.HTTPHost, opts.HTTPPort, opts.JetStream)
@@ -105,8 +106,8 @@ func TestGatewayUserPublishesUsageAndLedgerOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := load(t, conf, "config")
-	if len(opts.Nkeys) != 4 {
-		t.Fatalf("%d nkey users, want 2 agents + operator + gateway", len(opts.Nkeys))
+	if len(opts.Nkeys) != 5 {
+		t.Fatalf("%d nkey users, want 2 agents + operator + gateway + services", len(opts.Nkeys))
 	}
 	for _, u := range opts.Nkeys {
 		if u.Nkey != gw.Public {

@@ -28,6 +28,7 @@ type Config struct {
 	Network    NetworkConfig           `json:"network"`
 	Runtime    string                  `json:"runtime"`
 	Gateway    ModelGatewayConfig      `json:"gateway"`
+	Services   ServicesConfig          `json:"services"`
 	// Image is every agent's image unless its flock:agents entry names its own.
 	Image *ImageConfig `json:"image"`
 	// Program is every agent's program unless its flock:agents entry names
@@ -223,6 +224,7 @@ func (c Config) Validate() (Model, error) {
 	m.Board = c.Board.validate(&es)
 
 	m.Gateway = c.Gateway.validate(&es, m.Network, uidBase)
+	m.Services = c.Services.validate(&es, m.Network, uidBase)
 	m.Agents = c.agents(&es, defaults, uidBase, m.Network, m.Gateway)
 	if len(m.Agents) > 0 {
 		m.Bus.ResultsBytesPerAgent = c.Bus.resultsShare(&es, m.Bus, len(m.Agents))

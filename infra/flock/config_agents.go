@@ -24,11 +24,9 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw M
 		image   *ImageConfig
 		labels  []string
 	}
-	// With a gateway, the pool's last two slots are its networks.
-	capacity := net.Capacity()
-	if gw.Enabled() {
-		capacity -= 2
-	}
+	// The pool's last slots are the flock's own networks (the gateway's
+	// two and the services'), with a gateway or without.
+	capacity := net.Capacity() - reservedSlots
 	var entries []entry
 	switch {
 	case c.AgentCount != nil && len(c.Agents) > 0:
@@ -49,7 +47,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw M
 			return nil
 		}
 		if n >= capacity {
-			es.add("flock:agentCount", "must be between 1 and %d (the per-agent subnets flock:network.pool %s holds at /%d%s) (got %d)", capacity-1, net.Pool, net.PrefixLength, gatewayNote(gw), n)
+			es.add("flock:agentCount", "must be between 1 and %d (the per-agent subnets flock:network.pool %s holds at /%d%s) (got %d)", capacity-1, net.Pool, net.PrefixLength, reservedNote, n)
 			return nil
 		}
 		for i := 1; i <= n; i++ {
@@ -94,7 +92,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw M
 		if ok {
 			switch {
 			case slot < 1 || slot >= capacity:
-				es.add(e.key+".slot", "must be between 1 and %d (the per-agent subnets in flock:network.pool%s) (got %d)", capacity-1, gatewayNote(gw), slot)
+				es.add(e.key+".slot", "must be between 1 and %d (the per-agent subnets in flock:network.pool%s) (got %d)", capacity-1, reservedNote, slot)
 				ok = false
 			case seenSlot[slot] != "":
 				es.add(e.key+".slot", "duplicates the slot of %s: each agent needs its own slot, UID and subnet (got %d)", seenSlot[slot], slot)
@@ -139,12 +137,7 @@ func (c Config) agents(es *errs, defaults Limits, uidBase int, net Network, gw M
 	return agents
 }
 
-func gatewayNote(gw ModelGateway) string {
-	if !gw.Enabled() {
-		return ""
-	}
-	return ", less the last two, which are the gateway's"
-}
+const reservedNote = ", less the last three, which are the flock's own: the gateway's and the services'"
 
 // boardLabels validates an agent's labels (flock:agents[i].labels), what the
 // board lets it claim, and returns them in the order given (nil for none).

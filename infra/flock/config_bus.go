@@ -18,7 +18,7 @@ func (b BusConfig) validate(es *errs) Bus {
 	// The task and dead-letter streams share the JetStream store with the
 	// agents' results streams (resultsShare), the status stream, the
 	// spending ledger and the board.
-	if out.StreamMaxBytes*2+StatusStreamBytes+protocol.LedgerBucketBytes+protocol.BoardBucketBytes+protocol.ArtifactStoreBytes > out.JetStreamMaxBytes {
+	if out.StreamMaxBytes*2+StatusStreamBytes+protocol.LedgerBucketBytes+protocol.BoardBucketBytes+protocol.ArtifactStoreBytes+protocol.ServicesBucketBytes > out.JetStreamMaxBytes {
 		es.add("flock:bus.streamMaxMiB", "two streams (tasks, dead letters) of %d MiB must fit in flock:bus.jetStreamMaxMiB %d", streamMiB, jsMiB)
 	}
 	if int64(out.MaxPayloadBytes) > out.StreamMaxBytes {
@@ -52,7 +52,7 @@ func (b BusConfig) validate(es *errs) Bus {
 // shared out equally (at most DefaultResultsPerAgent). Each share must hold
 // a couple of the largest results, and all of them must fit in the store.
 func (b BusConfig) resultsShare(es *errs, bus Bus, agents int) int64 {
-	left := bus.JetStreamMaxBytes - 2*bus.StreamMaxBytes - StatusStreamBytes - protocol.LedgerBucketBytes - protocol.BoardBucketBytes - protocol.ArtifactStoreBytes - int64(agents)*protocol.MailBytes
+	left := bus.JetStreamMaxBytes - 2*bus.StreamMaxBytes - StatusStreamBytes - protocol.LedgerBucketBytes - protocol.BoardBucketBytes - protocol.ArtifactStoreBytes - protocol.ServicesBucketBytes - int64(agents)*protocol.MailBytes
 	share := min(DefaultResultsPerAgent, left/int64(agents))
 	if b.ResultsMiBPerAgent != nil {
 		mib := *b.ResultsMiBPerAgent

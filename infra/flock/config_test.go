@@ -46,7 +46,7 @@ func TestValidateRules(t *testing.T) {
 		{"replicas two on aws", Config{Target: "aws", AgentCount: ip(3), Bus: BusConfig{Replicas: ip(2)}}, "flock:bus.replicas", "(got 2)"},
 		{"id duplicate", Config{Target: "docker", Agents: []AgentConfig{{ID: "agent-1"}, {ID: "agent-1", Slot: ip(2)}}}, "flock:agents[1].id", "duplicates flock:agents[0]"},
 		{"slot required", Config{Target: "docker", Agents: []AgentConfig{{ID: "researcher"}}}, "flock:agents[0].slot", "is required for agent \"researcher\""},
-		{"slot range", Config{Target: "docker", Agents: []AgentConfig{{ID: "researcher", Slot: ip(0)}}}, "flock:agents[0].slot", "between 1 and 8191 (the per-agent subnets"},
+		{"slot range", Config{Target: "docker", Agents: []AgentConfig{{ID: "researcher", Slot: ip(0)}}}, "flock:agents[0].slot", "between 1 and 8188 (the per-agent subnets"},
 		{"slot duplicate", Config{Target: "docker", Agents: []AgentConfig{{ID: "agent-2"}, {ID: "writer", Slot: ip(2)}}}, "flock:agents[1].slot", "duplicates the slot of agent-2"},
 		{"override unknown", with(func(c *Config) { c.Overrides = map[string]LimitsConfig{"agent-9": {}} }), "flock:overrides.agent-9", "names no agent of this flock"},
 		{"cpus", with(func(c *Config) { c.Limits.CPUs = fp(0) }), "flock:limits.cpus", "more than 0"},
@@ -83,7 +83,7 @@ func TestValidateRules(t *testing.T) {
 			c.Network.PrefixLength = ip(28)
 			c.Bus.JetStreamMaxMiB = ip(4000) // 2 MiB of it for each agent's mailbox
 			return c
-		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 126 KiB each for their results"},
+		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 125 KiB each for their results"},
 		{"bus limits", with(func(c *Config) { c.Bus.Limits.MemoryMiB = ip(1) }), "flock:bus.limits.memoryMiB", "between 32"},
 		{"claim limit zero", with(func(c *Config) { c.Board.ClaimLimit = ip(0) }), "flock:board.claimLimit", "must be between 1 and 100 tasks (got 0)"},
 		{"claim limit high", with(func(c *Config) { c.Board.ClaimLimit = ip(101) }), "flock:board.claimLimit", "must be between 1 and 100 tasks (got 101)"},
@@ -96,7 +96,7 @@ func TestValidateRules(t *testing.T) {
 		{"pool unmasked", with(func(c *Config) { c.Network.Pool = "10.210.0.1/16" }), "flock:network.pool", "network address: 10.210.0.0/16"},
 		{"prefix range", with(func(c *Config) { c.Network.PrefixLength = ip(30) }), "flock:network.prefixLength", "between 24 and 29"},
 		{"prefix vs pool", with(func(c *Config) { c.Network.Pool = "10.210.0.0/28"; c.Network.PrefixLength = ip(24) }), "flock:network.prefixLength", "longer than the pool's /28"},
-		{"pool too small", func() Config { c := base(4); c.Network.Pool = "10.210.0.0/27"; return c }(), "flock:agentCount", "between 1 and 3 (the per-agent subnets flock:network.pool 10.210.0.0/27 holds at /29) (got 4)"},
+		{"pool too small", func() Config { c := base(5); c.Network.Pool = "10.210.0.0/26"; return c }(), "flock:agentCount", "between 1 and 4 (the per-agent subnets flock:network.pool 10.210.0.0/26 holds at /29, less the last three, which are the flock's own: the gateway's and the services') (got 5)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

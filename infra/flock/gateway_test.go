@@ -75,22 +75,28 @@ func TestGatewayConfig(t *testing.T) {
 	}
 }
 
-// With a gateway, the pool's last two slots are its networks: no agent may
-// take them, and no agent may be called gateway.
-func TestGatewayReservesItsSlots(t *testing.T) {
-	slot := 8190
+// The pool's last three slots are the flock's own networks (the gateway's
+// two, the services'), with a gateway or without: no agent may take them,
+// and no agent may be called gateway.
+func TestTheFlockReservesItsSlots(t *testing.T) {
+	slot := 8189
 	c := Config{Target: "docker", Agents: []AgentConfig{{ID: "gateway", Slot: &slot}, {ID: "late", Slot: &slot}},
 		Gateway: ModelGatewayConfig{Upstreams: map[string]UpstreamConfig{"anthropic": {}}}}
 	_, err := c.Validate()
-	for _, w := range []string{`flock:agents[0].id: "gateway" is reserved`, `flock:agents[1].slot: must be between 1 and 8189 (the per-agent subnets in flock:network.pool, less the last two, which are the gateway's) (got 8190)`} {
+	for _, w := range []string{`flock:agents[0].id: "gateway" is reserved`, `flock:agents[1].slot: must be between 1 and 8188 (the per-agent subnets in flock:network.pool, less the last three, which are the flock's own: the gateway's and the services') (got 8189)`} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("want %q in:\n%v", w, err)
 		}
 	}
 	c.Gateway = ModelGatewayConfig{}
 	c.Agents = c.Agents[1:]
-	if _, err := c.Validate(); err != nil {
-		t.Errorf("without a gateway slot 8190 is an agent's: %v", err)
+	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "flock:agents[0].slot: must be between 1 and 8188") {
+		t.Errorf("without a gateway slot 8189 is still the services': %v", err)
+	}
+	slot = 8188
+	m, err := c.Validate()
+	if err != nil || m.Services.Slot != 8189 || m.Services.UID != DefaultUIDBase+8189 || m.Services.Net.String() != "10.210.255.232/29" {
+		t.Errorf("the last slot an agent may take, and the services': %+v %v", m.Services, err)
 	}
 	c.Agents[0].Gateway = &AgentModelGatewayConfig{}
 	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "flock:agents[0].gateway: the flock has no gateway") {

@@ -138,6 +138,7 @@ func ModelKeys() []ConfigKey {
 		ConfigKey{"flock:gateway.allowHosts", "list of host:port", "(none)", "host:port or *.name:port; refused on aws", BothTargets, "hosts agents may reach through the model gateway's proxy"},
 	)
 	rows = append(rows, limits("flock:gateway.limits", DefaultModelGatewayLimits, false)...)
+	rows = append(rows, limits("flock:services.limits", DefaultServicesLimits, false)...)
 	rows = append(rows,
 		ConfigKey{"flock:runtime", "string", "(the engine's)", "empty, runc or runsc; empty on aws", DockerOnly, "OCI runtime of the agent containers"},
 	)

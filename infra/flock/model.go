@@ -30,6 +30,8 @@ type Model struct {
 	Board   Board
 	Network Network
 	Gateway ModelGateway
+	// Services are the flock's own services (the board): every flock has them.
+	Services FlockServices
 	// Runtime is the OCI runtime of agent containers ("" = engine default, or "runsc").
 	Runtime string
 }

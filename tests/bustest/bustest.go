@@ -2,7 +2,8 @@
 // validates a flock model, derives every user's nkey from a fixed master
 // secret, renders the NATS config and the JetStream topology exactly as the
 // stacks do, and starts the bus from those files on a random port with a
-// temporary store.
+// temporary store, and the flock's services (the board) beside it as their
+// own bus user, as the stacks run them.
 package bustest
 
 import (
@@ -21,6 +22,7 @@ import (
 
 	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/agent/bus"
+	"github.com/ai-flock/ai-flock/agent/services"
 	"github.com/ai-flock/ai-flock/infra/busconfig"
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/flock"
@@ -39,6 +41,9 @@ type Bus struct {
 	Model        flock.Model
 	Bus          *bus.Server
 	URL          string
+	// Services are the flock's services (the board), connected to every
+	// node as protocol.ServicesUser; nil WithoutServices.
+	Services *services.Services
 	logger       *slog.Logger
 	master       []byte // what every key is derived from (Master unless started WithMaster)
 	agentMaster  []byte // what agents' keys are derived from (master until RotateAgentKeys)
@@ -49,22 +54,23 @@ type Bus struct {
 	// BootstrapGrace is given to nodes started from now on (0: the bus's default).
 	BootstrapGrace time.Duration
 
-	opts []Option // applied to every bus.Config this test bus starts with
+	opts options
 }
 
-// Option changes the bus.Config a test bus starts with.
-type Option func(*bus.Config)
+// Option changes how a test bus starts.
+type Option func(*options)
 
-// WithBoard gives the bus's board service its options: a test's clock, a
-// fast sweep.
-func WithBoard(o board.Options) Option { return func(c *bus.Config) { c.Board = o } }
-
-func (f *Bus) apply(c bus.Config) bus.Config {
-	for _, o := range f.opts {
-		o(&c)
-	}
-	return c
+type options struct {
+	board      board.Options
+	noServices bool
 }
+
+// WithBoard gives the board service its options: a test's clock, a fast
+// sweep.
+func WithBoard(o board.Options) Option { return func(c *options) { c.board = o } }
+
+// WithoutServices starts the bus alone (StartServices starts them later).
+func WithoutServices() Option { return func(c *options) { c.noServices = true } }
 
 // Agents returns a flock.Config of n agents (agent-1 … agent-n) on the docker target.
 func Agents(n int) flock.Config {
@@ -78,7 +84,10 @@ func New(dir string, cfg flock.Config, logger *slog.Logger, opts ...Option) (*Bu
 }
 
 func newWithMaster(dir string, cfg flock.Config, logger *slog.Logger, master []byte, opts ...Option) (*Bus, error) {
-	f := &Bus{Dir: dir, ConfigFile: filepath.Join(dir, "nats.conf"), TopologyFile: filepath.Join(dir, "topology.json"), master: master, agentMaster: master, opts: opts}
+	f := &Bus{Dir: dir, ConfigFile: filepath.Join(dir, "nats.conf"), TopologyFile: filepath.Join(dir, "topology.json"), master: master, agentMaster: master}
+	for _, o := range opts {
+		o(&f.opts)
+	}
 	if err := f.render(cfg); err != nil {
 		return nil, err
 	}
@@ -88,18 +97,62 @@ func newWithMaster(dir string, cfg flock.Config, logger *slog.Logger, master []b
 		return nil, err
 	}
 	f.Bus, f.URL = b, b.ClientURL()
+	if !f.opts.noServices {
+		if err := f.startServices(); err != nil {
+			b.Shutdown()
+			return nil, err
+		}
+	}
 	return f, nil
+}
+
+// startServices starts the flock's services on every node's URL, as
+// protocol.ServicesUser, and waits until the board serves.
+func (f *Bus) startServices() error {
+	seed, err := f.WriteSeed(protocol.ServicesUser)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	log := f.logger
+	if log != nil {
+		log = log.With("component", "services")
+	}
+	s, err := services.Start(ctx, services.Config{URL: f.URL, NkeyFile: seed, Board: f.opts.board, Logger: log})
+	if err != nil {
+		return fmt.Errorf("start the flock's services: %w", err)
+	}
+	f.Services = s
+	return nil
+}
+
+// StartServices starts the flock's services (after WithoutServices, or
+// after StopServices).
+func (f *Bus) StartServices(tb testing.TB) {
+	tb.Helper()
+	if err := f.startServices(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// StopServices stops the flock's services (the board stops answering).
+func (f *Bus) StopServices() {
+	if f.Services != nil {
+		f.Services.Stop()
+		f.Services = nil
+	}
 }
 
 // startBus starts the single bus on port (-1: any free port).
 func (f *Bus) startBus(port int) (*bus.Server, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return bus.Start(ctx, f.apply(bus.Config{
+	return bus.Start(ctx, bus.Config{
 		ConfigFile: f.ConfigFile, TopologyFile: f.TopologyFile,
 		Host: "127.0.0.1", Port: port, NoMonitor: true,
 		StoreDir: filepath.Join(f.Dir, "store"), Logger: f.logger,
-	}))
+	})
 }
 
 // RestartBus starts the single bus again after f.Bus.Shutdown(), on the
@@ -145,8 +198,9 @@ func StartWithMaster(tb testing.TB, cfg flock.Config, master []byte) *Bus {
 	return f
 }
 
-// Close stops the bus (every node that runs).
+// Close stops the services and the bus (every node that runs).
 func (f *Bus) Close() {
+	f.StopServices()
 	if f.Nodes == nil {
 		f.Bus.Shutdown()
 		return
@@ -207,7 +261,11 @@ func (f *Bus) render(cfg flock.Config) error {
 	if err != nil {
 		return err
 	}
-	keys := busconfig.PublicKeys{Operator: op.Public, Agents: map[string]string{}, Gateway: gw.Public}
+	svc, err := credentials.Derive(f.master, protocol.ServicesUser)
+	if err != nil {
+		return err
+	}
+	keys := busconfig.PublicKeys{Operator: op.Public, Agents: map[string]string{}, Gateway: gw.Public, Services: svc.Public}
 	for _, id := range m.AgentIDs() {
 		k, err := credentials.Derive(f.agentMaster, protocol.AgentUser(id))
 		if err != nil {
@@ -250,13 +308,18 @@ func (f *Bus) render(cfg flock.Config) error {
 	return nil
 }
 
-// busUser is the name a test user's key is derived under: the operator's and
-// the gateway's own names, an agent's protocol.AgentUser.
+// busUser is the name a test user's key is derived under: the operator's,
+// the gateway's and the services' own names, an agent's protocol.AgentUser.
 func busUser(user string) string {
-	if user == protocol.OperatorUser || user == protocol.GatewayUser {
+	if ownUser(user) {
 		return user
 	}
 	return protocol.AgentUser(user)
+}
+
+// ownUser reports whether user is one of the flock's own (not an agent).
+func ownUser(user string) bool {
+	return user == protocol.OperatorUser || user == protocol.GatewayUser || user == protocol.ServicesUser
 }
 
 // Key derives user's (an agent ID, protocol.OperatorUser or
@@ -273,7 +336,7 @@ func Key(tb testing.TB, user string) credentials.Key {
 // WriteSeed writes user's seed to a 0600 file under Dir and returns its path.
 func (f *Bus) WriteSeed(user string) (string, error) {
 	master := f.agentMaster
-	if user == protocol.OperatorUser || user == protocol.GatewayUser {
+	if ownUser(user) {
 		master = f.master
 	}
 	k, err := credentials.Derive(master, busUser(user))

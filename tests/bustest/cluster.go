@@ -55,6 +55,9 @@ func StartCluster(tb testing.TB, cfg flock.Config) *Bus {
 	}
 	f.Bus = f.Nodes[0].Server()
 	f.WaitReady(tb, 60*time.Second)
+	if err := f.startServices(); err != nil {
+		tb.Fatal(err)
+	}
 	return f
 }
 
@@ -95,12 +98,12 @@ func (n *Node) start() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := bus.Start(ctx, n.f.apply(bus.Config{
+	s, err := bus.Start(ctx, bus.Config{
 		ConfigFile: n.f.nodeConfig(n.Num), TopologyFile: n.f.TopologyFile,
 		Host: "127.0.0.1", Port: n.ClientPort, NoMonitor: true,
 		RoutePort: n.RoutePort, Routes: n.routes,
 		StoreDir: n.f.nodeStore(n.Num), Logger: testLogger(), BootstrapGrace: n.f.BootstrapGrace,
-	}))
+	})
 	if err != nil {
 		return err
 	}

@@ -26,8 +26,9 @@ func GoBuildFor(root, out, pkg, arch string) error {
 	return nil
 }
 
-// ImageBinaries are the binaries agent/Dockerfile copies, one per image.
-var ImageBinaries = []string{"flock-agent", "flock-bus", "flock-gateway"}
+// ImageBinaries are the binaries agent/Dockerfile copies (the bus image
+// holds the services' too).
+var ImageBinaries = []string{"flock-agent", "flock-bus", "flock-services", "flock-gateway"}
 
 // BuildImageContext prepares agent/ as `make bin` does: the images'
 // binaries for each architecture (GOARCH names; this machine's if none) in

@@ -1,0 +1,68 @@
+package bus_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/bustest"
+)
+
+// The flock's services hold their own bus user: the board's subjects and
+// buckets, nothing of the tasks, results, agents' subjects, mailboxes or
+// the ledger, and they only read the bucket the bus configures them in.
+func TestServicesPermissionsOnTheRealServer(t *testing.T) {
+	t.Parallel()
+	f := bustest.Start(t, bustest.Agents(2))
+	op := connect(t, f, protocol.OperatorUser)
+	svc := connect(t, f, protocol.ServicesUser)
+
+	for _, subj := range []string{
+		protocol.TaskSubject("agent-1"), protocol.ResultSubject("agent-1"), protocol.HeartbeatSubject("agent-1"),
+		protocol.InboxSubject("agent-1", protocol.ServicesUser), protocol.InboxSubject("agent-1", protocol.OperatorUser),
+		protocol.SubjectBroadcast, protocol.UsageSubject("agent-1"), protocol.BoardAgentSubject("agent-1", protocol.BoardOpClaim), protocol.BoardOperatorSubject(protocol.BoardOpCancel),
+		"$KV." + protocol.ServicesBucket + "." + protocol.ServicesAgentKey("agent-1"),
+		"$KV." + protocol.LedgerBucket + ".agent-1",
+		"$JS.API.STREAM.INFO." + protocol.StreamTasks, "$JS.API.STREAM.PURGE." + protocol.BoardStream,
+		"$JS.API.CONSUMER.MSG.NEXT." + protocol.StreamTasks + "." + protocol.AgentConsumer("agent-1"),
+		"$JS.API.STREAM.DELETE." + protocol.ServicesStream,
+	} {
+		ch := listen(t, op.Conn, subj)
+		if subj[0] == '$' {
+			ch = nil
+		}
+		_ = svc.Publish(subj, []byte("{}"))
+		svc.denied(t, "publish", subj)
+		if ch != nil {
+			nothing(t, ch, "the services published on "+subj)
+		}
+	}
+	for _, subj := range []string{protocol.SubjectTasks, protocol.SubjectResults, protocol.SubjectHeartbeats, protocol.InboxOf("agent-1"), protocol.InboxPrefix("agent-1") + ".>", protocol.SubjectUsage} {
+		if _, err := svc.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+		svc.denied(t, "subscription", subj)
+	}
+
+	// What they may do: read their configuration, and the board's bucket.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js := bustest.JetStream(t, svc.Conn)
+	kv, err := js.KeyValue(ctx, protocol.ServicesBucket)
+	if err != nil {
+		t.Fatalf("bind the services bucket: %v", err)
+	}
+	if _, err := kv.Get(ctx, protocol.ServicesAgentKey("agent-2")); err != nil {
+		t.Fatalf("read agent-2's entry: %v", err)
+	}
+	if _, err := js.KeyValue(ctx, protocol.BoardBucket); err != nil {
+		t.Fatalf("bind the board's bucket: %v", err)
+	}
+	if _, err := js.Stream(ctx, protocol.StreamTasks); err == nil {
+		t.Fatal("the services bound the task stream")
+	}
+	if _, err := js.KeyValue(ctx, protocol.LedgerBucket); err == nil {
+		t.Fatal("the services bound the ledger")
+	}
+}

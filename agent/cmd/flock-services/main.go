@@ -1,0 +1,100 @@
+// Command flock-services runs the flock's own services (the board service)
+// as their own bus user, beside the bus. It listens on nothing.
+//
+//	flock-services [run]   serve (FLOCK_SERVICES_NATS_URL, and
+//	                       FLOCK_SERVICES_NKEY_FILE or FLOCK_SERVICES_NKEY)
+//	flock-services health  exit 0 iff the services serve: their ready file
+//	                       (FLOCK_SERVICES_READY_FILE) is fresh
+//
+// SIGTERM or SIGINT stops the services (the board answers what it took)
+// and exits 0; a service that can no longer serve exits 1, for the engine
+// to start it again.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/ai-flock/ai-flock/agent/services"
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// main is the same in every binary of the flock: SIGTERM and SIGINT cancel
+// the context run works under, and run's result is the exit code.
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	cmd := "run"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	ready := env(protocol.EnvServicesReady, protocol.ServicesReadyFile)
+	switch cmd {
+	case "run":
+		log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "flock-services")
+		cfg := services.Config{
+			URL:       getenv(protocol.EnvServicesNATSURL),
+			NkeyFile:  getenv(protocol.EnvServicesNkeyFile),
+			Nkey:      getenv(protocol.EnvServicesNkey),
+			ReadyFile: ready,
+			Logger:    log,
+		}
+		if cfg.URL == "" {
+			fmt.Fprintf(stderr, "flock-services: %s is required (every bus node's URL)\n", protocol.EnvServicesNATSURL)
+			return 2
+		}
+		if cfg.NkeyFile == "" && cfg.Nkey == "" {
+			cfg.NkeyFile = protocol.ServicesCredsFile
+		}
+		if err := serve(ctx, cfg); err != nil {
+			log.Error("services failed", "err", err)
+			return 1
+		}
+		return 0
+	case "health":
+		if err := services.CheckReady(ready, services.ReadyMaxAge); err != nil {
+			fmt.Fprintln(stderr, "unhealthy:", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, "healthy")
+		return 0
+	default:
+		fmt.Fprintf(stderr, "usage: flock-services [run|health]\n")
+		return 2
+	}
+}
+
+// serve runs the services until ctx ends, or until they can no longer serve.
+func serve(ctx context.Context, cfg services.Config) error {
+	s, err := services.Start(ctx, cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting for the bus
+		}
+		return err
+	}
+	defer s.Stop()
+	select {
+	case <-ctx.Done():
+		cfg.Logger.Info("shutting down")
+		return nil
+	case <-s.Dead():
+		return fmt.Errorf("services can no longer serve")
+	}
+}

@@ -1,0 +1,345 @@
+// Package services runs the flock's own services (the board service today)
+// as one bus client with a bus user of its own (protocol.ServicesUser):
+// apart from the bus, so that a service holds only the permissions it needs
+// (busconfig.ServicesPermissions) instead of the bus's, and listening on
+// nothing. What the services know of the agents comes from the bus, which
+// writes it into the services bucket from the topology the deploy gave it.
+package services
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/ai-flock/ai-flock/agent/board"
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// Config is what the services need.
+type Config struct {
+	URL       string // every bus node, comma-separated
+	NkeyFile  string // the services' seed file (dev), or
+	Nkey      string // the seed itself (aws: from Secrets Manager)
+	ReadyFile string // kept fresh while serving; "" for none
+	Board     board.Options
+	Logger    *slog.Logger
+}
+
+// ReadyEvery is how often the ready file is rewritten while the services
+// serve; ReadyMaxAge how old `flock-services health` lets it be.
+const (
+	ReadyEvery  = 5 * time.Second
+	ReadyMaxAge = 3 * ReadyEvery
+)
+
+// retryEvery paces the waits for the bus: its buckets, its configuration.
+const retryEvery = 500 * time.Millisecond
+
+// Services is the running services.
+type Services struct {
+	nc    *nats.Conn
+	board *board.Service
+	log   *slog.Logger
+
+	cfgMu  sync.Mutex
+	agents map[string]protocol.BoardAgent // from the services bucket
+	boardS protocol.BoardConfig           // the board's settings, without agents
+
+	stop    context.CancelFunc
+	bg      sync.WaitGroup
+	watcher jetstream.KeyWatcher
+	dead    chan struct{} // closed when the services can no longer serve
+	once    sync.Once
+}
+
+// Start connects as the services' bus user and returns once the board
+// serves: the bus's buckets exist and its configuration was read. Until
+// then it waits (the bus may start after the services, or still be
+// applying its topology), within ctx.
+func Start(ctx context.Context, cfg Config) (*Services, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	auth, err := nkeyOption(cfg)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(cfg.URL, auth,
+		nats.Name("flock-services"),
+		nats.CustomInboxPrefix(protocol.InboxPrefix(protocol.ServicesUser)),
+		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("disconnected from the bus", "err", err) }),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("reconnected to the bus", "url", c.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Warn("bus error", "subject", subj, "err", err)
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("services: connect: %w", err)
+	}
+	s, err := start(ctx, nc, cfg, log)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*Services, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("services: jetstream: %w", err)
+	}
+	run, stop := context.WithCancel(context.Background())
+	s := &Services{nc: nc, log: log, stop: stop, agents: map[string]protocol.BoardAgent{}, dead: make(chan struct{})}
+	loaded, err := s.watchConfig(ctx, run, js)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	select {
+	case <-loaded:
+	case <-ctx.Done():
+		s.Stop()
+		return nil, fmt.Errorf("services: no configuration from the bus (bucket %s): %w", protocol.ServicesBucket, ctx.Err())
+	}
+	for {
+		s.board, err = board.Serve(ctx, nc, js, s.boardConfig(), log.With("component", "board"), cfg.Board)
+		if err == nil {
+			break
+		}
+		log.Info("board service not started yet: waiting for the bus", "err", err)
+		if !sleep(ctx, retryEvery) {
+			s.Stop()
+			return nil, fmt.Errorf("services: board: %w", err)
+		}
+	}
+	s.bg.Add(1)
+	go s.supervise(run, cfg.ReadyFile)
+	log.Info("services started", "agents", len(s.agents))
+	return s, nil
+}
+
+// watchConfig follows the services bucket (waiting, within ctx, for the bus
+// to have made it): the returned channel is closed once every entry was
+// read; later changes go to the board as they come.
+func (s *Services) watchConfig(ctx, run context.Context, js jetstream.JetStream) (<-chan struct{}, error) {
+	var w jetstream.KeyWatcher
+	for {
+		kv, err := js.KeyValue(ctx, protocol.ServicesBucket)
+		if err == nil {
+			if w, err = kv.WatchAll(run); err == nil {
+				break
+			}
+		}
+		s.log.Info("waiting for the bus's services bucket", "bucket", protocol.ServicesBucket, "err", err)
+		if !sleep(ctx, retryEvery) {
+			return nil, fmt.Errorf("services: bucket %s: %w", protocol.ServicesBucket, err)
+		}
+	}
+	s.watcher = w
+	loaded := make(chan struct{})
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		done := false
+		for {
+			select {
+			case <-run.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					if run.Err() == nil {
+						s.fail("the services bucket's watcher stopped")
+					}
+					return
+				}
+				if e == nil {
+					if !done {
+						done = true
+						close(loaded)
+					}
+					continue
+				}
+				s.take(e)
+				if done {
+					s.applyConfig()
+				}
+			}
+		}
+	}()
+	return loaded, nil
+}
+
+// take records one entry of the services bucket.
+func (s *Services) take(e jetstream.KeyValueEntry) {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	key, del := e.Key(), e.Operation() != jetstream.KeyValuePut
+	if id, ok := protocol.ServicesAgentOf(key); ok {
+		if del {
+			delete(s.agents, id)
+			return
+		}
+		var a protocol.BoardAgent
+		if err := json.Unmarshal(e.Value(), &a); err != nil || a.ID != id {
+			s.log.Warn("unreadable services entry ignored", "key", key, "err", err)
+			return
+		}
+		s.agents[id] = a
+		return
+	}
+	if key == protocol.ServicesBoardKey {
+		var b protocol.BoardConfig
+		if del {
+			s.boardS = b
+			return
+		}
+		if err := json.Unmarshal(e.Value(), &b); err != nil {
+			s.log.Warn("unreadable services entry ignored", "key", key, "err", err)
+			return
+		}
+		b.Agents = nil
+		s.boardS = b
+	}
+}
+
+// boardConfig is what the bucket says of the board and its agents.
+func (s *Services) boardConfig() protocol.BoardConfig {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	c := s.boardS
+	c.Agents = make([]protocol.BoardAgent, 0, len(s.agents))
+	for _, a := range s.agents {
+		c.Agents = append(c.Agents, a)
+	}
+	return c
+}
+
+func (s *Services) applyConfig() {
+	if s.board != nil {
+		s.board.SetConfig(s.boardConfig())
+	}
+}
+
+// supervise keeps the ready file fresh while the services serve and are
+// connected, and gives up when the board's view of its bucket stopped.
+func (s *Services) supervise(run context.Context, readyFile string) {
+	defer s.bg.Done()
+	t := time.NewTicker(ReadyEvery)
+	defer t.Stop()
+	for {
+		if s.nc.IsConnected() && readyFile != "" {
+			if err := writeReady(readyFile); err != nil {
+				s.log.Warn("ready file not written", "file", readyFile, "err", err)
+			}
+		}
+		select {
+		case <-run.Done():
+			return
+		case <-s.board.Dead():
+			s.fail("the board's view of its bucket stopped following it")
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Services) fail(why string) {
+	s.log.Error("services cannot go on: " + why)
+	s.once.Do(func() { close(s.dead) })
+}
+
+// Dead is closed when the services can no longer serve (a watcher ended
+// under them): the process should exit and be started again.
+func (s *Services) Dead() <-chan struct{} { return s.dead }
+
+// Stop stops the board (it answers what it took), then closes the
+// connection.
+func (s *Services) Stop() {
+	if s.board != nil {
+		s.board.Stop()
+	}
+	s.stop()
+	s.bg.Wait()
+	if s.watcher != nil {
+		_ = s.watcher.Stop()
+	}
+	s.nc.Close()
+}
+
+// CheckReady reports whether the ready file is fresher than maxAge.
+func CheckReady(file string, maxAge time.Duration) error {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return fmt.Errorf("not serving: %w", err)
+	}
+	if age := time.Since(fi.ModTime()); age > maxAge {
+		return fmt.Errorf("not serving: ready file is %s old (at most %s)", age.Round(time.Second), maxAge)
+	}
+	return nil
+}
+
+func writeReady(file string) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return err
+	}
+	now := time.Now()
+	if err := os.Chtimes(file, now, now); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.WriteFile(file, []byte("ok\n"), 0o600)
+}
+
+func nkeyOption(cfg Config) (nats.Option, error) {
+	switch {
+	case cfg.Nkey != "" && cfg.NkeyFile != "":
+		return nil, errors.New("services: give the nkey seed or its file, not both")
+	case cfg.Nkey != "":
+		kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(cfg.Nkey)))
+		if err != nil {
+			return nil, fmt.Errorf("services: nkey: %w", err)
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("services: nkey: %w", err)
+		}
+		return nats.Nkey(pub, kp.Sign), nil
+	case cfg.NkeyFile != "":
+		opt, err := nats.NkeyOptionFromSeed(cfg.NkeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("services: nkey file: %w", err)
+		}
+		return opt, nil
+	}
+	return nil, fmt.Errorf("services: no nkey (%s or %s)", protocol.EnvServicesNkeyFile, protocol.EnvServicesNkey)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
