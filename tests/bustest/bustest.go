@@ -43,11 +43,11 @@ type Bus struct {
 	URL          string
 	// Services are the flock's services (the board), connected to every
 	// node as protocol.ServicesUser; nil WithoutServices.
-	Services *services.Services
-	logger       *slog.Logger
-	master       []byte // what every key is derived from (Master unless started WithMaster)
-	agentMaster  []byte // what agents' keys are derived from (master until RotateAgentKeys)
-	cfg          flock.Config
+	Services    *services.Services
+	logger      *slog.Logger
+	master      []byte // what every key is derived from (Master unless started WithMaster)
+	agentMaster []byte // what agents' keys are derived from (master until RotateAgentKeys)
+	cfg         flock.Config
 
 	// A three-node bus (StartCluster): Bus is node 1, URL lists every node.
 	Nodes []*Node
