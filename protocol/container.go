@@ -62,4 +62,5 @@ const (
 	RoleAgent    = "agent"
 	RoleBus      = "bus"
 	RoleOperator = "operator"
+	RoleServices = "services" // the flock's own services (the board)
 )

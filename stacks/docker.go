@@ -35,10 +35,10 @@ func (dockerTarget) Deploy(ctx *pulumi.Context, s Settings, keys Keys) (Outputs,
 		args.BusConfigs = append(args.BusConfigs, conf)
 	}
 	// The operator's host reaches the bus from the bus network (published
-	// ports), the gateway from its own: neither counts against an agent's
-	// share of the bus's connections.
+	// ports), the services and the gateway from their own: none counts
+	// against an agent's share of the bus's connections.
 	busNet, _ := dockerflock.BusAddress(s.Model)
-	uncounted := []netip.Prefix{busNet}
+	uncounted := []netip.Prefix{busNet, s.Model.Services.Net}
 	if s.Model.Gateway.Enabled() {
 		uncounted = append(uncounted, s.Model.Gateway.Net)
 	}
@@ -52,6 +52,7 @@ func (dockerTarget) Deploy(ctx *pulumi.Context, s Settings, keys Keys) (Outputs,
 	}
 	args.BusTopology = topology
 	args.GatewaySeed, args.GatewayKeys = keys.Gateway.Seed, s.GatewayKeys
+	args.ServicesSeed = keys.Services.Seed
 	f, err := dockerflock.New(ctx, s.Model.Name, args)
 	if err != nil {
 		return nil, fmt.Errorf("dev flock: %w", err)

@@ -66,3 +66,21 @@ func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 		t.Fatal("the services bound the ledger")
 	}
 }
+
+// No agent can stand in for the services: it may not hear the board's
+// requests (its own or another's), nor read or write the buckets they keep.
+func TestAgentsCannotStandInForTheServices(t *testing.T) {
+	t.Parallel()
+	f := bustest.Start(t, bustest.Agents(2))
+	a1 := connect(t, f, "agent-1")
+	for _, subj := range []string{protocol.SubjectBoardAgentRequests, protocol.BoardAgentSubject("agent-2", protocol.BoardOpClaim), protocol.BoardAgentSubject("agent-1", protocol.BoardOpClaim), protocol.SubjectBoardOperator} {
+		if _, err := a1.QueueSubscribeSync(subj, protocol.BoardQueueGroup); err != nil {
+			t.Fatal(err)
+		}
+		a1.denied(t, "subscription", subj)
+	}
+	for _, subj := range []string{"$KV." + protocol.BoardBucket + ".p.a", "$KV." + protocol.ServicesBucket + "." + protocol.ServicesAgentKey("agent-1"), "$JS.API.STREAM.INFO." + protocol.ServicesStream, "$JS.API.DIRECT.GET." + protocol.BoardStream} {
+		_ = a1.Publish(subj, []byte("{}"))
+		a1.denied(t, "publish", subj)
+	}
+}

@@ -1,6 +1,6 @@
 // Package dockerflock declares the dev flock on a Docker engine: the agent and
-// bus images, one internal network per agent, the bus, the hardened agent
-// containers, and the host steps (directories, credentials, process limits)
+// bus images, one internal network per agent, the bus, the flock's services,
+// the hardened agent containers, and the host steps (directories, credentials, process limits)
 // that pulumi-docker cannot express.
 package dockerflock
 
@@ -34,6 +34,8 @@ type Args struct {
 	// keys (name -> key), kept secret; when the flock has a gateway.
 	GatewaySeed string
 	GatewayKeys map[string]string
+	// ServicesSeed is the flock services' bus key, kept secret.
+	ServicesSeed string
 }
 
 // DockerFlock is the Docker flock component (type token flock:docker:Flock).
@@ -134,6 +136,9 @@ func (d *declarer) declare() error {
 	}
 	if err := d.declareBus(); err != nil {
 		return err
+	}
+	if err := d.declareServices(); err != nil {
+		return fmt.Errorf("services: %w", err)
 	}
 	return d.m.DeclareMembers(d.declareGateway, d.declareAgent)
 }

@@ -253,6 +253,18 @@ func breakCases() []breakCase {
 					in["create"] = "docker network connect flock-egress flock-agent-2"
 				})
 			}},
+		{policy: "stack-services-apart", resource: "flock-services", stack: "dev", want: `puts the services on the network "flock-bus-net", which is not their own`,
+			build: container("flock-services", func(in map[string]any) { obj(list(in["networksAdvanced"])[0])["name"] = "flock-bus-net" })},
+		{policy: "stack-services-apart", resource: "flock-services", stack: "dev", want: `puts the services on "flock-services-net", which is not internal`,
+			build: func(t testing.TB) []capture.Resource {
+				return edit(t, dev(t, 3), rules.TypeNetwork, "flock-services-net", func(in map[string]any) { in["internal"] = false })
+			}},
+		{policy: "stack-services-apart", resource: "flock-gateway", stack: "dev", want: `joins the services' network "flock-services-net"`,
+			build: func(t testing.TB) []capture.Resource {
+				return edit(t, devGateway(t), rules.TypeContainer, "flock-gateway", func(in map[string]any) {
+					in["networksAdvanced"] = append(list(in["networksAdvanced"]), map[string]any{"name": "flock-services-net"})
+				})
+			}},
 		{policy: "stack-pids-limit-step", resource: agent2, stack: "dev", want: `no step sets the cgroup PIDs limit of agent agent-2's container "flock-agent-2"`,
 			build: func(t testing.TB) []capture.Resource {
 				return remove(t, dev(t, 3), rules.TypeCommand, "flock-agent-2-pids-limit")

@@ -33,12 +33,13 @@ func TestDevStackPasses(t *testing.T) {
 		t.Run(fmt.Sprintf("%d agents", n), func(t *testing.T) {
 			rs := dev(t, n)
 			seen := assertClean(t, "dev", rs)
-			// Not vacuous: every docker policy saw every agent container (and the bus).
-			if got := seen["container-own-shared-dirs"]; got != n+1 {
-				t.Errorf("container policies inspected %d containers, want %d", got, n+1)
+			// Not vacuous: every docker policy saw every agent container (and
+			// the bus's, and the services').
+			if got := seen["container-own-shared-dirs"]; got != n+2 {
+				t.Errorf("container policies inspected %d containers, want %d", got, n+2)
 			}
-			if got := seen["network-agent-internal"]; got != n+1 {
-				t.Errorf("network policies inspected %d networks, want %d", got, n+1)
+			if got := seen["network-agent-internal"]; got != n+2 {
+				t.Errorf("network policies inspected %d networks, want %d", got, n+2)
 			}
 		})
 	}
@@ -49,8 +50,8 @@ func TestDevStackPasses(t *testing.T) {
 func TestDevGatewayStackPasses(t *testing.T) {
 	rs := devGateway(t)
 	seen := assertClean(t, "dev", rs)
-	if got := seen["container-no-key-in-agent-env"]; got != 5 { // 3 agents, the bus, the gateway
-		t.Errorf("the key rule inspected %d containers, want 5", got)
+	if got := seen["container-no-key-in-agent-env"]; got != 6 { // 3 agents, the bus, the services, the gateway
+		t.Errorf("the key rule inspected %d containers, want 6", got)
 	}
 	rs = edit(t, rs, rules.TypeContainer, "flock-agent-1", func(in map[string]any) {
 		in["networksAdvanced"] = []any{map[string]any{"name": "flock-egress"}}

@@ -73,11 +73,31 @@ func dev(t testing.TB, n int) []capture.Resource {
 func clone(rs []capture.Resource) []capture.Resource {
 	out := make([]capture.Resource, len(rs))
 	for i, r := range rs {
-		r.Inputs = r.Inputs.Copy()
+		r.Inputs = deepCopy(resource.NewObjectProperty(r.Inputs)).ObjectValue()
 		r.Deps = append([]string(nil), r.Deps...)
 		out[i] = r
 	}
 	return out
+}
+
+// deepCopy copies v with its nested arrays and objects: a test that edits a
+// nested value in place (previewOfNewStack) must not reach the cached capture.
+func deepCopy(v resource.PropertyValue) resource.PropertyValue {
+	switch {
+	case v.IsObject():
+		m := resource.PropertyMap{}
+		for k, e := range v.ObjectValue() {
+			m[k] = deepCopy(e)
+		}
+		return resource.NewObjectProperty(m)
+	case v.IsArray():
+		a := make([]resource.PropertyValue, len(v.ArrayValue()))
+		for i, e := range v.ArrayValue() {
+			a[i] = deepCopy(e)
+		}
+		return resource.NewArrayProperty(a)
+	}
+	return v
 }
 
 // find returns the index of the resource of type t named name.

@@ -353,8 +353,9 @@ func checkAWSBus(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 				t.Errorf("%s: stream %s has %d replicas, want %d", k, st.Name, st.Replicas, b.nodes)
 			}
 		}
-		if len(cfg.Authorization.Users) != len(ids)+1 || awsSeedPattern.Match(conf) {
-			t.Errorf("%s config: %d users (want %d), and it must hold no seed", k, len(cfg.Authorization.Users), len(ids)+1)
+		// The agents, the operator and the flock's services.
+		if len(cfg.Authorization.Users) != len(ids)+2 || awsSeedPattern.Match(conf) {
+			t.Errorf("%s config: %d users (want %d), and it must hold no seed", k, len(cfg.Authorization.Users), len(ids)+2)
 		}
 		var efsVolumes []string
 		for _, v := range list(td, "volumes") {

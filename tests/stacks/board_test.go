@@ -67,7 +67,7 @@ func TestBoardConfigErrors(t *testing.T) {
 		{"not a list", agents(`[{"id":"agent-1","labels":"go"}]`), `flock:agents: must be a list of {id, slot, limits, program, gateway, image, labels}`},
 		{"claim limit", capture.Config{"flock:board": `{"claimLimit": 0}`}, "flock:board.claimLimit: must be between 1 and 100 tasks (got 0)"},
 		{"add quota", capture.Config{"flock:board": `{"addQuota": 10001}`}, "flock:board.addQuota: must be between 0 and 10000 tasks (got 10001)"},
-		{"unknown field", capture.Config{"flock:board": `{"claimLimits": 2}`}, `flock:board: must be an object {claimLimit, addQuota}: unknown field "claimLimits"`},
+		{"unknown field", capture.Config{"flock:board": `{"claimLimits": 2}`}, `flock:board: must be an object {claimLimit, addQuota, keepFinished}: unknown field "claimLimits"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := capture.RunStack("dev", tc.cfg)

@@ -449,8 +449,8 @@ func checkBus(t *testing.T, s *capture.Stack, n, r int) {
 			links++
 		}
 	}
-	if links != n*r {
-		t.Errorf("%d bus links, want one per agent and bus node (%d)", links, n*r)
+	if links != (n+1)*r {
+		t.Errorf("%d bus links, want one per agent (and the services) and bus node (%d)", links, (n+1)*r)
 	}
 	// Containers talk to each other on the bus network only when there are
 	// routes to carry.

@@ -258,7 +258,7 @@ func dockerFlockLabels(r Resource) []Finding {
 		return nil
 	}
 	labels := dockerLabels(r)
-	const fix = "label it ai-flock.flock=<flock name>, ai-flock.role=agent, bus, gateway or egress and, for an agent, ai-flock.agent=<agent ID>, as infra/dockerflock does; the per-agent policies recognise agents by these labels"
+	const fix = "label it ai-flock.flock=<flock name>, ai-flock.role=agent, bus, services, gateway or egress and, for an agent, ai-flock.agent=<agent ID>, as infra/dockerflock does; the per-agent policies recognise agents by these labels"
 	var out []Finding
 	if labels[protocol.LabelFlock] == "" {
 		out = append(out, r.finding(fix, "has no %s label", protocol.LabelFlock))
@@ -268,9 +268,9 @@ func dockerFlockLabels(r Resource) []Finding {
 		if id := labels[protocol.LabelAgent]; !protocol.ValidAgentID(id) {
 			out = append(out, r.finding(fix, "is an agent whose %s label %q is not an agent ID", protocol.LabelAgent, id))
 		}
-	case protocol.RoleBus, protocol.RoleGateway, protocol.RoleEgress:
+	case protocol.RoleBus, protocol.RoleServices, protocol.RoleGateway, protocol.RoleEgress:
 	default:
-		out = append(out, r.finding(fix, "has the %s label %q, not %q, %q, %q or %q", protocol.LabelRole, role, protocol.RoleAgent, protocol.RoleBus, protocol.RoleGateway, protocol.RoleEgress))
+		out = append(out, r.finding(fix, "has the %s label %q, not %q, %q, %q, %q or %q", protocol.LabelRole, role, protocol.RoleAgent, protocol.RoleBus, protocol.RoleServices, protocol.RoleGateway, protocol.RoleEgress))
 	}
 	return out
 }

@@ -206,6 +206,8 @@ func All() []Policy {
 			Description: "Nothing private is shared: no container or task mounts another agent's directory, log or credentials (or a directory above them), and what is shared is read-only."},
 		{Name: "stack-bus-routes-self-only", Level: Mandatory, Stack: stackBusRoutesSelfOnly,
 			Description: "The bus's security group admits the NATS route port (6222) from itself only: no agent, operator or address range can join the bus cluster as a node."},
+		{Name: "stack-services-apart", Level: Mandatory, Stack: stackServicesApart,
+			Description: "The flock's services (the board) join only their own internal network (dev), which no other container joins: nothing but the bus reaches them, and they reach nothing but the bus."},
 		{Name: "stack-pids-limit-step", Level: Mandatory, Stack: stackPidsLimitStep,
 			Description: "Every agent container has its pids-limit step (docker update --pids-limit), the real cgroup PIDs limit pulumi-docker cannot set."},
 		// The model gateway.
