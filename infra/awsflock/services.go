@@ -18,7 +18,7 @@ import (
 
 // RoleServices is the ai-flock:role of the services' resources, and their
 // container's name.
-const RoleServices = "services"
+const RoleServices = protocol.RoleServices
 
 // ServicesKey names the services' resources (<flock>-services-…), their
 // task definition family and log group.
