@@ -53,6 +53,9 @@ func (awsTarget) Deploy(ctx *pulumi.Context, s Settings, keys Keys) (Outputs, er
 		args.Seeds[id] = k.Seed
 	}
 	args.OperatorSeed = keys.Operator.Seed
+	// The flock's services (the board) connect as their own bus user; the
+	// component keeps the seed a Pulumi secret, in Secrets Manager.
+	args.ServicesSeed = keys.Services.Seed
 	if s.Model.Gateway.Enabled() {
 		if err := awsGateway(s, keys, &args); err != nil {
 			return nil, err

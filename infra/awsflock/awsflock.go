@@ -115,6 +115,9 @@ type Args struct {
 	GatewaySeed   string
 	GatewayKeys   map[string]string
 	GatewayTokens map[string]string
+	// ServicesSeed is the flock services' NATS nkey seed (the bus user
+	// protocol.ServicesUser); the component keeps it a Pulumi secret.
+	ServicesSeed string
 }
 
 // ECSFlock is the ECS flock component (type token flock:aws:Flock).
@@ -176,6 +179,9 @@ func (a Args) check() error {
 	if a.OperatorSeed == "" {
 		return fmt.Errorf("aws flock: no operator credentials")
 	}
+	if a.ServicesSeed == "" {
+		return fmt.Errorf("aws flock: no credentials for the flock's services")
+	}
 	own := ownImages(a.Model)
 	if len(own) > MaxOwnImages {
 		return fmt.Errorf("aws flock: %d distinct agent images, at most %d", len(own), MaxOwnImages)
@@ -196,6 +202,7 @@ func (a Args) check() error {
 
 type securityGroups struct {
 	agents, bus, efs, endpoints, operator *ec2.SecurityGroup
+	services                              *ec2.SecurityGroup // the flock's services: no ingress
 	gateway                               *ec2.SecurityGroup // with a model gateway
 }
 
@@ -305,6 +312,9 @@ func (d *declarer) declare() error {
 	}
 	if err := d.declareOperator(); err != nil {
 		return fmt.Errorf("operator: %w", err)
+	}
+	if err := d.declareServices(); err != nil {
+		return fmt.Errorf("services: %w", err)
 	}
 	return d.m.DeclareMembers(d.declareGateway, d.declareAgent)
 }

@@ -31,7 +31,7 @@ func argsWith(t *testing.T, n int, replicas *int) awsflock.Args {
 	for _, ag := range m.Agents {
 		a.Seeds[ag.ID] = "SU-" + ag.ID
 	}
-	a.OperatorSeed, a.BusTopology = "SU-operator", []byte("{}")
+	a.OperatorSeed, a.ServicesSeed, a.BusTopology = "SU-operator", "SU-services", []byte("{}")
 	for range m.Bus.BusNodes() {
 		a.BusConfigs = append(a.BusConfigs, []byte("{}"))
 	}
@@ -51,7 +51,8 @@ func declare(t *testing.T, a awsflock.Args) (*capture.Stack, error) {
 }
 
 // The component on its own: every resource its child, one service per agent
-// plus one per bus node, each agent's seed a secret of its own, and its outputs.
+// plus one per bus node and one for the flock's services, each agent's seed
+// a secret of its own, and its outputs.
 func TestComponentDeclaresTheFlock(t *testing.T) {
 	one := 1
 	for _, c := range []struct {
@@ -59,8 +60,8 @@ func TestComponentDeclaresTheFlock(t *testing.T) {
 		services int
 		url      string
 	}{
-		{&one, 4, "nats://bus.f.flock.internal:4222"},
-		{nil, 6, "nats://bus-1.f.flock.internal:4222,nats://bus-2.f.flock.internal:4222,nats://bus-3.f.flock.internal:4222"},
+		{&one, 5, "nats://bus.f.flock.internal:4222"},
+		{nil, 7, "nats://bus-1.f.flock.internal:4222,nats://bus-2.f.flock.internal:4222,nats://bus-3.f.flock.internal:4222"},
 	} {
 		s, err := declare(t, argsWith(t, 3, c.replicas))
 		if err != nil {
@@ -75,9 +76,9 @@ func TestComponentDeclaresTheFlock(t *testing.T) {
 			}
 		}
 		if n := len(s.ByType(capture.TypeService)); n != c.services {
-			t.Errorf("%d services, want %d: 3 agents and the bus nodes", n, c.services)
+			t.Errorf("%d services, want %d: 3 agents, the bus nodes and the flock's services", n, c.services)
 		}
-		for _, id := range []string{"agent-1", "agent-2", "agent-3"} {
+		for _, id := range []string{"agent-1", "agent-2", "agent-3", "services"} {
 			if _, ok := s.Get(capture.TypeSecret, "f-"+id+"-nkey"); !ok {
 				t.Errorf("no secret f-%s-nkey", id)
 			}
@@ -124,6 +125,9 @@ func TestComponentRefusesMissingCredentials(t *testing.T) {
 	a := args(t, 2)
 	delete(a.Seeds, "agent-2")
 	checkRefused(t, a, "agent agent-2: no credentials", "missing credentials")
+	a = args(t, 2)
+	a.ServicesSeed = ""
+	checkRefused(t, a, "no credentials for the flock's services", "missing services credentials")
 }
 
 // An agent's own image without its tags (Config.Validate derives them) is

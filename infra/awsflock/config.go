@@ -171,6 +171,18 @@ func (c Config) Validate(stack string, m flock.Model, modelValid bool) (Args, er
 	if _, err := SizeFor(m.Bus.Limits); modelValid && err != nil {
 		add("flock:bus.limits", "%v", err)
 	}
+	if _, err := SizeFor(m.Services.Limits); modelValid && err != nil {
+		add("flock:services.limits", "%v", err)
+	}
+	for _, ag := range m.Agents {
+		if ag.ID == ServicesKey {
+			key := ag.IDKey
+			if key == "" {
+				key = "flock:agents"
+			}
+			add(key, "%q is reserved on the aws target: the flock's services' resources are named <flock>-%s-… (their service, task definition, roles, log group), as an agent's are after its ID; choose another ID", ag.ID, ServicesKey)
+		}
+	}
 	if _, err := BusStorageGiB(m); modelValid && m.Bus.Clustered() && err != nil {
 		errs = append(errs, err)
 	}
@@ -275,12 +287,12 @@ func (c Config) validateNetwork(n *Network, m flock.Model, modelValid bool, add 
 				n.CIDR = p
 			}
 		}
-		if need := len(m.Agents) + len(m.Bus.BusNodes()) + 1; modelValid && PrivateCapacity(n.CIDR, n.AZCount) < need {
+		if need := len(m.Agents) + len(m.Bus.BusNodes()) + 2; modelValid && PrivateCapacity(n.CIDR, n.AZCount) < need {
 			bus := "the bus"
 			if m.Bus.Clustered() {
 				bus = fmt.Sprintf("%d bus nodes", len(m.Bus.BusNodes()))
 			}
-			add(k("cidr"), "%s in %d zones holds %d task addresses; %d agents, %s and the operator need %d: use a larger range or more zones", n.CIDR, n.AZCount, PrivateCapacity(n.CIDR, n.AZCount), len(m.Agents), bus, need)
+			add(k("cidr"), "%s in %d zones holds %d task addresses; %d agents, %s, the services and the operator need %d: use a larger range or more zones", n.CIDR, n.AZCount, PrivateCapacity(n.CIDR, n.AZCount), len(m.Agents), bus, need)
 		}
 	}
 }

@@ -66,7 +66,7 @@ func TestConfigErrors(t *testing.T) {
 		{"subnets without vpc", `{}`, `{"subnetIds":["subnet-0aaaaaaaaaaaaaaaa"]}`, "flock:aws.subnetIds: subnetIds and routeTableIds name parts of an existing VPC"},
 		{"public cidr", `{}`, `{"cidr":"8.8.0.0/16"}`, "flock:aws.cidr: must be a private range"},
 		{"small cidr", `{"agentCount": 200}`, `{"cidr":"10.9.0.0/22"}`, "flock:aws.cidr: 10.9.0.0/22 in 2 zones holds"},
-		{"small cidr, one bus", `{"agentCount": 107, "bus": {"replicas": 1}}`, `{"cidr":"10.9.0.0/22"}`, "holds 108 task addresses; 107 agents, the bus and the operator need 109"},
+		{"small cidr, one bus", `{"agentCount": 106, "bus": {"replicas": 1}}`, `{"cidr":"10.9.0.0/22"}`, "holds 108 task addresses; 106 agents, the bus, the services and the operator need 109"},
 		{"one zone", `{}`, `{"availabilityZones":1}`, "flock:aws.availabilityZones: must be between 2 and 6"},
 		{"retention", `{}`, `{"logRetentionDays":42}`, "flock:aws.logRetentionDays: must be one of CloudWatch's retention periods"},
 		{"operator internet", `{}`, `{"operatorCidrs":["0.0.0.0/0"]}`, "flock:aws.operatorCidrs[0]: must be a private range"},
@@ -79,7 +79,7 @@ func TestConfigErrors(t *testing.T) {
 		{"storage alarm", `{}`, `{"storageAlarmGiB":0}`, "flock:aws.storageAlarmGiB: must be 1 to 8388608 GiB"},
 		{"alarm action", `{}`, `{"alarmActions":["arn:aws:sqs:eu-west-1:123456789012:q"]}`, "flock:aws.alarmActions[0]: must be an SNS topic's ARN"},
 		{"alarm actions", `{}`, `{"alarmActions":["arn:aws:sns:eu-west-1:123456789012:a","arn:aws:sns:eu-west-1:123456789012:b","arn:aws:sns:eu-west-1:123456789012:c","arn:aws:sns:eu-west-1:123456789012:d","arn:aws:sns:eu-west-1:123456789012:e","arn:aws:sns:eu-west-1:123456789012:f"]}`, "flock:aws.alarmActions: may list at most 5"},
-		{"small cidr counts the bus nodes", `{"agentCount": 105}`, `{"cidr":"10.9.0.0/22"}`, "holds 108 task addresses; 105 agents, 3 bus nodes and the operator need 109"},
+		{"small cidr counts the bus nodes", `{"agentCount": 104}`, `{"cidr":"10.9.0.0/22"}`, "holds 108 task addresses; 104 agents, 3 bus nodes, the services and the operator need 109"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

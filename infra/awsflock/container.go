@@ -28,6 +28,7 @@ type ContainerDefinition struct {
 	HealthCheck            *HealthCheck      `json:"healthCheck,omitempty"`
 	StopTimeout            int               `json:"stopTimeout"`
 	Command                []string          `json:"command,omitempty"`
+	EntryPoint             []string          `json:"entryPoint,omitempty"`
 	DockerLabels           map[string]string `json:"dockerLabels,omitempty"`
 }
 

@@ -42,13 +42,13 @@ func Scope(stack, flockName string) string {
 var familySafe = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
 // TaskFamily is the task definition family of a task (key: an agent ID,
-// bus, bus-<n>, gateway, operator).
+// bus, bus-<n>, services, gateway, operator).
 func TaskFamily(stack, flockName, key string) string {
 	return Scope(stack, flockName) + "-" + key
 }
 
-// TaskLogGroupName is the log group of the bus nodes, the gateway and the
-// operator task (LogGroupName is an agent's).
+// TaskLogGroupName is the log group of the bus nodes, the services, the
+// gateway and the operator task (LogGroupName is an agent's).
 func TaskLogGroupName(stack, flockName, key string) string {
 	return "/ai-flock/" + stack + "/" + flockName + "/" + key
 }
@@ -69,7 +69,7 @@ func roleDescriptions(flockName, key string, mounts bool) (exec, task string) {
 }
 
 // securityGroupKeys name the flock's security groups (<flock>-<key>-sg).
-var securityGroupKeys = []string{"agents", "bus", "efs", "operator", "endpoints", "gateway"}
+var securityGroupKeys = []string{"agents", "bus", "efs", "operator", "endpoints", "gateway", "services"}
 
 // derived is one value the component would send AWS, made from the
 // configuration.
@@ -122,7 +122,7 @@ func derivedNames(stack string, a Args, nsSet bool) []derived {
 	}
 	flockKey := func(r awsrules.Rule, v string, auto bool) { add("flock:name", name, r, v, auto) }
 
-	// Tasks: the operator, each bus node, the gateway, each agent.
+	// Tasks: the operator, each bus node, the services, the gateway, each agent.
 	type taskName struct {
 		key, configKey, source, role string
 		service, mounts              bool
@@ -136,6 +136,7 @@ func derivedNames(stack string, a Args, nsSet bool) []derived {
 			// Config and topology go in numbered parts; part 1 stands for all (they differ in a digit or two).
 			secrets: []string{key + "-config-1", key + "-topology-1"}})
 	}
+	tasks = append(tasks, taskName{key: ServicesKey, configKey: "flock:name", source: name, role: RoleServices, service: true, secrets: []string{ServicesKey + "-nkey"}})
 	if m.Gateway.Enabled() {
 		secrets := []string{"gateway-nkey", "gateway-config-1"}
 		for _, up := range m.Gateway.Upstreams {

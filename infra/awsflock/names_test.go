@@ -84,14 +84,15 @@ func TestConfigNameErrorKeys(t *testing.T) {
 	for _, w := range []string{
 		`flock:name: "f" would make the ECS task definition family "` + stack + `-f-operator", which is 261 characters long; ECS task definition family: at most 255 characters of letters, digits, _ and - (ECS API Reference, RegisterTaskDefinition, family)`,
 		`flock:name: "f" would make the ECS task definition family "` + stack + `-f-bus"`,
+		`flock:name: "f" would make the ECS task definition family "` + stack + `-f-services"`,
 		`flock:agentCount: "agent-1" would make the ECS task definition family "` + stack + `-f-agent-1"`,
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("want an error\n%s\ngot\n%s", w, got)
 		}
 	}
-	if len(errs) != 3 {
-		t.Errorf("%d errors, want 3 (one family per task; log group names are 512):\n%s", len(errs), got)
+	if len(errs) != 4 {
+		t.Errorf("%d errors, want 4 (one family per task; log group names are 512):\n%s", len(errs), got)
 	}
 }
 

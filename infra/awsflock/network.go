@@ -298,7 +298,7 @@ func (d *declarer) endpoints(reverseDNS string) error {
 	for _, c := range []struct {
 		role string
 		sg   *ec2.SecurityGroup
-	}{{"agents", d.sg.agents}, {"bus", d.sg.bus}, {"operator", d.sg.operator}} {
+	}{{"agents", d.sg.agents}, {"bus", d.sg.bus}, {"operator", d.sg.operator}, {"services", d.sg.services}} {
 		if _, err := ec2.NewSecurityGroupRule(d.ctx, d.n("sg", c.role+"-to-s3"), &ec2.SecurityGroupRuleArgs{
 			Type: pulumi.String("egress"), SecurityGroupId: c.sg.ID(),
 			Protocol: pulumi.String("tcp"), FromPort: pulumi.Int(portHTTPS), ToPort: pulumi.Int(portHTTPS),

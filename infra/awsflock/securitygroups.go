@@ -16,7 +16,8 @@ const (
 )
 
 // securityGroups: agents accept nothing and reach only the bus, EFS and the
-// AWS endpoints; the bus accepts 4222 from agents and the operator, and the
+// AWS endpoints; the flock's services accept nothing and reach only the bus
+// and the endpoints; the bus accepts 4222 from agents, the services and the operator, and the
 // nodes of a clustered bus 6222 (routes) from each other only; EFS accepts
 // 2049 from agents, the operator and a single bus (cluster nodes mount no EFS); the endpoints accept
 // 443 from the flock's tasks. Rules are separate resources: the groups refer
@@ -53,6 +54,9 @@ func (d *declarer) securityGroups() error {
 	if d.sg.operator, err = mk("operator", "AI Flock operator task: no ingress; egress to the bus, EFS and AWS endpoints only"); err != nil {
 		return err
 	}
+	if d.sg.services, err = mk("services", "AI Flock services (the board): no ingress; egress to the bus and AWS endpoints only"); err != nil {
+		return err
+	}
 	if d.args.Network.Egress == EgressEndpoints {
 		if d.sg.endpoints, err = mk("endpoints", "AI Flock VPC endpoints: HTTPS 443 from the flock tasks"); err != nil {
 			return err
@@ -66,6 +70,10 @@ func (d *declarer) securityGroups() error {
 		{"agents-to-bus", d.sg.agents, "egress", protocol.ClientPort, d.sg.bus, nil, "NATS to the bus"},
 		{"operator-to-bus", d.sg.operator, "egress", protocol.ClientPort, d.sg.bus, nil, "NATS to the bus"},
 		{"operator-to-bus-monitor", d.sg.operator, "egress", protocol.MonitorPort, d.sg.bus, nil, "NATS monitoring of the bus"},
+		// The flock's services listen on nothing: their group admits
+		// nothing, and reaches the bus (and the endpoints, below) only.
+		{"bus-from-services", d.sg.bus, "ingress", protocol.ClientPort, d.sg.services, nil, "NATS from the flock services"},
+		{"services-to-bus", d.sg.services, "egress", protocol.ClientPort, d.sg.bus, nil, "NATS to the bus"},
 	}
 	if len(d.args.OperatorCIDRs) > 0 {
 		rules = append(rules, rule{"bus-from-operator-cidrs", d.sg.bus, "ingress", protocol.ClientPort, nil, d.args.OperatorCIDRs, "NATS from the operator network (flock:aws.operatorCidrs)"})
@@ -80,8 +88,9 @@ func (d *declarer) securityGroups() error {
 	for _, c := range []struct {
 		role string
 		sg   *ec2.SecurityGroup
-	}{{"agents", d.sg.agents}, {"bus", d.sg.bus}, {"operator", d.sg.operator}} {
-		if c.role != "bus" || !d.m.Bus.Clustered() {
+	}{{"agents", d.sg.agents}, {"bus", d.sg.bus}, {"operator", d.sg.operator}, {"services", d.sg.services}} {
+		// The services and a cluster's nodes mount no EFS.
+		if c.role != "services" && (c.role != "bus" || !d.m.Bus.Clustered()) {
 			rules = append(rules,
 				rule{"efs-from-" + c.role, d.sg.efs, "ingress", portNFS, c.sg, nil, "NFS from " + c.role},
 				rule{c.role + "-to-efs", c.sg, "egress", portNFS, d.sg.efs, nil, "NFS to EFS"},

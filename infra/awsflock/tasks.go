@@ -60,6 +60,8 @@ type task struct {
 	// ephemeralGiB is the task storage asked of Fargate (0: its free 20 GiB).
 	ephemeralGiB int
 	command      []string
+	// entryPoint overrides the image's (nil: the image's).
+	entryPoint []string
 	// subnets are where its service runs (nil: the private subnets, which
 	// have no route out).
 	subnets  pulumi.StringArray
@@ -287,6 +289,7 @@ func (d *declarer) containerDefinitions(t *task, size TaskSize, mounts []MountPo
 			}},
 			StopTimeout: 30, // the agent drains its in-flight task on SIGTERM
 			Command:     t.command,
+			EntryPoint:  t.entryPoint,
 		}
 		if t.health != nil {
 			start := t.healthStart

@@ -46,8 +46,8 @@ func TestReadTheAWSStack(t *testing.T) {
 	for _, egress := range []string{"endpoints", "nat"} {
 		t.Run(egress, func(t *testing.T) {
 			m := read(t, capture.Config{"flock:agentCount": "3", "flock:aws": `{"egress": "` + egress + `"}`})
-			if len(m.Services) != 6 {
-				t.Fatalf("%d services, want 3 agents and 3 bus nodes", len(m.Services))
+			if len(m.Services) != 7 {
+				t.Fatalf("%d services, want 3 agents, 3 bus nodes and the flock's services", len(m.Services))
 			}
 			bus1, a1, a2 := service(t, m, "flock-bus-1"), service(t, m, "flock-agent-1"), service(t, m, "flock-agent-2")
 			if bus1.Registry != "bus-1.flock.flock.internal" || !bus1.WaitSteady || a1.Registry != "" {
@@ -61,6 +61,16 @@ func TestReadTheAWSStack(t *testing.T) {
 			}
 			if m.Reach(at(m, a1), at(m, a2)) || m.Reach(at(m, bus1), at(m, a1)) {
 				t.Error("an agent is reachable from another task")
+			}
+			// The flock's services reach every node on 4222, and nothing reaches them.
+			svcs := service(t, m, "flock-services")
+			for _, n := range []string{"flock-bus-1", "flock-bus-2", "flock-bus-3"} {
+				if bus := service(t, m, n); !m.ReachPort(at(m, svcs), at(m, bus), 4222) || m.ReachPort(at(m, svcs), at(m, bus), 8222) || m.Reach(at(m, bus), at(m, svcs)) {
+					t.Errorf("the services must reach %s on 4222 only, and not be reached by it", n)
+				}
+			}
+			if m.Reach(at(m, a1), at(m, svcs)) || m.Reach(at(m, svcs), at(m, a1)) || svcs.Registry != "" || !strings.Contains(strings.Join(svcs.After, " "), "flock-bus-3") {
+				t.Errorf("the services %+v: want no way to or from agent-1, no Cloud Map name, started after bus-3", svcs)
 			}
 			if !m.Reach(at(m, bus1), at(m, service(t, m, "flock-bus-2"))) {
 				t.Error("the bus nodes do not reach each other (routes)")

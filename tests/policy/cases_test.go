@@ -330,7 +330,7 @@ func breakCases() []breakCase {
 					}
 				}
 			})},
-	}, append(gatewayBreakCases(), awsInputBreakCases()...)...)
+	}, append(append(gatewayBreakCases(), awsInputBreakCases()...), awsServicesBreakCases()...)...)
 }
 
 // testSeed is a made-up nkey seed (the shape of one, not a real credential).

@@ -83,7 +83,8 @@ func TestAWSOneToThreeNodes(t *testing.T) {
 			t.Errorf("the single bus's %s stays", want)
 		}
 	}
-	allowed := []string{"flock-operator-task", "flock-agent-1-task", "flock-agent-2-task", "flock-agent-3-task"}
+	// The services' task too: FLOCK_SERVICES_NATS_URL lists the nodes.
+	allowed := []string{"flock-operator-task", "flock-services-task", "flock-agent-1-task", "flock-agent-2-task", "flock-agent-3-task"}
 	for _, c := range changed {
 		if !slices.Contains(allowed, c) {
 			t.Errorf("going to three nodes changes %s", c)

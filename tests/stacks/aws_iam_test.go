@@ -43,6 +43,9 @@ func checkAWSIAM(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 	}
 	wants := map[string]want{
 		"operator": {[]string{awsGet(t, s, capture.TypeSecret, "flock-operator-nkey").MockARN()}, []string{awsGet(t, s, capture.TypeAccessPoint, "flock-common-writer-ap").MockARN()}, nil},
+		// The flock's services read their seed, and mount nothing: their
+		// task role is granted nothing.
+		"services": {[]string{awsGet(t, s, capture.TypeSecret, "flock-services-nkey").MockARN()}, nil, nil},
 	}
 	for _, k := range b.keys() {
 		var w want
@@ -158,7 +161,8 @@ func checkAWSImages(t *testing.T, s *capture.Stack) {
 	for _, td := range s.ByType(capture.TypeTaskDefinition) {
 		c := awsContainer(t, td)
 		target := "agent"
-		if obj(td, "tags")["ai-flock.role"] == "bus" {
+		// The flock's services run from the bus image (/flock-services).
+		if role := obj(td, "tags")["ai-flock.role"]; role == "bus" || role == awsflock.RoleServices {
 			target = "bus"
 		}
 		if c.Image != url+"@"+capture.MockDigest("flock-"+target+"-image") {

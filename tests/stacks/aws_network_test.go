@@ -134,13 +134,16 @@ func checkAWSSecurityGroups(t *testing.T, s *capture.Stack, b awsBus) {
 	want := map[string][]string{
 		"agents egress":     {"2049 efs", "4222 bus", "443 " + s3, "443 endpoints"},
 		"operator egress":   {"2049 efs", "4222 bus", "443 " + s3, "443 endpoints", "8222 bus"},
-		"bus ingress":       {"4222 agents", "4222 operator", "8222 operator"},
+		"bus ingress":       {"4222 agents", "4222 operator", "4222 services", "8222 operator"},
 		"bus egress":        {"2049 efs", "443 " + s3, "443 endpoints"},
 		"efs ingress":       {"2049 agents", "2049 bus", "2049 operator"},
-		"endpoints ingress": {"443 agents", "443 bus", "443 operator"},
+		"endpoints ingress": {"443 agents", "443 bus", "443 operator", "443 services"},
+		// The flock's services: no ingress at all; the bus, and what a task
+		// needs to pull its image, read its secret and write its logs.
+		"services egress": {"4222 bus", "443 " + s3, "443 endpoints"},
 	}
 	if b.nodes > 1 {
-		want["bus ingress"] = []string{"4222 agents", "4222 operator", "6222 bus", "8222 operator"}
+		want["bus ingress"] = []string{"4222 agents", "4222 operator", "4222 services", "6222 bus", "8222 operator"}
 		want["bus egress"] = []string{"443 " + s3, "443 endpoints", "6222 bus"}
 		want["efs ingress"] = []string{"2049 agents", "2049 operator"}
 	}

@@ -269,8 +269,8 @@ func checkAWSServices(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 			t.Errorf("%s: no waitForSteadyState: what starts after the bus would start while ECS still places it", k)
 		}
 	}
-	if n := len(s.ByType(capture.TypeService)); n != len(ids)+b.nodes {
-		t.Errorf("%d services, want one per agent and per bus node", n)
+	if n := len(s.ByType(capture.TypeService)); n != len(ids)+b.nodes+1 {
+		t.Errorf("%d services, want one per agent and per bus node, and the flock's services", n)
 	}
 }
 

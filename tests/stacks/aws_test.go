@@ -87,6 +87,7 @@ func TestAWSStackInvariants(t *testing.T) {
 				checkAWSCluster(t, s, b)
 				checkAWSAgentTasks(t, s, ids, b)
 				checkAWSServices(t, s, ids, b)
+				checkAWSFlockServices(t, s, ids, b)
 				checkAWSIAM(t, s, ids, b)
 				checkAWSImages(t, s)
 				checkAWSSecrets(t, s, ids)

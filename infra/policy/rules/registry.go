@@ -208,6 +208,8 @@ func All() []Policy {
 			Description: "The bus's security group admits the NATS route port (6222) from itself only: no agent, operator or address range can join the bus cluster as a node."},
 		{Name: "stack-services-apart", Level: Mandatory, Stack: stackServicesApart,
 			Description: "The flock's services (the board) join only their own internal network (dev), which no other container joins: nothing but the bus reaches them, and they reach nothing but the bus."},
+		{Name: "stack-aws-services-no-ingress", Level: Mandatory, Stack: stackAWSServicesNoIngress,
+			Description: "The flock's services (the board) admit nothing on aws: their security group has no ingress, inline or by a rule, and their service runs in that group of its own; they reach the bus and the AWS endpoints only."},
 		{Name: "stack-pids-limit-step", Level: Mandatory, Stack: stackPidsLimitStep,
 			Description: "Every agent container has its pids-limit step (docker update --pids-limit), the real cgroup PIDs limit pulumi-docker cannot set."},
 		// The model gateway.
