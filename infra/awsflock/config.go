@@ -174,15 +174,6 @@ func (c Config) Validate(stack string, m flock.Model, modelValid bool) (Args, er
 	if _, err := SizeFor(m.Services.Limits); modelValid && err != nil {
 		add("flock:services.limits", "%v", err)
 	}
-	for _, ag := range m.Agents {
-		if ag.ID == ServicesKey {
-			key := ag.IDKey
-			if key == "" {
-				key = "flock:agents"
-			}
-			add(key, "%q is reserved on the aws target: the flock's services' resources are named <flock>-%s-… (their service, task definition, roles, log group), as an agent's are after its ID; choose another ID", ag.ID, ServicesKey)
-		}
-	}
 	if _, err := BusStorageGiB(m); modelValid && m.Bus.Clustered() && err != nil {
 		errs = append(errs, err)
 	}

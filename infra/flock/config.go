@@ -143,7 +143,7 @@ var (
 	namePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
 	countID     = regexp.MustCompile(`^agent-([1-9][0-9]{0,3})$`)
 	// IDs that would collide with bus subjects or users (tasks.pool, tasks.all, ...).
-	reservedIDs = map[string]bool{"pool": true, "all": true, "operator": true, "admin": true, "bus": true, "dead": true, "gateway": true, "egress": true}
+	reservedIDs = map[string]bool{"pool": true, "all": true, "operator": true, "admin": true, "bus": true, "dead": true, "gateway": true, "egress": true, "services": true}
 	// The nodes of a clustered bus are named bus-<n> (their resources, DNS
 	// names and services): no agent may take such a name.
 	busNodeID = regexp.MustCompile(`^bus-[0-9]+$`)

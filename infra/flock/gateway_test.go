@@ -80,16 +80,16 @@ func TestGatewayConfig(t *testing.T) {
 // and no agent may be called gateway.
 func TestTheFlockReservesItsSlots(t *testing.T) {
 	slot := 8189
-	c := Config{Target: "docker", Agents: []AgentConfig{{ID: "gateway", Slot: &slot}, {ID: "late", Slot: &slot}},
+	c := Config{Target: "docker", Agents: []AgentConfig{{ID: "gateway", Slot: &slot}, {ID: "late", Slot: &slot}, {ID: "services", Slot: ptr(7)}},
 		Gateway: ModelGatewayConfig{Upstreams: map[string]UpstreamConfig{"anthropic": {}}}}
 	_, err := c.Validate()
-	for _, w := range []string{`flock:agents[0].id: "gateway" is reserved`, `flock:agents[1].slot: must be between 1 and 8188 (the per-agent subnets in flock:network.pool, less the last three, which are the flock's own: the gateway's and the services') (got 8189)`} {
+	for _, w := range []string{`flock:agents[0].id: "gateway" is reserved`, `flock:agents[2].id: "services" is reserved`, `flock:agents[1].slot: must be between 1 and 8188 (the per-agent subnets in flock:network.pool, less the last three, which are the flock's own: the gateway's and the services') (got 8189)`} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("want %q in:\n%v", w, err)
 		}
 	}
 	c.Gateway = ModelGatewayConfig{}
-	c.Agents = c.Agents[1:]
+	c.Agents = c.Agents[1:2]
 	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "flock:agents[0].slot: must be between 1 and 8188") {
 		t.Errorf("without a gateway slot 8189 is still the services': %v", err)
 	}
@@ -130,3 +130,5 @@ func TestGatewayBudgetWindow(t *testing.T) {
 		t.Errorf("a window without a gateway: %v", err)
 	}
 }
+
+func ptr(n int) *int { return &n }
