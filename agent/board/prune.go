@@ -95,8 +95,12 @@ func (s *Service) pruneFinished(ctx context.Context, now time.Time) {
 		}
 		p.tasks = append(p.tasks, t)
 		p.open = p.open || !finished(t)
-		if t.Updated.After(p.last) {
-			p.last = t.Updated
+		// A task's last change is its update, or its creation if it has
+		// none (an entry written by other means than the service).
+		for _, at := range []time.Time{t.Created, t.Updated} {
+			if at.After(p.last) {
+				p.last = at
+			}
 		}
 	}
 	for id, p := range plans {
