@@ -80,7 +80,11 @@ func Start(ctx context.Context, cfg Config) (*Services, error) {
 		nats.Name("flock-services"),
 		nats.CustomInboxPrefix(protocol.InboxPrefix(protocol.ServicesUser)),
 		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("disconnected from the bus", "err", err) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("disconnected from the bus", "err", err)
+			}
+		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("reconnected to the bus", "url", c.ConnectedUrlRedacted()) }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
