@@ -67,8 +67,10 @@ func applyBoard(t *testing.T, cl *board.Client, p protocol.BoardPlan) {
 	t.Cleanup(func() { cancelPlan(t, cl, p.Plan) })
 }
 
-// cancelPlan cancels every task of plan that is not over.
+// cancelPlan cancels every task of plan that is not over, then removes the
+// plan from the board.
 func cancelPlan(t *testing.T, cl *board.Client, plan string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ts, err := cl.List(ctx, plan)
@@ -84,6 +86,12 @@ func cancelPlan(t *testing.T, cl *board.Client, plan string) {
 		if _, err := cl.Cancel(ctx, plan, task.ID, "the test is over"); err != nil {
 			t.Logf("cleanup: cancel %s: %v", task.Key(), err)
 		}
+	}
+	// And off the board, with its artifacts: a flock probed again (a
+	// deployed one keeps its store across deploys) starts with every
+	// agent's artifact quota free.
+	if _, err := cl.Remove(ctx, plan); err != nil {
+		t.Logf("cleanup: remove %s: %v", plan, err)
 	}
 }
 
