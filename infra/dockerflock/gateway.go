@@ -21,10 +21,14 @@ import (
 // is. It knows a caller by the agent network a request comes from.
 
 // GatewayNATSURL lists every bus node on the gateway's own network.
-func GatewayNATSURL(m flock.Model) string {
+func GatewayNATSURL(m flock.Model) string { return busNodesOn(m, m.Gateway.Net) }
+
+// busNodesOn lists every bus node's client URL on a network of the flock's
+// own (the gateway's, the services'), where node n is linked at .n+1.
+func busNodesOn(m flock.Model, subnet netip.Prefix) string {
 	var urls []string
 	for _, n := range m.Bus.BusNodes() {
-		urls = append(urls, fmt.Sprintf("nats://%s:%d", nth(m.Gateway.Net.Addr(), n+1), protocol.ClientPort))
+		urls = append(urls, fmt.Sprintf("nats://%s:%d", nth(subnet.Addr(), n+1), protocol.ClientPort))
 	}
 	return strings.Join(urls, ",")
 }
@@ -82,16 +86,7 @@ func (d *declarer) declareGateway() error {
 	if err != nil {
 		return fmt.Errorf("egress network: %w", err)
 	}
-	own, err := docker.NewNetwork(d.ctx, d.n("gateway-net"), &docker.NetworkArgs{
-		Name:     pulumi.String(d.n("gateway-net")),
-		Driver:   pulumi.String("bridge"),
-		Internal: pulumi.Bool(true),
-		IpamConfigs: docker.NetworkIpamConfigArray{docker.NetworkIpamConfigArgs{
-			Subnet: pulumi.String(m.Gateway.Net.String()), Gateway: pulumi.String(m.Gateway.Net.Addr().Next().String()),
-		}},
-		Options: pulumi.StringMap{"com.docker.network.bridge.inhibit_ipv4": pulumi.String("true")},
-		Labels:  d.netLabels(protocol.RoleGateway, ""),
-	}, d.parent)
+	own, err := d.ownNetwork("gateway-net", m.Gateway.Net, protocol.RoleGateway)
 	if err != nil {
 		return fmt.Errorf("gateway network: %w", err)
 	}
@@ -123,6 +118,22 @@ func (d *declarer) declareGateway() error {
 		return nil
 	}
 	return d.pidsLimit("gateway", c, m.Gateway.Limits.Pids)
+}
+
+// ownNetwork declares an internal network of the flock's own services (the
+// gateway's to the bus, the services'): no route out (inhibit_ipv4), the
+// bus nodes joined to it by busLinks.
+func (d *declarer) ownNetwork(key string, subnet netip.Prefix, role string) (*docker.Network, error) {
+	return docker.NewNetwork(d.ctx, d.n(key), &docker.NetworkArgs{
+		Name:     pulumi.String(d.n(key)),
+		Driver:   pulumi.String("bridge"),
+		Internal: pulumi.Bool(true),
+		IpamConfigs: docker.NetworkIpamConfigArray{docker.NetworkIpamConfigArgs{
+			Subnet: pulumi.String(subnet.String()), Gateway: pulumi.String(subnet.Addr().Next().String()),
+		}},
+		Options: pulumi.StringMap{"com.docker.network.bridge.inhibit_ipv4": pulumi.String("true")},
+		Labels:  d.netLabels(role, ""),
+	}, d.parent)
 }
 
 // gatewayLink joins the gateway to agent a's network at its fixed address

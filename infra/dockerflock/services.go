@@ -21,13 +21,7 @@ import (
 // else, and nothing reaches it.
 
 // ServicesNATSURL lists every bus node on the services' own network.
-func ServicesNATSURL(m flock.Model) string {
-	var urls []string
-	for _, n := range m.Bus.BusNodes() {
-		urls = append(urls, fmt.Sprintf("nats://%s:%d", nth(m.Services.Net.Addr(), n+1), protocol.ClientPort))
-	}
-	return strings.Join(urls, ",")
-}
+func ServicesNATSURL(m flock.Model) string { return busNodesOn(m, m.Services.Net) }
 
 // ServicesAddress is the services' address on their network (its last).
 func ServicesAddress(m flock.Model) string { return flock.GatewayAddress(m.Services.Net).String() }
@@ -62,16 +56,7 @@ func (d *declarer) declareServices() error {
 	if err != nil {
 		return fmt.Errorf("services key: %w", err)
 	}
-	own, err := docker.NewNetwork(d.ctx, d.n("services-net"), &docker.NetworkArgs{
-		Name:     pulumi.String(d.n("services-net")),
-		Driver:   pulumi.String("bridge"),
-		Internal: pulumi.Bool(true),
-		IpamConfigs: docker.NetworkIpamConfigArray{docker.NetworkIpamConfigArgs{
-			Subnet: pulumi.String(m.Services.Net.String()), Gateway: pulumi.String(m.Services.Net.Addr().Next().String()),
-		}},
-		Options: pulumi.StringMap{"com.docker.network.bridge.inhibit_ipv4": pulumi.String("true")},
-		Labels:  d.netLabels(protocol.RoleServices, ""),
-	}, d.parent)
+	own, err := d.ownNetwork("services-net", m.Services.Net, protocol.RoleServices)
 	if err != nil {
 		return fmt.Errorf("services network: %w", err)
 	}
