@@ -154,6 +154,9 @@ type Usage struct {
 	// included, and the bounds of its calls still in flight.
 	SpentTokens  int64 `json:"spent_tokens"`
 	BudgetTokens int64 `json:"budget_tokens,omitempty"`
+	// DurationMS is how long the call took, from its arrival at the
+	// gateway to the response's end (a stream's too).
+	DurationMS float64 `json:"duration_ms,omitempty"`
 }
 
 // GatewayPriceKey is the rule for a gateway price's key: "METHOD /path" (an

@@ -255,3 +255,7 @@ func (s *Service) ringLoop(ctx context.Context) {
 		}
 	}
 }
+
+// Counts is this node's view of the board: its tasks by status, and how
+// many each agent holds (for the flock's metrics).
+func (s *Service) Counts() (byStatus, heldBy map[string]int) { return s.st.tally() }

@@ -370,3 +370,17 @@ func (s *Service) write(ctx context.Context, prev, next *protocol.BoardTask) err
 	}
 	return nil
 }
+
+// tally counts the tasks by status, and the claimed ones by holder.
+func (st *store) tally() (byStatus, heldBy map[string]int) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	byStatus, heldBy = make(map[string]int, len(st.byStatus)), map[string]int{}
+	for status, keys := range st.byStatus {
+		byStatus[status] = len(keys)
+	}
+	for key := range st.byStatus[protocol.BoardClaimed] {
+		heldBy[st.tasks[key].Holder]++
+	}
+	return byStatus, heldBy
+}

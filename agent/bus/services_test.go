@@ -10,8 +10,11 @@ import (
 )
 
 // The flock's services hold their own bus user: the board's subjects and
-// buckets, nothing of the tasks, results, agents' subjects, mailboxes or
-// the ledger, and they only read the bucket the bus configures them in.
+// buckets; of the agents' subjects, only listening to what the exporter
+// counts (heartbeats, results, events, usage), and of the task stream only
+// its state; nothing of the tasks' bodies, mailboxes or the ledger, no
+// publishing in an agent's or the gateway's name, and they only read the
+// bucket the bus configures them in.
 func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 	t.Parallel()
 	f := bustest.Start(t, bustest.Agents(2))
@@ -24,7 +27,8 @@ func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 		protocol.SubjectBroadcast, protocol.UsageSubject("agent-1"), protocol.BoardAgentSubject("agent-1", protocol.BoardOpClaim), protocol.BoardOperatorSubject(protocol.BoardOpCancel),
 		"$KV." + protocol.ServicesBucket + "." + protocol.ServicesAgentKey("agent-1"),
 		"$KV." + protocol.LedgerBucket + ".agent-1",
-		"$JS.API.STREAM.INFO." + protocol.StreamTasks, "$JS.API.STREAM.PURGE." + protocol.BoardStream,
+		"$JS.API.STREAM.MSG.GET." + protocol.StreamTasks, "$JS.API.DIRECT.GET." + protocol.StreamTasks, "$JS.API.STREAM.PURGE." + protocol.BoardStream,
+		"$JS.API.STREAM.INFO." + protocol.MailStream("agent-1"), "$JS.API.CONSUMER.LIST." + protocol.MailStream("agent-1"),
 		"$JS.API.CONSUMER.MSG.NEXT." + protocol.StreamTasks + "." + protocol.AgentConsumer("agent-1"),
 		"$JS.API.STREAM.DELETE." + protocol.ServicesStream,
 	} {
@@ -38,7 +42,7 @@ func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 			nothing(t, ch, "the services published on "+subj)
 		}
 	}
-	for _, subj := range []string{protocol.SubjectTasks, protocol.SubjectResults, protocol.SubjectHeartbeats, protocol.InboxOf("agent-1"), protocol.InboxPrefix("agent-1") + ".>", protocol.SubjectUsage} {
+	for _, subj := range []string{protocol.SubjectTasks, protocol.InboxOf("agent-1"), protocol.InboxPrefix("agent-1") + ".>", protocol.SubjectDead, protocol.SubjectBroadcast} {
 		if _, err := svc.SubscribeSync(subj); err != nil {
 			t.Fatal(err)
 		}
@@ -59,8 +63,30 @@ func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 	if _, err := js.KeyValue(ctx, protocol.BoardBucket); err != nil {
 		t.Fatalf("bind the board's bucket: %v", err)
 	}
-	if _, err := js.Stream(ctx, protocol.StreamTasks); err == nil {
-		t.Fatal("the services bound the task stream")
+	// The exporter's: the task stream's state, not its messages.
+	tasks, err := js.Stream(ctx, protocol.StreamTasks)
+	if err != nil {
+		t.Fatalf("the task stream's state: %v", err)
+	}
+	short, stop := context.WithTimeout(ctx, time.Second)
+	_, err = tasks.GetLastMsgForSubject(short, protocol.SubjectTasks)
+	stop()
+	if err == nil {
+		t.Fatal("the services read a task")
+	}
+	svc.denied(t, "publish", "$JS.API.STREAM.MSG.GET."+protocol.StreamTasks)
+	for _, subj := range []string{protocol.SubjectResults, protocol.SubjectHeartbeats, protocol.SubjectEvents, protocol.SubjectUsage} {
+		if _, err := svc.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := svc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-svc.errs:
+		t.Fatalf("an exporter's subscription was refused: %v", err)
+	case <-time.After(300 * time.Millisecond):
 	}
 	if _, err := js.KeyValue(ctx, protocol.LedgerBucket); err == nil {
 		t.Fatal("the services bound the ledger")

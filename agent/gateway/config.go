@@ -73,9 +73,10 @@ type Usage struct {
 	CacheReadTokens  int64
 	CacheWriteTokens int64
 	Total            int64
-	Status           int   // the upstream's HTTP status
-	SpentTokens      int64 // the agent's total after this call was charged
-	BudgetTokens     int64 // the agent's budget; 0: none (Config.Budgets has no entry)
+	Status           int           // the upstream's HTTP status
+	SpentTokens      int64         // the agent's total after this call was charged
+	BudgetTokens     int64         // the agent's budget; 0: none (Config.Budgets has no entry)
+	Duration         time.Duration // from the request's arrival to the response's end
 }
 
 // Config is the gateway's whole configuration.

@@ -53,6 +53,7 @@ func (g *Handler) finish(c *call, r *http.Request, start time.Time, aborted bool
 		}
 		if ok {
 			got.BudgetTokens = g.budgets[c.agent].Tokens
+			got.Duration = time.Since(start)
 			u = &got
 			if g.onUsage != nil {
 				g.onUsage(got)

@@ -1,8 +1,8 @@
-// Package services runs the flock's own services (the board service today)
-// as one bus client with a bus user of its own (protocol.ServicesUser):
-// apart from the bus, so that a service holds only the permissions it needs
-// (busconfig.ServicesPermissions) instead of the bus's, and listening on
-// nothing. What the services know of the agents comes from the bus, which
+// Package services runs the flock's own services (the board service and the
+// metrics exporter) as one bus client with a bus user of its own
+// (protocol.ServicesUser): apart from the bus, so that a service holds only
+// the permissions it needs (busconfig.ServicesPermissions) instead of the
+// bus's, and listening on nothing. What the services know of the agents comes from the bus, which
 // writes it into the services bucket from the topology the deploy gave it.
 package services
 
@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/ai-flock/ai-flock/agent/board"
+	"github.com/ai-flock/ai-flock/agent/metrics"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -48,9 +50,10 @@ const retryEvery = 500 * time.Millisecond
 
 // Services is the running services.
 type Services struct {
-	nc    *nats.Conn
-	board *board.Service
-	log   *slog.Logger
+	nc      *nats.Conn
+	board   *board.Service
+	metrics *metrics.Exporter
+	log     *slog.Logger
 
 	cfgMu  sync.Mutex
 	agents map[string]protocol.BoardAgent // from the services bucket
@@ -133,6 +136,12 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 			s.Stop()
 			return nil, fmt.Errorf("services: board: %w", err)
 		}
+	}
+	s.metrics, err = metrics.Start(nc, js, metrics.Config{Agents: s.agentIDs, IsAgent: s.isAgent,
+		Board: s.board.Counts, Logger: log.With("component", "metrics")})
+	if err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("services: %w", err)
 	}
 	s.bg.Add(1)
 	go s.supervise(run, cfg.ReadyFile)
@@ -236,6 +245,25 @@ func (s *Services) boardConfig() protocol.BoardConfig {
 	return c
 }
 
+// agentIDs are the flock's agents, as the services bucket says.
+func (s *Services) agentIDs() []string {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	ids := make([]string, 0, len(s.agents))
+	for id := range s.agents {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (s *Services) isAgent(id string) bool {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	_, ok := s.agents[id]
+	return ok
+}
+
 func (s *Services) applyConfig() {
 	if s.board != nil {
 		s.board.SetConfig(s.boardConfig())
@@ -277,6 +305,9 @@ func (s *Services) Dead() <-chan struct{} { return s.dead }
 // Stop stops the board (it answers what it took), then closes the
 // connection.
 func (s *Services) Stop() {
+	if s.metrics != nil {
+		s.metrics.Stop()
+	}
 	if s.board != nil {
 		s.board.Stop()
 	}

@@ -404,7 +404,7 @@ func TestBoardRenewsTheLeaseWhileItRuns(t *testing.T) {
 	t.Parallel()
 	b := startBoardBus(t)
 	b.serve()
-	b.board.add(runTask("p", "long", 900*time.Millisecond, self, "tool", "sleep", "750ms"))
+	b.board.add(runTask("p", "long", 1500*time.Millisecond, self, "tool", "sleep", "1s"))
 	b.start(func(c *worker.Config) { c.Heartbeat = 100 * time.Millisecond })
 	held := false
 	timeout := time.After(5 * time.Second)
@@ -419,7 +419,7 @@ func TestBoardRenewsTheLeaseWhileItRuns(t *testing.T) {
 	done := b.board.wait(t, protocol.BoardOpComplete, "p", "long", 10*time.Second)
 	renews := b.board.requests(protocol.BoardOpRenew)
 	if len(renews) < 1 || len(renews) > 3 {
-		t.Fatalf("%d renewals of a 750 ms run with a lease of 900 ms, want 2 (every 300 ms)", len(renews))
+		t.Fatalf("%d renewals of a 1 s run with a lease of 1.5 s, want 2 (every 500 ms)", len(renews))
 	}
 	for _, r := range renews {
 		if r.Req.Plan != "p" || r.Req.Task != "long" || !r.At.Before(done.At) {

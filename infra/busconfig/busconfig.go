@@ -206,8 +206,11 @@ func GatewayPermissions() Permissions {
 // answer into reply inboxes, announce transitions and the ready bell, and
 // use exactly the JetStream buckets they keep: the board's bucket and
 // artifact store (read and write), and the services bucket, where the bus
-// writes their configuration (read only). Nothing of the tasks, results,
-// mailboxes, ledger or the JetStream API beyond those three streams.
+// writes their configuration (read only). The exporter listens to
+// heartbeats, results, events and usage, answers scrapes, and asks for the
+// streams' state and the task consumers' (read only). Nothing of the
+// tasks' or mailboxes' messages, the ledger, or the JetStream API beyond
+// those.
 func ServicesPermissions() Permissions {
 	pub := []string{
 		protocol.ReplyInboxes, // the service checks each reply subject is one (protocol.IsReplyInbox)
@@ -215,6 +218,8 @@ func ServicesPermissions() Permissions {
 		"$KV." + protocol.BoardBucket + ".>",
 		"$O." + protocol.ArtifactBucket + ".>",
 		"$JS.API.STREAM.PURGE." + protocol.ArtifactStream, // deleting an artifact purges its chunks
+		// The exporter: every stream's state, and the task consumers'.
+		"$JS.API.STREAM.LIST", "$JS.API.STREAM.INFO." + protocol.StreamTasks, "$JS.API.CONSUMER.LIST." + protocol.StreamTasks,
 	}
 	for _, stream := range []string{protocol.BoardStream, protocol.ArtifactStream, protocol.ServicesStream} {
 		pub = append(pub, readStreamSubjects(stream)...)
@@ -224,6 +229,9 @@ func ServicesPermissions() Permissions {
 		Subscribe: Rule{Allow: []string{
 			protocol.InboxPrefix(protocol.ServicesUser) + ".>",
 			protocol.SubjectBoardAgentRequests, protocol.SubjectBoardOperator,
+			// The exporter counts what crosses the bus and answers scrapes.
+			protocol.SubjectHeartbeats, protocol.SubjectResults, protocol.SubjectEvents, protocol.SubjectUsage,
+			protocol.SubjectMetrics,
 		}},
 	}
 }

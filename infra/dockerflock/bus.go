@@ -2,6 +2,7 @@ package dockerflock
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
@@ -92,8 +93,8 @@ func (d *declarer) declareBus() error {
 
 // declareBusNode declares one bus container: the hardened flock container,
 // its own store, its config, the bus network at its fixed address, its
-// client and monitoring ports on the host's loopback (node n on 4222+n-1
-// and 8222+n-1).
+// client, monitoring and metrics ports on the host's loopback (node n on
+// 4222+n-1, 8222+n-1 and 9464+n-1).
 func (d *declarer) declareBusNode(num int, busNet *docker.Network) (*docker.Container, error) {
 	clustered := d.m.Bus.Clustered()
 	name := d.busName(num)
@@ -108,6 +109,11 @@ func (d *declarer) declareBusNode(num int, busNet *docker.Network) (*docker.Cont
 	args.Envs = pulumi.StringArray{
 		pulumi.String("FLOCK_BUS_CONFIG=" + protocol.BusConfigDir + "/" + BusConfigFile(clustered, num)),
 		pulumi.String("FLOCK_BUS_TOPOLOGY=" + protocol.BusTopologyFile),
+		// The relay of the services' metrics, published on loopback below:
+		// on the bus network's address only (as the monitoring port), so
+		// that no agent, which reaches the bus through its own network,
+		// can read it.
+		pulumi.String(protocol.EnvBusMetricsListen + "=" + net.JoinHostPort(BusNodeAddress(d.m, num).String(), strconv.Itoa(protocol.MetricsPort))),
 	}
 	args.Mounts = docker.ContainerMountArray{
 		bindMount(d.m.Shared.BusDir()+"/config", protocol.BusConfigDir, true),
@@ -118,6 +124,7 @@ func (d *declarer) declareBusNode(num int, busNet *docker.Network) (*docker.Cont
 	}}
 	args.Ports = docker.ContainerPortArray{
 		loopbackPort(protocol.ClientPort, protocol.ClientPort+num-1), loopbackPort(protocol.MonitorPort, protocol.MonitorPort+num-1),
+		loopbackPort(protocol.MetricsPort, protocol.MetricsPort+num-1),
 	}
 	args.Healthcheck = healthcheck("/flock-bus")
 	args.Labels = d.labels("bus", "")

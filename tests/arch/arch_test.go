@@ -48,10 +48,11 @@ var allowed = map[string][]string{
 	"agent/ledger":             {"protocol"},
 	"agent/logfile":            {},
 	"agent/mailbox":            {"protocol"},
+	"agent/metrics":            {"protocol"},
 	"agent/mcpserver":          {"agent/board", "agent/mailbox", "agent/operator", "agent/worker", "protocol"},
 	"agent/operator":           {"agent/ledger", "agent/mailbox", "protocol"},
 	"agent/tool":               {},
-	"agent/services":           {"agent/board", "protocol"},
+	"agent/services":           {"agent/board", "agent/metrics", "protocol"},
 	"agent/worker":             {"agent/board", "agent/logfile", "protocol"},
 
 	"infra/awsflock":      {"infra/awsrules", "infra/flock", "infra/gatewayconfig", "protocol"},

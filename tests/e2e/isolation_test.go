@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,6 +52,9 @@ func TestNetworkIsolation(t *testing.T) {
 	})
 	t.Run("the bus's monitoring port is not reachable from an agent", func(t *testing.T) {
 		mustFail(t, a1, "dial", "bus:8222")
+	})
+	t.Run("the bus's metrics relay is not reachable from an agent", func(t *testing.T) {
+		mustFail(t, a1, "dial", "bus:"+strconv.Itoa(protocol.MetricsPort))
 	})
 	t.Run("the host is unreachable", func(t *testing.T) {
 		l, err := net.Listen("tcp", "0.0.0.0:0")

@@ -410,9 +410,16 @@ func checkBus(t *testing.T, s *capture.Stack, n, r int) {
 			}
 			published = append(published, fmt.Sprintf("%v->%v", pm["external"], pm["internal"]))
 		}
-		// Node k's client and monitoring ports on the host: 4222+k-1, 8222+k-1.
-		if want := []string{fmt.Sprintf("%d->4222", 4221+b.k), fmt.Sprintf("%d->8222", 8221+b.k)}; !reflect.DeepEqual(published, want) {
-			t.Errorf("%s ports %v: want %v (the operator and monitoring ports only)", b.container(), published, want)
+		// The metrics relay listens on the node's bus-network address only
+		// (agents reach the bus on their own networks), as monitoring does.
+		busIP, _ := list(bus, "networksAdvanced")[0].(map[string]any)["ipv4Address"].(string)
+		if env := toStrings(list(bus, "envs")); busIP == "" || !slices.Contains(env, protocol.EnvBusMetricsListen+"="+busIP+":9464") {
+			t.Errorf("%s: the metrics relay does not listen on its bus address %q only: %v", b.container(), busIP, env)
+		}
+		// Node k's client, monitoring and metrics ports on the host:
+		// 4222+k-1, 8222+k-1, 9464+k-1.
+		if want := []string{fmt.Sprintf("%d->4222", 4221+b.k), fmt.Sprintf("%d->8222", 8221+b.k), fmt.Sprintf("%d->9464", 9463+b.k)}; !reflect.DeepEqual(published, want) {
+			t.Errorf("%s ports %v: want %v (the operator, monitoring and metrics ports only)", b.container(), published, want)
 		}
 		// The bus gets a real cgroup PIDs limit too (CIS 5.29), tied to its container.
 		pidsStep := strings.TrimPrefix(b.container(), "flock-")

@@ -1,7 +1,9 @@
 // Command flock-bus is the flock's message bus: nats-server embedded, loaded
 // from the rendered config and topology files.
 //
-//	flock-bus [run]   run the bus (FLOCK_BUS_CONFIG, FLOCK_BUS_TOPOLOGY)
+//	flock-bus [run]   run the bus (FLOCK_BUS_CONFIG, FLOCK_BUS_TOPOLOGY; with
+//	                  FLOCK_BUS_METRICS_LISTEN, relay the services' metrics
+//	                  on http://<it>/metrics)
 //	flock-bus health  exit 0 iff NATS answers on 127.0.0.1:4222 within 2 s
 //	                  and the bus says it is healthy (its ready file is fresh:
 //	                  a cluster node is current with the cluster)
@@ -95,6 +97,12 @@ func serve(ctx context.Context, cfg bus.Config, readyFile string, getenv func(st
 	cancel()
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
+	}
+	if addr := getenv(protocol.EnvBusMetricsListen); addr != "" {
+		if _, err := s.ServeMetrics(ctx, addr); err != nil {
+			s.Shutdown()
+			return err
+		}
 	}
 	readyCtx, stopReady := context.WithCancel(ctx)
 	readyDone := make(chan struct{})

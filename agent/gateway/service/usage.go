@@ -67,7 +67,8 @@ func (p *publisher) offer(u gateway.Usage) {
 	m := protocol.Usage{V: 1, Agent: u.Agent, Upstream: u.Upstream, Time: time.Now().UTC(), Status: u.Status,
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
-		Total: u.Total, SpentTokens: u.SpentTokens, BudgetTokens: u.BudgetTokens}
+		Total: u.Total, SpentTokens: u.SpentTokens, BudgetTokens: u.BudgetTokens,
+		DurationMS: float64(u.Duration) / float64(time.Millisecond)}
 	select {
 	case p.queue <- m:
 	default:

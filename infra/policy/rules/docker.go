@@ -164,13 +164,14 @@ func containerProcessLimit(r Resource) []Finding {
 var busPublishable = map[float64]string{
 	protocol.ClientPort:  "the operator port",
 	protocol.MonitorPort: "the monitoring port",
+	protocol.MetricsPort: "the metrics relay",
 }
 
 const loopback = "127.0.0.1"
 
 func containerPublishedPorts(r Resource) []Finding {
 	role := dockerLabels(r)[protocol.LabelRole]
-	const fix = "remove the published port: agents are reached only through the bus; only the bus may publish 4222 (operator) and 8222 (monitoring), each with ip 127.0.0.1"
+	const fix = "remove the published port: agents are reached only through the bus; only the bus may publish 4222 (operator), 8222 (monitoring) and 9464 (metrics), each with ip 127.0.0.1"
 	var out []Finding
 	if truthy(r.get("publishAllPorts")) {
 		out = append(out, r.finding(fix, "publishAllPorts is true: every exposed port is published on every host address"))

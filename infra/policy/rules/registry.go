@@ -122,7 +122,7 @@ func All() []Policy {
 		{Name: "container-process-limit", Level: Mandatory, Types: containers, Resource: containerProcessLimit,
 			Description: "Containers carry an nproc ulimit (with the per-container pids-limit step, a fork bomb cannot take the host)."},
 		{Name: "container-published-ports", Level: Mandatory, Types: containers, Resource: containerPublishedPorts,
-			Description: "No container publishes a port, except the bus's operator (4222) and monitoring (8222) ports on 127.0.0.1."},
+			Description: "No container publishes a port, except the bus's operator (4222), monitoring (8222) and metrics (9464) ports on 127.0.0.1."},
 		{Name: "container-no-sensitive-host-paths", Level: Mandatory, Types: containers, Resource: containerNoSensitiveHostPaths,
 			Description: "No container mounts the Docker socket, a host system directory or a host device: each of them is a way out to the host."},
 		{Name: "container-not-default-bridge", Level: Mandatory, Types: containers, Resource: containerNotDefaultBridge,

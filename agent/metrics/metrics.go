@@ -1,0 +1,303 @@
+// Package metrics is the flock's exporter: it turns what crosses the bus
+// (heartbeats, results, events, the gateway's usage reports) and the state
+// of the bus's streams and the board into Prometheus series named flock_*,
+// and answers protocol.SubjectMetrics with them. It runs in flock-services,
+// as the services' bus user: it only listens and asks the JetStream API
+// about streams and consumers; it never reads a message body beyond the
+// fields it counts, and keeps no port of its own.
+//
+// Label values are bounded: an agent label is an agent of the flock (from
+// the services bucket; a subject of an agent the flock no longer has is not
+// counted), a status is one of the protocol's, an upstream is what the
+// gateway, which the operator configured, reports.
+package metrics
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// Config is what the exporter needs beside the connection.
+type Config struct {
+	// Agents returns the flock's agents now; IsAgent says whether id is
+	// one (asked for every message counted: it must be cheap).
+	Agents  func() []string
+	IsAgent func(id string) bool
+	// Board returns the board's tasks by status and the claimed ones by
+	// holder; nil when there is no board to count.
+	Board func() (byStatus, heldBy map[string]int)
+	// ScrapeTimeout bounds the JetStream questions of one scrape.
+	ScrapeTimeout time.Duration
+	Logger        *slog.Logger
+}
+
+// Exporter is the running exporter.
+type Exporter struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	cfg Config
+	log *slog.Logger
+	reg *prometheus.Registry
+	c   *counters
+
+	mu    sync.Mutex
+	beats map[string]beat // by agent: the last heartbeat
+	seen  map[string]bool // agents with series
+
+	subs []*nats.Subscription
+}
+
+type beat struct {
+	hb   protocol.Heartbeat
+	seen time.Time
+}
+
+// Start subscribes to what the exporter counts and answers
+// protocol.SubjectMetrics until Stop.
+func Start(nc *nats.Conn, js jetstream.JetStream, cfg Config) (*Exporter, error) {
+	if cfg.Agents == nil || cfg.IsAgent == nil {
+		return nil, fmt.Errorf("metrics: Config.Agents and Config.IsAgent are required")
+	}
+	if cfg.ScrapeTimeout <= 0 {
+		cfg.ScrapeTimeout = 4 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Exporter{nc: nc, js: js, cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(),
+		c: newCounters(), beats: map[string]beat{}, seen: map[string]bool{}}
+	if err := e.c.register(e.reg); err != nil {
+		return nil, err
+	}
+	if err := e.reg.Register(&state{e: e}); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	for subject, h := range map[string]nats.MsgHandler{
+		protocol.SubjectHeartbeats: e.onHeartbeat,
+		protocol.SubjectResults:    e.onResult,
+		protocol.SubjectEvents:     e.onEvent,
+		protocol.SubjectUsage:      e.onUsage,
+		protocol.SubjectMetrics:    e.onScrape,
+	} {
+		sub, err := nc.Subscribe(subject, h)
+		if err != nil {
+			e.Stop()
+			return nil, fmt.Errorf("metrics: subscribe %s: %w", subject, err)
+		}
+		// A slow scrape must not cost a heartbeat: room for a burst.
+		_ = sub.SetPendingLimits(1<<16, 64<<20)
+		e.subs = append(e.subs, sub)
+	}
+	if err := nc.Flush(); err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return e, nil
+}
+
+// Stop unsubscribes.
+func (e *Exporter) Stop() {
+	for _, s := range e.subs {
+		_ = s.Unsubscribe()
+	}
+	e.subs = nil
+}
+
+// Gather is every series now (what a scrape gets).
+func (e *Exporter) Gather() ([]byte, error) {
+	mfs, err := e.reg.Gather()
+	if err != nil && len(mfs) == 0 {
+		return nil, err
+	}
+	var b bytes.Buffer
+	enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return nil, fmt.Errorf("metrics: encode %s: %w", mf.GetName(), err)
+		}
+	}
+	return b.Bytes(), nil
+}
+
+// onScrape answers a scrape: the text format, gzip-compressed, or an error
+// text (too large for the bus's payload limit, say).
+func (e *Exporter) onScrape(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	reply := nats.NewMsg(m.Reply)
+	text, err := e.Gather()
+	if err == nil {
+		var z bytes.Buffer
+		w := gzip.NewWriter(&z)
+		_, _ = w.Write(text)
+		_ = w.Close()
+		if max := e.nc.MaxPayload(); int64(z.Len()) > max {
+			err = fmt.Errorf("the metrics take %d bytes compressed, over the bus's max payload (%d): raise flock:bus.maxPayloadKiB", z.Len(), max)
+		} else {
+			reply.Data = z.Bytes()
+			reply.Header.Set("Content-Encoding", protocol.MetricsEncoding)
+		}
+	}
+	if err != nil {
+		e.log.Warn("scrape failed", "err", err)
+		reply.Header.Set(protocol.MetricsErrorHeader, "1")
+		reply.Data = []byte(err.Error())
+	}
+	if err := m.RespondMsg(reply); err != nil {
+		e.log.Warn("scrape answer not sent", "err", err)
+	}
+}
+
+// agentOf is the agent a subject agent.<id>.<kind> or task.result.<id>
+// names, if it is one of the flock's.
+func (e *Exporter) agentOf(subject string) (string, bool) {
+	var id string
+	switch t := strings.Split(subject, "."); {
+	case len(t) == 3 && t[0] == "agent":
+		id = t[1]
+	case len(t) == 3 && t[0] == "task" && t[1] == "result":
+		id = t[2]
+	default:
+		return "", false
+	}
+	if !e.cfg.IsAgent(id) {
+		return "", false
+	}
+	e.mu.Lock()
+	e.seen[id] = true
+	e.mu.Unlock()
+	return id, true
+}
+
+func (e *Exporter) onHeartbeat(m *nats.Msg) {
+	id, ok := e.agentOf(m.Subject)
+	if !ok {
+		return
+	}
+	var hb protocol.Heartbeat
+	if json.Unmarshal(m.Data, &hb) != nil {
+		return
+	}
+	e.mu.Lock()
+	e.beats[id] = beat{hb: hb, seen: time.Now()}
+	e.mu.Unlock()
+}
+
+func (e *Exporter) onResult(m *nats.Msg) {
+	id, ok := e.agentOf(m.Subject)
+	if !ok {
+		return
+	}
+	var r struct {
+		Status     string  `json:"status"`
+		DurationMS float64 `json:"duration_ms"`
+	}
+	if json.Unmarshal(m.Data, &r) != nil {
+		r.Status = ""
+	}
+	status := taskStatus(r.Status)
+	e.c.tasks.WithLabelValues(id, status).Inc()
+	if status != protocol.StatusRejected && r.DurationMS >= 0 {
+		e.c.taskSeconds.WithLabelValues(id).Observe(r.DurationMS / 1000)
+	}
+}
+
+func (e *Exporter) onEvent(m *nats.Msg) {
+	id, ok := e.agentOf(m.Subject)
+	if !ok {
+		return
+	}
+	var ev struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(m.Data, &ev) != nil || !countedEvents[ev.Type] {
+		return
+	}
+	e.c.events.WithLabelValues(id, ev.Type).Inc()
+	if ev.Type == protocol.EventInbox {
+		e.c.received.WithLabelValues(id).Inc()
+	}
+}
+
+func (e *Exporter) onUsage(m *nats.Msg) {
+	id, ok := e.agentOf(m.Subject)
+	if !ok {
+		return
+	}
+	var u protocol.Usage
+	if json.Unmarshal(m.Data, &u) != nil {
+		return
+	}
+	up := u.Upstream
+	if up == "" {
+		up = "unknown"
+	}
+	e.c.calls.WithLabelValues(id, up, strconv.Itoa(u.Status)).Inc()
+	if u.Total > 0 {
+		e.c.tokens.WithLabelValues(id, up).Add(float64(u.Total))
+	}
+	if u.DurationMS > 0 {
+		e.c.callSeconds.WithLabelValues(up).Observe(u.DurationMS / 1000)
+	}
+	e.c.spent.WithLabelValues(id).Set(float64(u.SpentTokens))
+	if u.BudgetTokens > 0 {
+		e.c.budget.WithLabelValues(id).Set(float64(u.BudgetTokens))
+		e.c.budgetLeft.WithLabelValues(id).Set(float64(max(0, u.BudgetTokens-u.SpentTokens)))
+	}
+}
+
+// taskStatus bounds a result's status to the protocol's.
+func taskStatus(s string) string {
+	switch s {
+	case protocol.StatusOK, protocol.StatusFailed, protocol.StatusTimeout, protocol.StatusRejected, protocol.StatusError:
+		return s
+	}
+	return "unknown"
+}
+
+// countedEvents are the event types counted by type.
+var countedEvents = map[string]bool{
+	protocol.EventStarted: true, protocol.EventReconnected: true, protocol.EventInbox: true,
+	protocol.EventBroadcast: true, protocol.EventTaskRejected: true,
+	protocol.EventProgramStarted: true, protocol.EventProgramExited: true,
+	protocol.EventBoardClaimed: true, protocol.EventBoardDone: true,
+	protocol.EventBoardFailed: true, protocol.EventBoardReleased: true,
+}
+
+// forget drops the series of agents the flock no longer has.
+func (e *Exporter) forget(agents map[string]bool) {
+	e.mu.Lock()
+	var gone []string
+	for id := range e.seen {
+		if !agents[id] {
+			gone = append(gone, id)
+			delete(e.seen, id)
+			delete(e.beats, id)
+		}
+	}
+	e.mu.Unlock()
+	for _, id := range gone {
+		e.c.forget(id)
+	}
+}
+
+// scrapeContext bounds one scrape's questions to the bus.
+func (e *Exporter) scrapeContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), e.cfg.ScrapeTimeout)
+}
