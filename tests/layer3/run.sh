@@ -175,6 +175,15 @@ for c in "$first_bus" "$flock-agent-1" "$flock-agent-$count"; do
   grep -q "^== $c\$" "$logs/flock-logs.log" || die "make flock-logs shows nothing of $c"
 done
 
+# The metrics, as Prometheus would scrape them: the relay on the host's
+# loopback, every agent up, agent-1's tasks counted.
+curl -fsS "http://127.0.0.1:9464/metrics" >"$logs/metrics-1.txt" || die "no metrics on 127.0.0.1:9464/metrics"
+up=$(grep -cE '^flock_agent_up\{agent="[^"]+"\} 1$' "$logs/metrics-1.txt" || true)
+[ "$up" -eq "$count" ] || { grep '^flock_agent_up' "$logs/metrics-1.txt" >&2; die "the metrics say $up of $count agents are up"; }
+grep -qE '^flock_tasks_total\{agent="agent-1",status="ok"\} [1-9]' "$logs/metrics-1.txt" ||
+  { grep '^flock_tasks_total' "$logs/metrics-1.txt" >&2; die "the metrics count no task agent-1 ran"; }
+echo "   127.0.0.1:9464/metrics: $up of $count agents up, agent-1's tasks counted ($(grep -c '^flock_' "$logs/metrics-1.txt") series)"
+
 # 3. The isolation probes against what Pulumi created.
 if [ "$replicas" = 1 ]; then
   echo "== isolation probes (tests/e2e against the deployed flock)"
@@ -263,6 +272,10 @@ run "make flock-budget (after docker restart of the gateway)" budget-2.log make 
 [ "$(awk '$1 == "agent-1" {print $2}' "$logs/budget-2.log")" = "$spent" ] ||
   { cat "$logs/budget-2.log" >&2; die "agent-1's spend changed across a gateway restart (was $spent)"; }
 echo "   agent-1 spent $spent of 100000 tokens today; the same after docker restart of the gateway"
+curl -fsS "http://127.0.0.1:9464/metrics" >"$logs/metrics-2.txt" || die "no metrics on 127.0.0.1:9464/metrics (with the gateway)"
+grep -qE '^flock_tokens_spent_total\{agent="agent-1",upstream="[^"]+"\} [1-9]' "$logs/metrics-2.txt" ||
+  { grep -E '^flock_(tokens|gateway|budget)' "$logs/metrics-2.txt" >&2; die "the metrics show no tokens agent-1 spent through the gateway"; }
+echo "   the metrics: $(grep -E '^flock_tokens_spent_total\{agent="agent-1"' "$logs/metrics-2.txt" | head -1)"
 # The board: a plan with one AI step (the example AI agent asks the fake
 # model through the gateway), its answer reaching the next task as context.
 run "make flock-plan (examples/plans/ask.yaml: one AI step through the gateway)" flock-plan-ask.log \
