@@ -24,3 +24,23 @@ const MetricsErrorHeader = "Flock-Metrics-Error"
 // EnvBusMetricsListen is where the bus serves the relay (host:port); unset,
 // it serves none (the aws stack, which writes CloudWatch metrics instead).
 const EnvBusMetricsListen = "FLOCK_BUS_METRICS_LISTEN"
+
+// On the aws stack the services write the metrics into their log as
+// CloudWatch's embedded metric format instead (agent/metrics, EMFWriter),
+// once a minute, under the namespace EMFNamespace with the dimension Flock.
+const (
+	EMFNamespace = "AIFlock"
+	EMFEverySecs = 60
+	// EnvServicesEMF is the level written (flock or agents); unset: none.
+	EnvServicesEMF = "FLOCK_SERVICES_EMF"
+	// EnvServicesFlock is the flock's name, the metrics' Flock dimension.
+	EnvServicesFlock = "FLOCK_SERVICES_FLOCK"
+)
+
+// EMF levels (flock:aws.metrics): none, the flock's figures (per-agent
+// series summed, ages the largest), or every agent's own series too.
+const (
+	EMFOff    = "off"
+	EMFFlock  = "flock"
+	EMFAgents = "agents"
+)

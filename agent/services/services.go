@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -35,7 +36,21 @@ type Config struct {
 	Nkey      string // the seed itself (aws: from Secrets Manager)
 	ReadyFile string // kept fresh while serving; "" for none
 	Board     board.Options
-	Logger    *slog.Logger
+	// NoMetrics leaves the exporter off (benchmarks weigh its cost; the
+	// stacks always run it).
+	NoMetrics bool
+	// EMF, if set, writes the metrics as CloudWatch EMF lines (the aws
+	// stack); nil writes none.
+	EMF    *EMF
+	Logger *slog.Logger
+}
+
+// EMF is where and how the metrics are written as EMF documents.
+type EMF struct {
+	Level string // metrics.EMFFlock or metrics.EMFAgents
+	Flock string // the Flock dimension
+	Every time.Duration
+	Out   io.Writer
 }
 
 // ReadyEvery is how often the ready file is rewritten while the services
@@ -137,11 +152,22 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 			return nil, fmt.Errorf("services: board: %w", err)
 		}
 	}
-	s.metrics, err = metrics.Start(nc, js, metrics.Config{Agents: s.agentIDs, IsAgent: s.isAgent,
-		Board: s.board.Counts, Logger: log.With("component", "metrics")})
-	if err != nil {
-		s.Stop()
-		return nil, fmt.Errorf("services: %w", err)
+	if !cfg.NoMetrics {
+		s.metrics, err = metrics.Start(nc, js, metrics.Config{Agents: s.agentIDs, IsAgent: s.isAgent,
+			Board: s.board.Counts, Logger: log.With("component", "metrics")})
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("services: %w", err)
+		}
+		if cfg.EMF != nil {
+			w, err := metrics.NewEMFWriter(s.metrics, protocol.EMFNamespace, cfg.EMF.Flock, cfg.EMF.Level)
+			if err != nil {
+				s.Stop()
+				return nil, fmt.Errorf("services: %w", err)
+			}
+			s.bg.Add(1)
+			go s.writeEMF(run, w, *cfg.EMF)
+		}
 	}
 	s.bg.Add(1)
 	go s.supervise(run, cfg.ReadyFile)
@@ -289,6 +315,23 @@ func (s *Services) supervise(run context.Context, readyFile string) {
 			s.fail("the board's view of its bucket stopped following it")
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// writeEMF writes the metrics every e.Every until run ends.
+func (s *Services) writeEMF(run context.Context, w *metrics.EMFWriter, e EMF) {
+	defer s.bg.Done()
+	t := time.NewTicker(e.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-run.Done():
+			return
+		case now := <-t.C:
+			if err := w.Write(e.Out, now); err != nil {
+				s.log.Warn("metrics not written", "err", err)
+			}
 		}
 	}
 }

@@ -85,6 +85,10 @@ type Args struct {
 	// AlarmActions the SNS topics it notifies (none: the console shows it).
 	StorageAlarmBytes int64
 	AlarmActions      []string
+	// Metrics is what the services write as CloudWatch metrics
+	// (protocol.EMFOff, EMFFlock or EMFAgents); the dashboard comes with
+	// any but off.
+	Metrics string
 	// AgentContext is the docker build context (agent/Dockerfile and prebuilt binaries).
 	AgentContext string
 	// BaseImage overrides the Dockerfile's BASE build argument.
@@ -315,6 +319,9 @@ func (d *declarer) declare() error {
 	}
 	if err := d.declareServices(); err != nil {
 		return fmt.Errorf("services: %w", err)
+	}
+	if err := d.dashboard(); err != nil {
+		return err
 	}
 	return d.m.DeclareMembers(d.declareGateway, d.declareAgent)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Config is flock:aws, the aws target's settings, before validation.
@@ -36,13 +37,17 @@ type Config struct {
 	StorageAlarmGiB *int `json:"storageAlarmGiB"`
 	// AlarmActions are the SNS topics the alarm notifies.
 	AlarmActions []string `json:"alarmActions"`
+	// Metrics is what the services write to CloudWatch (embedded metric
+	// format in their log) and whether the stack declares a dashboard:
+	// off, flock (the default) or agents.
+	Metrics string `json:"metrics"`
 }
 
 // Key is the aws target's own configuration key.
 const Key = "flock:aws"
 
 // ConfigShape is what Key holds, for the error when it is not even that.
-const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag, cpuArchitecture, createServiceLinkedRole, storageAlarmGiB, alarmActions}"
+const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag, cpuArchitecture, createServiceLinkedRole, storageAlarmGiB, alarmActions, metrics}"
 
 var (
 	vpcIDPattern    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
@@ -150,6 +155,14 @@ func (c Config) Validate(stack string, m flock.Model, modelValid bool) (Args, er
 		add(k("alarmActions"), "may list at most 5 actions, CloudWatch's limit per alarm state (got %d)", len(c.AlarmActions))
 	}
 	a.AlarmActions = c.AlarmActions
+	switch c.Metrics {
+	case "":
+		a.Metrics = protocol.EMFFlock
+	case protocol.EMFOff, protocol.EMFFlock, protocol.EMFAgents:
+		a.Metrics = c.Metrics
+	default:
+		add(k("metrics"), "must be %q (no CloudWatch metrics, no dashboard), %q (the flock's figures and a dashboard) or %q (every agent's figures too) (got %q)", protocol.EMFOff, protocol.EMFFlock, protocol.EMFAgents, c.Metrics)
+	}
 	switch arch := CPUArchitecture(c.CPUArchitecture); arch {
 	case "":
 	case X86_64, ARM64:
@@ -310,5 +323,6 @@ func ConfigKeys() []flock.ConfigKey {
 		k("createServiceLinkedRole", "boolean", "false", "", "declare ECS's service-linked role (a fresh account)"),
 		k("storageAlarmGiB", "integer", "(derived from the flock)", fmt.Sprintf("1 to %d", 8<<20), "file system size past which its alarm fires"),
 		k("alarmActions", "list of SNS topic ARNs", "", "at most 5", "what the storage alarm notifies"),
+		k("metrics", "string", protocol.EMFFlock, protocol.EMFOff+", "+protocol.EMFFlock+" or "+protocol.EMFAgents, "the flock's metrics in CloudWatch (embedded metric format) and a dashboard: none, the flock's figures, or every agent's too (cost: docs/aws.md)"),
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
-// The flock's services (the board service) on the aws target: one Fargate
+// The flock's services (the board service, the metrics) on the aws target: one Fargate
 // service, <flock>-services, of one task running /flock-services from the
 // bus image as the services' own bus user (protocol.ServicesUser), its
 // seed from a secret of its own (FLOCK_SERVICES_NKEY). It listens on
@@ -54,13 +54,20 @@ func (d *declarer) declareServices() error {
 	if err != nil {
 		return err
 	}
+	env := map[string]string{
+		// Every bus node, as agents reach them (Cloud Map names).
+		protocol.EnvServicesNATSURL: BusURL(d.m, d.args.Namespace),
+	}
+	if d.args.Metrics != protocol.EMFOff {
+		// The metrics as EMF lines in their log: CloudWatch Logs makes
+		// them metrics (namespace protocol.EMFNamespace, dimension Flock).
+		env[protocol.EnvServicesEMF] = d.args.Metrics
+		env[protocol.EnvServicesFlock] = MetricsFlock(d.ctx.Stack(), d.name)
+	}
 	t := &task{
 		key: ServicesKey, role: RoleServices, uid: s.UID, gid: s.UID, limits: s.Limits,
 		image: d.busImg.RepoDigest, logGroup: lg,
-		env: map[string]string{
-			// Every bus node, as agents reach them (Cloud Map names).
-			protocol.EnvServicesNATSURL: BusURL(d.m, d.args.Namespace),
-		},
+		env:         env,
 		secrets:     []secretRef{{env: protocol.EnvServicesNkey, arn: sec.Arn}},
 		entryPoint:  ServicesEntryPoint,
 		command:     ServicesCommand,

@@ -73,6 +73,10 @@ func edges() map[string]edge {
 			inside:  []string{at(512, "a"), "/ai-flock/aws.prod_1/flock/agents/agent-1#x"},
 			outside: []string{at(513, "a"), "", "/a b", "/a:b", "/a*b"},
 		},
+		DashboardName.What: {
+			inside:  []string{at(255, "a"), "ai-flock-aws-prod_1-flock", "A-Z_0-9"},
+			outside: []string{at(256, "a"), "", "a.b", "a b", "a/b", "a:b"},
+		},
 		TagKey.What: {
 			inside:  []string{at(128, "k"), "ai-flock.flock", "a b_c.d:e/f=g+h-i@j", "Ünïcødé"},
 			outside: []string{at(129, "k"), "", "aws:role", "AWS:role", "a*b", "a'b", "a,b"},

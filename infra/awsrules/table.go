@@ -16,6 +16,7 @@ const (
 	TypeDiscoveryService  = "aws:servicediscovery/service:Service"
 	TypeNamespace         = "aws:servicediscovery/privateDnsNamespace:PrivateDnsNamespace"
 	TypeLogGroup          = "aws:cloudwatch/logGroup:LogGroup"
+	TypeDashboard         = "aws:cloudwatch/dashboard:Dashboard"
 	TypeRepository        = "aws:ecr/repository:Repository"
 	TypeAccessPoint       = "aws:efs/accessPoint:AccessPoint"
 	TypeSecret            = "aws:secretsmanager/secret:Secret"
@@ -156,6 +157,13 @@ var (
 		Min: 1, Max: 512, Chars: chars(`.\-_/#A-Za-z0-9`), Allowed: "[.-_/#A-Za-z0-9]",
 		Ref: "CloudWatch Logs API Reference, CreateLogGroup, logGroupName",
 	}
+	// CloudWatch API Reference, PutDashboard, DashboardName: "The maximum
+	// length is 255, and valid characters are A-Z, a-z, 0-9, "-", and "_"."
+	DashboardName = Rule{
+		What: "CloudWatch dashboard name", Type: TypeDashboard, Input: "dashboardName", Field: "PutDashboard DashboardName",
+		Min: 1, Max: 255, Chars: chars(`A-Za-z0-9_-`), Allowed: "A-Z a-z 0-9 - _",
+		Ref: "CloudWatch API Reference, PutDashboard, DashboardName",
+	}
 	// Tagging AWS Resources (and each service's Tag type, e.g. ECS API
 	// Reference, Tag): keys up to 128 Unicode characters; letters, digits,
 	// spaces and _ . : / = + - @ are allowed across services; the aws:
@@ -225,7 +233,7 @@ func Rules() []Rule {
 		SecurityGroupName, SecurityGroupDescription, SecurityGroupRuleDescription,
 		IAMRoleName, IAMRoleNamePrefix, IAMRoleDescription, IAMRolePolicyName,
 		ECSTaskFamily, ECSContainerName, ECSServiceName, ECSClusterName,
-		CloudMapServiceName, CloudMapNamespaceName, LogGroupName,
+		CloudMapServiceName, CloudMapNamespaceName, LogGroupName, DashboardName,
 		TagKey, TagValue, ECRRepositoryName, EFSAccessPointPath, SecretName,
 	}
 }

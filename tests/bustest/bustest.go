@@ -63,6 +63,7 @@ type Option func(*options)
 type options struct {
 	board      board.Options
 	noServices bool
+	noMetrics  bool
 }
 
 // WithBoard gives the board service its options: a test's clock, a fast
@@ -71,6 +72,9 @@ func WithBoard(o board.Options) Option { return func(c *options) { c.board = o }
 
 // WithoutServices starts the bus alone (StartServices starts them later).
 func WithoutServices() Option { return func(c *options) { c.noServices = true } }
+
+// WithoutMetrics starts the services with their exporter off.
+func WithoutMetrics() Option { return func(c *options) { c.noMetrics = true } }
 
 // Agents returns a flock.Config of n agents (agent-1 … agent-n) on the docker target.
 func Agents(n int) flock.Config {
@@ -119,7 +123,7 @@ func (f *Bus) startServices() error {
 	if log != nil {
 		log = log.With("component", "services")
 	}
-	s, err := services.Start(ctx, services.Config{URL: f.URL, NkeyFile: seed, Board: f.opts.board, Logger: log})
+	s, err := services.Start(ctx, services.Config{URL: f.URL, NkeyFile: seed, Board: f.opts.board, NoMetrics: f.opts.noMetrics, Logger: log})
 	if err != nil {
 		return fmt.Errorf("start the flock's services: %w", err)
 	}

@@ -82,6 +82,7 @@ const (
 	TypeRepository        = "aws:ecr/repository:Repository"
 	TypeLogGroup          = "aws:cloudwatch/logGroup:LogGroup"
 	TypeMetricAlarm       = "aws:cloudwatch/metricAlarm:MetricAlarm"
+	TypeDashboard         = "aws:cloudwatch/dashboard:Dashboard"
 	TypeSecret            = "aws:secretsmanager/secret:Secret"
 	TypeSecretVersion     = "aws:secretsmanager/secretVersion:SecretVersion"
 	TypeRole              = "aws:iam/role:Role"

@@ -44,8 +44,12 @@ func checkAWSFlockServices(t *testing.T, s *capture.Stack, ids []string, b awsBu
 	if !reflect.DeepEqual(c.EntryPoint, []string{"/flock-services"}) || !reflect.DeepEqual(c.Command, []string{"run"}) {
 		t.Errorf("services: entryPoint %q command %q, want /flock-services run", c.EntryPoint, c.Command)
 	}
-	if !reflect.DeepEqual(c.Environment, []awsflock.KeyValue{{Name: protocol.EnvServicesNATSURL, Value: b.url()}}) {
-		t.Errorf("services: environment %+v, want only %s=%s (every bus node)", c.Environment, protocol.EnvServicesNATSURL, b.url())
+	wantEnv := []awsflock.KeyValue{
+		{Name: protocol.EnvServicesEMF, Value: protocol.EMFFlock}, {Name: protocol.EnvServicesFlock, Value: "aws-flock"},
+		{Name: protocol.EnvServicesNATSURL, Value: b.url()},
+	}
+	if !reflect.DeepEqual(c.Environment, wantEnv) {
+		t.Errorf("services: environment %+v, want %+v (the metrics at the flock's level, every bus node)", c.Environment, wantEnv)
 	}
 	// Their seed: a secret of their own, a Pulumi secret, injected at start.
 	secret := awsGet(t, s, capture.TypeSecret, "flock-services-nkey")

@@ -2,7 +2,10 @@
 // as their own bus user, beside the bus. It listens on nothing.
 //
 //	flock-services [run]   serve (FLOCK_SERVICES_NATS_URL, and
-//	                       FLOCK_SERVICES_NKEY_FILE or FLOCK_SERVICES_NKEY)
+//	                       FLOCK_SERVICES_NKEY_FILE or FLOCK_SERVICES_NKEY;
+//	                       with FLOCK_SERVICES_EMF=flock|agents and
+//	                       FLOCK_SERVICES_FLOCK, the metrics as CloudWatch
+//	                       EMF lines on stdout every minute)
 //	flock-services health  exit 0 iff the services serve: their ready file
 //	                       (FLOCK_SERVICES_READY_FILE) is fresh
 //
@@ -18,7 +21,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/ai-flock/ai-flock/agent/services"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -47,7 +52,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	ready := env(protocol.EnvServicesReady, protocol.ServicesReadyFile)
 	switch cmd {
 	case "run":
-		log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "flock-services")
+		// One writer for the log's lines and the EMF documents', each whole.
+		out := &lockedWriter{w: stdout}
+		log := slog.New(slog.NewJSONHandler(out, nil)).With("service", "flock-services")
 		cfg := services.Config{
 			URL:       getenv(protocol.EnvServicesNATSURL),
 			NkeyFile:  getenv(protocol.EnvServicesNkeyFile),
@@ -61,6 +68,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		if cfg.NkeyFile == "" && cfg.Nkey == "" {
 			cfg.NkeyFile = protocol.ServicesCredsFile
+		}
+		if level := getenv(protocol.EnvServicesEMF); level != "" {
+			// CloudWatch Logs reads the EMF lines among the log's (aws).
+			cfg.EMF = &services.EMF{Level: level, Flock: getenv(protocol.EnvServicesFlock),
+				Every: protocol.EMFEverySecs * time.Second, Out: out}
 		}
 		if err := serve(ctx, cfg); err != nil {
 			log.Error("services failed", "err", err)
@@ -97,4 +109,16 @@ func serve(ctx context.Context, cfg services.Config) error {
 	case <-s.Dead():
 		return fmt.Errorf("services can no longer serve")
 	}
+}
+
+// lockedWriter keeps the EMF documents' lines whole beside the log's.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
