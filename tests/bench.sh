@@ -39,6 +39,11 @@ echo "gateway (go test -bench ./agent/gateway ./agent/cmd/flock-gateway):"
 go test -run '^$' -bench . -benchtime 2000x ./agent/gateway | grep '^Benchmark'
 go test -run '^$' -bench IdleRSS ./agent/cmd/flock-gateway | grep '^Benchmark'
 echo
+# The metrics exporter's cost on the trivial-task throughput: on against off,
+# interleaved, in the same run (one-node bus).
+echo "metrics exporter (go run ./tests/bench/metrics-cost):"
+go run ./tests/bench/metrics-cost
+echo
 # From nothing to every task healthy on the local engine, for the same agent
 # counts: the dev stack's replay beside the aws stack run as Fargate would
 # (tests/fargate). Needs root and a Docker engine.

@@ -36,6 +36,7 @@ type Load struct {
 	Exec        string // if set, run this binary ("<it> tool exit 0") instead of the built-in echo
 	Tasks       int    // how many tasks
 	Window      int    // tasks in flight at once (closed loop); default 2 x agents x concurrency
+	NoMetrics   bool   // the services run without their exporter
 }
 
 // Name describes l for a table row.
@@ -76,7 +77,11 @@ func Throughput(ctx context.Context, l Load) (Stats, error) {
 	defer os.RemoveAll(dir)
 	cfg := bustest.Agents(l.Agents)
 	cfg.Limits.Concurrency = &l.Concurrency
-	f, err := bustest.New(dir, cfg, nil)
+	var opts []bustest.Option
+	if l.NoMetrics {
+		opts = append(opts, bustest.WithoutMetrics())
+	}
+	f, err := bustest.New(dir, cfg, nil, opts...)
 	if err != nil {
 		return Stats{}, err
 	}
