@@ -150,8 +150,8 @@ func (p *promServer) names(t *testing.T) []string {
 // spent through the fake model, each under the agent that did it; every
 // metric the Grafana dashboard queries is among what it scraped.
 func TestPrometheusScrapesTheFlock(t *testing.T) {
-	bin := needPrometheus(t)
 	skipUnderGVisor(t, gatewayFunction)
+	bin := needPrometheus(t)
 	f := needGateway(t)
 	a1, a2 := f.agents[0], f.agents[1]
 	p := startPrometheus(t, bin)
