@@ -185,13 +185,17 @@ func (e *Exporter) agentOf(subject string) (string, bool) {
 	return id, true
 }
 
-func (e *Exporter) onHeartbeat(m *nats.Msg) {
+// take reads m's body into v for the agent its subject names, if that is
+// one of the flock's and the body is readable.
+func (e *Exporter) take(m *nats.Msg, v any) (string, bool) {
 	id, ok := e.agentOf(m.Subject)
-	if !ok {
-		return
-	}
+	return id, ok && json.Unmarshal(m.Data, v) == nil
+}
+
+func (e *Exporter) onHeartbeat(m *nats.Msg) {
 	var hb protocol.Heartbeat
-	if json.Unmarshal(m.Data, &hb) != nil {
+	id, ok := e.take(m, &hb)
+	if !ok {
 		return
 	}
 	e.mu.Lock()
@@ -219,14 +223,11 @@ func (e *Exporter) onResult(m *nats.Msg) {
 }
 
 func (e *Exporter) onEvent(m *nats.Msg) {
-	id, ok := e.agentOf(m.Subject)
-	if !ok {
-		return
-	}
 	var ev struct {
 		Type string `json:"type"`
 	}
-	if json.Unmarshal(m.Data, &ev) != nil || !countedEvents[ev.Type] {
+	id, ok := e.take(m, &ev)
+	if !ok || !countedEvents[ev.Type] {
 		return
 	}
 	e.c.events.WithLabelValues(id, ev.Type).Inc()
@@ -236,12 +237,9 @@ func (e *Exporter) onEvent(m *nats.Msg) {
 }
 
 func (e *Exporter) onUsage(m *nats.Msg) {
-	id, ok := e.agentOf(m.Subject)
-	if !ok {
-		return
-	}
 	var u protocol.Usage
-	if json.Unmarshal(m.Data, &u) != nil {
+	id, ok := e.take(m, &u)
+	if !ok {
 		return
 	}
 	up := u.Upstream
