@@ -8,14 +8,10 @@ package services
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -175,127 +171,6 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 	return s, nil
 }
 
-// watchConfig follows the services bucket (waiting, within ctx, for the bus
-// to have made it): the returned channel is closed once every entry was
-// read; later changes go to the board as they come.
-func (s *Services) watchConfig(ctx, run context.Context, js jetstream.JetStream) (<-chan struct{}, error) {
-	var w jetstream.KeyWatcher
-	for {
-		kv, err := js.KeyValue(ctx, protocol.ServicesBucket)
-		if err == nil {
-			if w, err = kv.WatchAll(run); err == nil {
-				break
-			}
-		}
-		s.log.Info("waiting for the bus's services bucket", "bucket", protocol.ServicesBucket, "err", err)
-		if !sleep(ctx, retryEvery) {
-			return nil, fmt.Errorf("services: bucket %s: %w", protocol.ServicesBucket, err)
-		}
-	}
-	s.watcher = w
-	loaded := make(chan struct{})
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		done := false
-		for {
-			select {
-			case <-run.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					if run.Err() == nil {
-						s.fail("the services bucket's watcher stopped")
-					}
-					return
-				}
-				if e == nil {
-					if !done {
-						done = true
-						close(loaded)
-					}
-					continue
-				}
-				s.take(e)
-				if done {
-					s.applyConfig()
-				}
-			}
-		}
-	}()
-	return loaded, nil
-}
-
-// take records one entry of the services bucket.
-func (s *Services) take(e jetstream.KeyValueEntry) {
-	s.cfgMu.Lock()
-	defer s.cfgMu.Unlock()
-	key, del := e.Key(), e.Operation() != jetstream.KeyValuePut
-	if id, ok := protocol.ServicesAgentOf(key); ok {
-		if del {
-			delete(s.agents, id)
-			return
-		}
-		var a protocol.BoardAgent
-		if err := json.Unmarshal(e.Value(), &a); err != nil || a.ID != id {
-			s.log.Warn("unreadable services entry ignored", "key", key, "err", err)
-			return
-		}
-		s.agents[id] = a
-		return
-	}
-	if key == protocol.ServicesBoardKey {
-		var b protocol.BoardConfig
-		if del {
-			s.boardS = b
-			return
-		}
-		if err := json.Unmarshal(e.Value(), &b); err != nil {
-			s.log.Warn("unreadable services entry ignored", "key", key, "err", err)
-			return
-		}
-		b.Agents = nil
-		s.boardS = b
-	}
-}
-
-// boardConfig is what the bucket says of the board and its agents.
-func (s *Services) boardConfig() protocol.BoardConfig {
-	s.cfgMu.Lock()
-	defer s.cfgMu.Unlock()
-	c := s.boardS
-	c.Agents = make([]protocol.BoardAgent, 0, len(s.agents))
-	for _, a := range s.agents {
-		c.Agents = append(c.Agents, a)
-	}
-	return c
-}
-
-// agentIDs are the flock's agents, as the services bucket says.
-func (s *Services) agentIDs() []string {
-	s.cfgMu.Lock()
-	defer s.cfgMu.Unlock()
-	ids := make([]string, 0, len(s.agents))
-	for id := range s.agents {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-func (s *Services) isAgent(id string) bool {
-	s.cfgMu.Lock()
-	defer s.cfgMu.Unlock()
-	_, ok := s.agents[id]
-	return ok
-}
-
-func (s *Services) applyConfig() {
-	if s.board != nil {
-		s.board.SetConfig(s.boardConfig())
-	}
-}
-
 // supervise keeps the ready file fresh while the services serve and are
 // connected, and gives up when the board's view of its bucket stopped.
 func (s *Services) supervise(run context.Context, readyFile string) {
@@ -360,31 +235,6 @@ func (s *Services) Stop() {
 		_ = s.watcher.Stop()
 	}
 	s.nc.Close()
-}
-
-// CheckReady reports whether the ready file is fresher than maxAge.
-func CheckReady(file string, maxAge time.Duration) error {
-	fi, err := os.Stat(file)
-	if err != nil {
-		return fmt.Errorf("not serving: %w", err)
-	}
-	if age := time.Since(fi.ModTime()); age > maxAge {
-		return fmt.Errorf("not serving: ready file is %s old (at most %s)", age.Round(time.Second), maxAge)
-	}
-	return nil
-}
-
-func writeReady(file string) error {
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return err
-	}
-	now := time.Now()
-	if err := os.Chtimes(file, now, now); err == nil {
-		return nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return os.WriteFile(file, []byte("ok\n"), 0o600)
 }
 
 func nkeyOption(cfg Config) (nats.Option, error) {
