@@ -243,9 +243,9 @@ func TestTheRelayWithoutTheServices(t *testing.T) {
 	}
 }
 
-// Nobody but the services answers scrapes, and nobody but the gateway
-// writes usage: an agent can neither stand in for the exporter nor feed it
-// another agent's spending.
+// Nobody but the services answers scrapes, nobody but the gateway writes
+// usage, and no agent may scrape: an agent can neither stand in for the
+// exporter, feed it another agent's spending, nor read the flock's figures.
 func TestAgentsCannotFeedOrAnswerTheExporter(t *testing.T) {
 	f := bustest.Start(t, bustest.Agents(2))
 	nc, err := f.Dial(t, "agent-1")
@@ -259,10 +259,12 @@ func TestAgentsCannotFeedOrAnswerTheExporter(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = nc.Publish(protocol.UsageSubject("agent-2"), []byte(`{"total":1}`))
+	// Nor read the flock's figures (every agent's) by asking for them.
+	_ = nc.PublishRequest(protocol.SubjectMetrics, protocol.InboxPrefix("agent-1")+".x", nil)
 	_ = nc.Flush()
 	seen := 0
 	timeout := time.After(3 * time.Second)
-	for seen < 2 {
+	for seen < 3 {
 		select {
 		case err := <-errs:
 			if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
@@ -270,7 +272,7 @@ func TestAgentsCannotFeedOrAnswerTheExporter(t *testing.T) {
 			}
 			seen++
 		case <-timeout:
-			t.Fatalf("%d of 2 permission violations seen", seen)
+			t.Fatalf("%d of 3 permission violations seen", seen)
 		}
 	}
 }
