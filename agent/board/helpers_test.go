@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,6 +83,27 @@ func (e *env) setBoard(t testing.TB, change func(*protocol.BoardConfig)) {
 	if err := e.f.Bus.Reload(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
+	// The reload writes the services bucket; the board learns of it a
+	// moment later, so wait until it has, or a request can beat the change.
+	want := sortedBoard(topo.Board)
+	testkit.WaitFor(t, 10*time.Second, "the board to apply the reloaded topology", func() bool {
+		return reflect.DeepEqual(sortedBoard(e.f.Services.BoardConfig()), want)
+	})
+}
+
+// sortedBoard is cfg with its agents in ID order and an empty label list as
+// none, so two configs compare by what they say.
+func sortedBoard(cfg protocol.BoardConfig) protocol.BoardConfig {
+	out := cfg
+	out.Agents = make([]protocol.BoardAgent, 0, len(cfg.Agents))
+	for _, a := range cfg.Agents {
+		if len(a.Labels) == 0 {
+			a.Labels = nil
+		}
+		out.Agents = append(out.Agents, a)
+	}
+	slices.SortFunc(out.Agents, func(a, b protocol.BoardAgent) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 func setAgent(cfg *protocol.BoardConfig, a protocol.BoardAgent) {

@@ -98,8 +98,9 @@ func (s *Services) take(e jetstream.KeyValueEntry) {
 	}
 }
 
-// boardConfig is what the bucket says of the board and its agents.
-func (s *Services) boardConfig() protocol.BoardConfig {
+// BoardConfig is what the services bucket says of the board and its agents:
+// what the board applies once a deploy's (or a reload's) entries arrive.
+func (s *Services) BoardConfig() protocol.BoardConfig {
 	s.cfgMu.Lock()
 	defer s.cfgMu.Unlock()
 	c := s.boardS
@@ -131,6 +132,6 @@ func (s *Services) isAgent(id string) bool {
 
 func (s *Services) applyConfig() {
 	if s.board != nil {
-		s.board.SetConfig(s.boardConfig())
+		s.board.SetConfig(s.BoardConfig())
 	}
 }

@@ -138,7 +138,7 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 		return nil, fmt.Errorf("services: no configuration from the bus (bucket %s): %w", protocol.ServicesBucket, ctx.Err())
 	}
 	for {
-		s.board, err = board.Serve(ctx, nc, js, s.boardConfig(), log.With("component", "board"), cfg.Board)
+		s.board, err = board.Serve(ctx, nc, js, s.BoardConfig(), log.With("component", "board"), cfg.Board)
 		if err == nil {
 			break
 		}
