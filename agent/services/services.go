@@ -165,6 +165,13 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 			go s.writeEMF(run, w, *cfg.EMF)
 		}
 	}
+	// Serving from here: the ready file says so before Start returns (the
+	// supervisor keeps it fresh).
+	if cfg.ReadyFile != "" {
+		if err := writeReady(cfg.ReadyFile); err != nil {
+			log.Warn("ready file not written", "file", cfg.ReadyFile, "err", err)
+		}
+	}
 	s.bg.Add(1)
 	go s.supervise(run, cfg.ReadyFile)
 	log.Info("services started", "agents", len(s.agents))
