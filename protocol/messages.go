@@ -132,6 +132,9 @@ type Heartbeat struct {
 	// Board is the board task the agent holds and runs now ("<plan>.<task>",
 	// protocol.BoardKey), if any.
 	Board string `json:"board,omitempty"`
+	// Tasks are the tasks it runs now (echo tasks, done at once, are left
+	// out), oldest first.
+	Tasks []RunningTask `json:"tasks,omitempty"`
 }
 
 // Event types an agent publishes on agent.<id>.events.

@@ -62,6 +62,12 @@ Operator (common flags: --nats URL, --nkey FILE, --json):
   broadcast MESSAGE...      announce to every agent
   watch             print heartbeats, events, results and dead letters live
   agents            list the agents with their last heartbeat
+  top [--every D] [--lines N] [--once]
+                    live dashboard: every agent's state, task, heartbeat, tokens
+                    against its budget, recent failures, the board, the bus;
+                    s sort, / filter, enter an agent's recent log lines, q quit
+  logs AGENT [--lines N]
+                    an agent's recent log lines, as it answers on the bus
   dead              list parked (dead-letter) tasks
   budget [list | raise AGENT TOKENS | reset AGENT]
                     the agents' model spending against their budgets (the
@@ -113,6 +119,10 @@ func Main(ctx context.Context, args []string, env Env, sio IO) int {
 		return watchCmd(ctx, args, env, sio)
 	case "agents":
 		return agentsCmd(ctx, args, env, sio)
+	case "top":
+		return topCmd(ctx, args, env, sio)
+	case "logs":
+		return logsCmd(ctx, args, env, sio)
 	case "budget":
 		return budgetCmd(ctx, args, env, sio)
 	case "dead":
@@ -140,8 +150,9 @@ func runAgent(ctx context.Context, env Env, sio IO) int {
 		return ExitUsage
 	}
 	cfg.Version = Version
-	log, closeLog := worker.NewLogger(cfg, sio.Out)
+	log, recent, closeLog := worker.NewLogger(cfg, sio.Out)
 	defer closeLog()
+	cfg.Recent = recent
 	if err := worker.Run(ctx, cfg, log); err != nil { // until main's context ends (SIGTERM), then drain
 		log.Error("agent failed", "err", err)
 		return ExitBus

@@ -19,6 +19,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("FLOCK_CLI") == "1" { // the test binary as flock-agent (the tmux test runs it so)
+		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Getenv, cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "tool" {
 		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Getenv, cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 	}

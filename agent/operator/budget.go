@@ -2,7 +2,10 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -38,4 +41,44 @@ func (c *Client) ResetBudget(ctx context.Context, agent string) (protocol.Ledger
 		return protocol.LedgerEntry{}, err
 	}
 	return ledger.Reset(ctx, kv, agent, time.Now())
+}
+
+// WatchBudgets calls fn with every agent's ledger entry, each one now and
+// again whenever the gateway or the operator writes it, until ctx ends; a
+// deleted entry comes as an entry with only its agent. ready (if set) is
+// called once the entries there were have all come.
+func (c *Client) WatchBudgets(ctx context.Context, fn func(protocol.LedgerEntry), ready func()) error {
+	kv, err := ledger.Bucket(ctx, c.js)
+	if err != nil {
+		return err
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case u, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if u == nil { // the initial values are all in
+				if ready != nil {
+					ready()
+				}
+				continue
+			}
+			e := protocol.LedgerEntry{Agent: u.Key()}
+			if u.Operation() == jetstream.KeyValuePut {
+				if json.Unmarshal(u.Value(), &e) != nil || e.Agent != u.Key() {
+					continue
+				}
+				e.Roll(e.Window, time.Now())
+			}
+			fn(e)
+		}
+	}
 }

@@ -95,3 +95,12 @@ func (c *Client) StoredResults(ctx context.Context, since time.Time) ([]protocol
 	}
 	return out, nil
 }
+
+// DeadCount is how many parked tasks the dead-letter stream keeps.
+func (c *Client) DeadCount(ctx context.Context) (uint64, error) {
+	s, err := c.js.Stream(ctx, protocol.StreamDead)
+	if err != nil {
+		return 0, err
+	}
+	return s.CachedInfo().State.Msgs, nil
+}

@@ -33,6 +33,9 @@ type Config struct {
 	MaxTaskBytes   int           // MAX_TASK_BYTES: largest task body accepted
 	LogFile        string        // LOG_FILE ("-" or "off": stdout only)
 	LogMaxBytes    int64         // LOG_MAX_BYTES
+	// Recent keeps the last log lines for the operator's logs request
+	// (NewLogger makes it); nil: the agent answers with none.
+	Recent         *RecentLog
 	LogLevel       string        // LOG_LEVEL: debug, info, warn, error
 	EnvAllow       []string      // ENV_ALLOW: variables passed on to task processes ("NAME" or "PREFIX*")
 	Grace          time.Duration // GRACE_PERIOD: how long SIGTERM waits for in-flight tasks

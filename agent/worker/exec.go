@@ -32,8 +32,7 @@ type execRun struct {
 func (a *Agent) runExec(msg delivery, t *protocol.Task, res *protocol.Result, keep time.Duration, x *execRun) error {
 	dir := a.taskDir(t.ID)
 	res.Dir = dir
-	a.running.Store(t.ID, true)
-	defer a.running.Delete(t.ID)
+	defer a.running.add(t.ID, t.Kind)()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return errorResult(res, "task directory: %v", err)
 	}

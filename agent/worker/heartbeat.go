@@ -17,6 +17,7 @@ func (a *Agent) heartbeat() {
 		Completed: a.completed.Load(), Failed: a.failed.Load(),
 		Concurrency: a.cfg.Concurrency, Version: a.cfg.Version,
 		Reconnects: a.reconnects.Load(), Board: a.boardHeld.Load().(string),
+		Tasks: a.running.list(),
 	}
 	b, _ := json.Marshal(hb)
 	if err := a.nc.Publish(protocol.HeartbeatSubject(a.cfg.ID), b); err != nil {

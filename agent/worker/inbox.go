@@ -296,7 +296,7 @@ func (a *Agent) prune(dir string, keep int, dirs bool) {
 		if e.IsDir() != dirs || strings.HasSuffix(e.Name(), ".tmp") {
 			continue
 		}
-		if _, busy := a.running.Load(e.Name()); busy {
+		if a.running.has(e.Name()) {
 			continue
 		}
 		if info, err := e.Info(); err == nil {

@@ -22,12 +22,16 @@ func parseLevel(s string) (slog.Level, error) {
 // NewLogger returns the agent's JSON logger: every record goes to stdout and
 // to the size-bounded log file (LOG_FILE). If the file cannot be opened the
 // logger still writes to stdout and says so. close flushes and closes the file.
-func NewLogger(c Config, stdout io.Writer) (log *slog.Logger, close func()) {
+//
+// The last lines are also kept in memory (recent), for the operator's logs
+// request: pass it on as Config.Recent.
+func NewLogger(c Config, stdout io.Writer) (log *slog.Logger, recent *RecentLog, close func()) {
 	level, err := parseLevel(c.LogLevel)
 	if err != nil {
 		level = slog.LevelInfo
 	}
-	var w io.Writer = stdout
+	recent = NewRecentLog()
+	var w io.Writer = tee{stdout, recent}
 	close = func() {}
 	var fileErr error
 	if c.LogFile != "" && c.LogFile != "-" && c.LogFile != "off" {
@@ -36,7 +40,7 @@ func NewLogger(c Config, stdout io.Writer) (log *slog.Logger, close func()) {
 		if err != nil {
 			fileErr = err
 		} else {
-			w = tee{stdout, f}
+			w = tee{stdout, f, recent}
 			close = func() { _ = f.Close() }
 		}
 	}
@@ -44,7 +48,7 @@ func NewLogger(c Config, stdout io.Writer) (log *slog.Logger, close func()) {
 	if fileErr != nil {
 		log.Warn("log file unavailable: logging to stdout only", "file", c.LogFile, "err", fileErr)
 	}
-	return log, close
+	return log, recent, close
 }
 
 // tee writes to every writer, whatever the others do: a closed stdout must

@@ -60,7 +60,7 @@ type Agent struct {
 	inboxDir string
 	inboxN   atomic.Uint64
 	pruneReq chan string
-	running  sync.Map // task IDs running now (never pruned)
+	running  running // the tasks running now: never pruned, and in heartbeats
 
 	boardHeld atomic.Value // string: the board task it runs now ("<plan>.<task>"), "" when none
 	stopBG    func()
@@ -174,6 +174,11 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 	if err != nil {
 		return false, err
 	}
+	logs, err := a.subscribeLogs()
+	if err != nil {
+		return false, err
+	}
+	subs = append(subs, logs)
 	mailCtx, stopMail := context.WithCancel(context.Background())
 	mailDone := make(chan struct{})
 	go func() { defer close(mailDone); a.mailLoop(mailCtx) }()

@@ -39,7 +39,8 @@ func pullSubjects(stream, consumer string) []string {
 // ask the bus for the roster, ask the board on its own request subjects,
 // pull and ack its own consumer (which also delivers the pool tasks the bus
 // gives it) and its own mailbox's; read its own replies, broadcast and the
-// board's ready bell (not the board's events, nor its bucket); answer a
+// board's ready bell (not the board's events, nor its bucket), and the
+// operator's requests for its recent log lines on its own subject; answer a
 // message (the delivery receipt) into a reply inbox (_INBOX.<user>.…), the
 // only reply subjects a legitimate requester gives.
 //
@@ -72,6 +73,7 @@ func AgentPermissions(id string) Permissions {
 			protocol.InboxPrefix(id) + ".>",
 			protocol.SubjectBroadcast,
 			protocol.SubjectBoardReady,
+			protocol.LogsSubject(id), // the operator's request for its recent log lines
 		}},
 	}
 }
@@ -79,15 +81,16 @@ func AgentPermissions(id string) Permissions {
 // OperatorPermissions: send tasks, inbox messages (as "operator") and
 // broadcasts, ask for the roster, use the JetStream API (results, dead
 // letters), raise and reset budgets in the ledger, ask the board as the
-// operator; watch results, events, heartbeats, the gateway's usage and the
-// board's transitions. It cannot publish as an agent
-// (results, events, heartbeats, inbox messages).
+// operator, ask an agent for its recent log lines; watch results, events,
+// heartbeats, the gateway's usage and the board's transitions. It cannot
+// publish as an agent (results, events, heartbeats, inbox messages).
 func OperatorPermissions() Permissions {
 	return Permissions{
 		Publish: Rule{Allow: []string{
 			protocol.SubjectTasks, protocol.InboxFrom(protocol.OperatorUser), protocol.SubjectBroadcast, protocol.SubjectRoster,
 			"$JS.API.>", "$JS.ACK.>", "$JS.FC.>", protocol.LedgerPutSubjects,
 			protocol.SubjectBoardOperator,
+			protocol.SubjectLogs, // ask an agent for its recent log lines
 		}},
 		Subscribe: Rule{Allow: []string{
 			protocol.InboxPrefix(protocol.OperatorInboxToken) + ".>",

@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 
 	"agent/board":              {"protocol"},
 	"agent/bus":                {"protocol"},
-	"agent/cli":                {"agent/board", "agent/ledger", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/tool", "agent/worker", "protocol"},
+	"agent/cli":                {"agent/board", "agent/ledger", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/tool", "agent/top", "agent/worker", "protocol"},
 	"agent/cmd/flock-agent":    {"agent/cli"},
 	"agent/cmd/flock-bus":      {"agent/bus", "protocol"},
 	"agent/cmd/flock-services": {"agent/services", "protocol"},
@@ -52,6 +52,7 @@ var allowed = map[string][]string{
 	"agent/mcpserver":          {"agent/board", "agent/mailbox", "agent/operator", "agent/worker", "protocol"},
 	"agent/operator":           {"agent/ledger", "agent/mailbox", "protocol"},
 	"agent/tool":               {},
+	"agent/top":                {"agent/board", "agent/operator", "protocol"},
 	"agent/services":           {"agent/board", "agent/metrics", "protocol"},
 	"agent/worker":             {"agent/board", "agent/logfile", "protocol"},
 
