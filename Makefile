@@ -16,7 +16,7 @@ OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
 PARALLEL ?= 16
 
 .PHONY: help all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-fargate e2e-gvisor provision-check actionlint bench layer3 \
-        vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy vm-test flock-test flock-logs flock-watch flock-budget flock-plan flock-board
+        vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy vm-test flock-test flock-logs flock-watch flock-top flock-budget flock-plan flock-board
 
 ## help: every target and what it does
 help:
@@ -176,6 +176,10 @@ flock-test:
 ## flock-watch: follow the flock's heartbeats, events and results
 flock-watch:
 	$(GO) run ./agent/cmd/flock-agent watch --nkey $(OPERATOR_KEY)
+## flock-top: the live dashboard (every agent's task, heartbeat, tokens; the
+## board; the bus): s sorts, / filters, enter shows an agent's log lines, q quits
+flock-top:
+	$(GO) run ./agent/cmd/flock-agent top --nkey $(OPERATOR_KEY)
 ## flock-budget: every agent's model spending against its budget
 flock-budget:
 	$(GO) run ./agent/cmd/flock-agent budget --nkey $(OPERATOR_KEY)
