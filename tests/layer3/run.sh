@@ -175,6 +175,17 @@ for c in "$first_bus" "$flock-agent-1" "$flock-agent-$count"; do
   grep -q "^== $c\$" "$logs/flock-logs.log" || die "make flock-logs shows nothing of $c"
 done
 
+# The dashboard and an agent's log lines, asked of the agents in their
+# containers over the bus (one frame: no terminal here; tmux is the unit test's).
+go run ./agent/cmd/flock-agent top --once --nkey "$OPERATOR_KEY" >"$logs/top.txt" 2>&1 || { cat "$logs/top.txt" >&2; die "flock-agent top --once failed"; }
+rows=$(grep -cE '^  agent-[0-9]+ +ready ' "$logs/top.txt" || true)
+[ "$rows" -eq "$count" ] || { cat "$logs/top.txt" >&2; die "flock-agent top shows $rows of $count agents ready"; }
+go run ./agent/cmd/flock-agent logs agent-1 --nkey "$OPERATOR_KEY" >"$logs/logs-agent-1.txt" 2>&1 || { cat "$logs/logs-agent-1.txt" >&2; die "flock-agent logs agent-1 failed"; }
+grep -q '"msg":"agent ready"' "$logs/logs-agent-1.txt" || grep -q '"agent":"agent-1"' "$logs/logs-agent-1.txt" ||
+  { cat "$logs/logs-agent-1.txt" >&2; die "agent-1's log lines over the bus are not agent-1's"; }
+! grep -q '"agent":"agent-2"' "$logs/logs-agent-1.txt" || die "agent-1's log lines hold agent-2's"
+echo "   flock-agent top: $rows of $count agents ready; flock-agent logs agent-1: $(wc -l <"$logs/logs-agent-1.txt") lines from agent-1"
+
 # The metrics, as Prometheus would scrape them: the relay on the host's
 # loopback, every agent up, agent-1's tasks counted.
 curl -fsS "http://127.0.0.1:9464/metrics" >"$logs/metrics-1.txt" || die "no metrics on 127.0.0.1:9464/metrics"
