@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 )
@@ -75,18 +76,38 @@ func Throughput(ctx context.Context, l Load) (Stats, error) {
 		return Stats{}, err
 	}
 	defer os.RemoveAll(dir)
+	cfg, opts := l.Bus()
+	f, err := bustest.New(dir, cfg, nil, opts...)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer f.Close()
+	return ThroughputOn(ctx, f, dir, l)
+}
+
+// Bus is the flock configuration and test-bus options of l's flock.
+func (l Load) Bus() (flock.Config, []bustest.Option) {
+	if l.Concurrency <= 0 {
+		l.Concurrency = 2
+	}
 	cfg := bustest.Agents(l.Agents)
 	cfg.Limits.Concurrency = &l.Concurrency
 	var opts []bustest.Option
 	if l.NoMetrics {
 		opts = append(opts, bustest.WithoutMetrics())
 	}
-	f, err := bustest.New(dir, cfg, nil, opts...)
-	if err != nil {
-		return Stats{}, err
-	}
-	defer f.Close()
+	return cfg, opts
+}
 
+// ThroughputOn is Throughput on a bus already started from l.Bus() (a
+// three-node one, say), its agents' directories under dir.
+func ThroughputOn(ctx context.Context, f *bustest.Bus, dir string, l Load) (Stats, error) {
+	if l.Concurrency <= 0 {
+		l.Concurrency = 2
+	}
+	if l.Window <= 0 {
+		l.Window = 2 * l.Agents * l.Concurrency
+	}
 	op, err := f.DialUser(protocol.OperatorUser)
 	if err != nil {
 		return Stats{}, err

@@ -4,9 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
 func TestMain(m *testing.M) {
@@ -79,4 +82,35 @@ func BenchmarkStartup(b *testing.B) {
 	}
 	b.ReportMetric(float64(Median(hbs).Microseconds())/1000, "first-heartbeat-ms")
 	b.ReportMetric(float64(Median(rss))/1024, "idle-RSS-MiB")
+}
+
+// BenchmarkMetricsCostThreeNodes: the exporter's cost on the trivial-task
+// throughput with a three-node bus (every node on loopback, R3 streams),
+// on and off interleaved in one run (tests/bench/metrics-cost is the
+// one-node figure). Reports both medians and on/off.
+//
+//	go test -run NONE -bench MetricsCostThreeNodes -benchtime 3x ./tests/bench
+func BenchmarkMetricsCostThreeNodes(b *testing.B) {
+	var on, off []float64
+	for i := range 2 * b.N {
+		l := Load{Agents: 3, Concurrency: 2, Tasks: 10000, NoMetrics: i%2 == 1}
+		cfg, opts := l.Bus()
+		f := bustest.StartCluster(b, cfg, opts...)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		s, err := ThroughputOn(ctx, f, b.TempDir(), l)
+		cancel()
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l.NoMetrics {
+			off = append(off, s.PerSec)
+		} else {
+			on = append(on, s.PerSec)
+		}
+	}
+	med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	b.ReportMetric(med(off), "tasks/s-off")
+	b.ReportMetric(med(on), "tasks/s-on")
+	b.ReportMetric(med(on)/med(off), "on/off")
 }

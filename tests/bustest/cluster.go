@@ -47,9 +47,9 @@ func (f *Bus) nodeStore(n int) string { return filepath.Join(f.Dir, "store-"+str
 // StartCluster is Start with a three-node bus (flock:bus.replicas 3, set
 // here): every node on loopback with its own store, all of them up and
 // their topology applied when it returns. URL lists every node.
-func StartCluster(tb testing.TB, cfg flock.Config) *Bus {
+func StartCluster(tb testing.TB, cfg flock.Config, opts ...Option) *Bus {
 	tb.Helper()
-	f := NewCluster(tb, cfg)
+	f := NewCluster(tb, cfg, opts...)
 	for _, n := range f.Nodes {
 		f.Restart(tb, n.Num)
 	}
@@ -63,12 +63,15 @@ func StartCluster(tb testing.TB, cfg flock.Config) *Bus {
 
 // NewCluster renders a three-node bus and starts none of its nodes
 // (Restart starts one).
-func NewCluster(tb testing.TB, cfg flock.Config) *Bus {
+func NewCluster(tb testing.TB, cfg flock.Config, opts ...Option) *Bus {
 	tb.Helper()
 	three := 3
 	cfg.Bus.Replicas = &three
 	dir := tb.TempDir()
 	f := &Bus{Dir: dir, TopologyFile: filepath.Join(dir, "topology.json"), master: Master, agentMaster: Master}
+	for _, o := range opts {
+		o(&f.opts)
+	}
 	if err := f.render(cfg); err != nil {
 		tb.Fatal(err)
 	}
