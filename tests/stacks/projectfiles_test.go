@@ -1,4 +1,4 @@
-package main
+package stacks_test
 
 import (
 	"os"
@@ -11,9 +11,14 @@ import (
 // The Pulumi CLI refuses a project it cannot parse before it runs anything,
 // and the mock engine never reads these files: load them with Pulumi's own
 // loaders, so a broken file fails `go test` instead of a user's `pulumi up`.
+// (Here rather than beside main.go: this package links the SDKs anyway, and
+// one test binary fewer of their size saves `make test` seconds.)
+
+// repo is the repository's root, from this package's directory.
+const repo = "../.."
 
 func TestProjectFileLoads(t *testing.T) {
-	proj, err := workspace.LoadProject("Pulumi.yaml")
+	proj, err := workspace.LoadProject(filepath.Join(repo, "Pulumi.yaml"))
 	if err != nil {
 		t.Fatalf("Pulumi.yaml: %v", err)
 	}
@@ -26,11 +31,11 @@ func TestProjectFileLoads(t *testing.T) {
 }
 
 func TestStackFilesLoad(t *testing.T) {
-	proj, err := workspace.LoadProject("Pulumi.yaml")
+	proj, err := workspace.LoadProject(filepath.Join(repo, "Pulumi.yaml"))
 	if err != nil {
 		t.Fatalf("Pulumi.yaml: %v", err)
 	}
-	files, err := filepath.Glob("Pulumi.*.yaml")
+	files, err := filepath.Glob(filepath.Join(repo, "Pulumi.*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +61,7 @@ func TestStackFilesLoad(t *testing.T) {
 }
 
 func TestPolicyPackFileLoads(t *testing.T) {
-	path := filepath.Join("infra", "policy", "PulumiPolicy.yaml")
+	path := filepath.Join(repo, "infra", "policy", "PulumiPolicy.yaml")
 	pack, err := workspace.LoadPolicyPack(path)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
@@ -64,7 +69,7 @@ func TestPolicyPackFileLoads(t *testing.T) {
 	if pack.Runtime.Name() != "go" {
 		t.Errorf("%s: runtime %q, want go", path, pack.Runtime.Name())
 	}
-	if _, err := os.Stat(filepath.Join("infra", "policy", "main.go")); err != nil {
+	if _, err := os.Stat(filepath.Join(repo, "infra", "policy", "main.go")); err != nil {
 		t.Errorf("the go policy pack runtime builds main.go beside %s: %v", path, err)
 	}
 }
