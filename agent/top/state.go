@@ -277,11 +277,43 @@ func (s *State) Rows(key, filter string, now time.Time) []*Agent {
 			c = -cmpInt(int64(x.Failed), int64(y.Failed))
 		}
 		if c == 0 {
-			c = strings.Compare(x.ID, y.ID)
+			c = naturalCompare(x.ID, y.ID)
 		}
 		return c
 	})
 	return rows
+}
+
+// naturalCompare orders IDs as a person counts: agent-2 before agent-10.
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmpInt(int64(len(na)), int64(len(nb))); c != 0 {
+				return c
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmpInt(int64(a[0]), int64(b[0]))
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmpInt(int64(len(a)), int64(len(b)))
+}
+
+// digits is how many decimal digits s starts with.
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 func cmpDur(a, b time.Duration) int { return cmpInt(int64(a), int64(b)) }

@@ -64,6 +64,10 @@ func TestTheStateFollowsWhatCrossesTheBus(t *testing.T) {
 	if got := ids(s.Rows("failed", "", t0)); got != "agent-3,agent-1,agent-2" {
 		t.Fatalf("by failures: %s", got)
 	}
+	s.Take(item("heartbeat", "agent-10", protocol.Heartbeat{State: "ready"}), t0)
+	if got := ids(s.Rows("agent", "", t0)); got != "agent-1,agent-2,agent-3,agent-10" {
+		t.Fatalf("by agent, as a person counts: %s", got)
+	}
 	if got := ids(s.Rows("agent", "drain", t0)); got != "agent-2" {
 		t.Fatalf("filtered by state: %s", got)
 	}

@@ -33,6 +33,7 @@ func (a *Agent) runExec(msg delivery, t *protocol.Task, res *protocol.Result, ke
 	dir := a.taskDir(t.ID)
 	res.Dir = dir
 	defer a.running.add(t.ID, t.Kind)()
+	a.nudgeHeartbeat()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return errorResult(res, "task directory: %v", err)
 	}

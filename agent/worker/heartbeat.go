@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/ai-flock/ai-flock/protocol"
@@ -87,4 +88,37 @@ func (a *Agent) confirm() {
 	if err := writeStatus(a.cfg.StatusFile, st); err != nil {
 		a.log.Warn("status file not written", "file", a.cfg.StatusFile, "err", err)
 	}
+}
+
+// nudgeEvery bounds the extra heartbeats task starts cause: at most one a
+// second, a burst of starts sharing it.
+const nudgeEvery = time.Second
+
+// nudger sends one heartbeat soon after a task starts, so that what the
+// agent runs is seen (flock-agent top) without waiting out the interval.
+type nudger struct {
+	mu      sync.Mutex
+	pending bool
+	last    time.Time
+}
+
+// nudgeHeartbeat asks for a heartbeat soon: at once when none was nudged
+// for a second, else a second after the last one; never two pending.
+func (a *Agent) nudgeHeartbeat() {
+	n := &a.nudge
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pending {
+		return
+	}
+	n.pending = true
+	delay := max(50*time.Millisecond, time.Until(n.last.Add(nudgeEvery)))
+	time.AfterFunc(delay, func() {
+		n.mu.Lock()
+		n.pending, n.last = false, time.Now()
+		n.mu.Unlock()
+		if nc := a.ncp.Load(); nc != nil && !nc.IsClosed() {
+			a.heartbeat()
+		}
+	})
 }

@@ -51,6 +51,7 @@ type Agent struct {
 
 	state     atomic.Value // string
 	hbSeq     atomic.Uint64
+	nudge     nudger // an extra heartbeat soon after a task starts
 	completed atomic.Uint64
 	failed    atomic.Uint64
 	tasksDone atomic.Uint64
