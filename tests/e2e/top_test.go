@@ -34,7 +34,7 @@ func TestTopReadsTheAgentsInTheirContainers(t *testing.T) {
 	// A task that runs a while: the dashboard lists it under agent-2 (its
 	// heartbeats come every interval), then sees it end from its result.
 	id := taskID(t, "top")
-	go func() { _, _ = cl.Run(ctx, operator.Target{Agent: "agent-2"}, taskExec(id, "sleep", "8s"), nil) }()
+	go func() { _, _ = cl.Run(ctx, operator.Target{Agent: "agent-2"}, taskExec(id, "sleep", "20s"), nil) }()
 	var frame string
 	deadline := time.Now().Add(45 * time.Second)
 	for time.Now().Before(deadline) {
@@ -44,7 +44,8 @@ func TestTopReadsTheAgentsInTheirContainers(t *testing.T) {
 		}
 		frame = out.String()
 		for _, l := range strings.Split(frame, "\n") {
-			if strings.Contains(l, " agent-2 ") && strings.Contains(l, id) {
+			// The TASK column is 28 wide: a longer ID is cut with "…".
+			if strings.Contains(l, " agent-2 ") && strings.Contains(l, id[:20]) {
 				return
 			}
 		}
