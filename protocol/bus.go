@@ -1,6 +1,10 @@
 package protocol
 
-import "github.com/nats-io/nats.go/jetstream"
+import (
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // Ports of the bus.
 const (
@@ -67,3 +71,8 @@ type Consumer struct {
 	Stream string                   `json:"stream"`
 	Config jetstream.ConsumerConfig `json:"config"`
 }
+
+// TaskDuplicateWindow is how long the task stream remembers a task's ID
+// (its message ID): a task sent again with the same ID within it is not
+// stored again.
+const TaskDuplicateWindow = 2 * time.Minute

@@ -43,6 +43,8 @@ echo
 # interleaved, in the same run (one-node bus).
 echo "metrics exporter (go run ./tests/bench/metrics-cost):"
 go run ./tests/bench/metrics-cost
+echo "metrics exporter, three-node bus (go test -bench MetricsCostThreeNodes ./tests/bench):"
+go test -run '^$' -bench MetricsCostThreeNodes -benchtime 3x ./tests/bench | grep '^Benchmark'
 echo
 # From nothing to every task healthy on the local engine, for the same agent
 # counts: the dev stack's replay beside the aws stack run as Fargate would

@@ -229,3 +229,21 @@ func TestTopInATerminal(t *testing.T) {
 		return exec.Command(tmux, "has-session", "-t", session).Run() != nil
 	})
 }
+
+// A task sent again with an ID the bus saw within its duplicate window is
+// not stored again: the CLI says so at once, naming the ID, instead of
+// waiting out a result that will not come.
+func TestATaskIDUsedAgainIsRefusedAtOnce(t *testing.T) {
+	e := liveFlock(t, 1)
+	if code, _, errOut := e.run(t, "task", "--agent", "agent-1", "--id", "once", "--kind", "echo", "--", "x"); code != cli.ExitOK {
+		t.Fatalf("the first: exit %d: %s", code, errOut)
+	}
+	start := time.Now()
+	code, _, errOut := e.run(t, "task", "--agent", "agent-1", "--id", "once", "--kind", "echo", "--", "x")
+	if code != cli.ExitUsage || !strings.Contains(errOut, `"once"`) || !strings.Contains(errOut, "give another ID") || time.Since(start) > 5*time.Second {
+		t.Fatalf("the same ID again: exit %d after %s: %s", code, time.Since(start).Round(time.Millisecond), errOut)
+	}
+	if code, _, errOut := e.run(t, "task", "--agent", "agent-1", "--id", "twice", "--kind", "echo", "--", "x"); code != cli.ExitOK {
+		t.Fatalf("a new ID: exit %d: %s", code, errOut)
+	}
+}

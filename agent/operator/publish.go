@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // NotStoredError says a task was not stored by the bus, so nothing will run
@@ -34,16 +36,24 @@ const publishTries = 15 * time.Second
 // keeps one copy) while the bus does not acknowledge it.
 func (c *Client) publish(ctx context.Context, subject, id string, body []byte) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
+	tries := 0
 	err := c.untilAnswered(ctx, func(ctx context.Context) error {
 		m := nats.NewMsg(subject)
 		m.Data = body
 		m.Header.Set(nats.MsgIdHdr, id)
 		var err error
+		tries++
 		ack, err = c.js.PublishMsg(ctx, m)
 		return err
 	})
 	if err != nil {
 		return nil, &NotStoredError{TaskID: id, Err: fmt.Errorf("on %s: %w", subject, err)}
+	}
+	// A duplicate on the first try is another task's ID (a later try's is
+	// this one's earlier copy, whose answer was lost): the bus kept that
+	// task, and waiting for this one's result would only time out.
+	if ack.Duplicate && tries == 1 {
+		return nil, &protocol.FieldError{Field: "id", Problem: fmt.Sprintf("%q is the ID of a task sent in the last %s: the bus kept that one and will not run this one; give another ID", id, protocol.TaskDuplicateWindow)}
 	}
 	return ack, nil
 }

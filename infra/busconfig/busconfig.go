@@ -202,7 +202,7 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 			Name: protocol.StreamTasks, Subjects: []string{protocol.SubjectTasks},
 			Retention: jetstream.InterestPolicy, Discard: jetstream.DiscardNew,
 			Storage: jetstream.FileStorage, MaxAge: b.StreamMaxAge, MaxBytes: b.StreamMaxBytes,
-			MaxMsgSize: int32(b.MaxPayloadBytes), Duplicates: 2 * time.Minute, Replicas: b.Replicas,
+			MaxMsgSize: int32(b.MaxPayloadBytes), Duplicates: protocol.TaskDuplicateWindow, Replicas: b.Replicas,
 		},
 		{
 			Name: protocol.StreamDead, Subjects: []string{protocol.SubjectDead},
