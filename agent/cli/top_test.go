@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -246,4 +247,32 @@ func TestATaskIDUsedAgainIsRefusedAtOnce(t *testing.T) {
 	if code, _, errOut := e.run(t, "task", "--agent", "agent-1", "--id", "twice", "--kind", "echo", "--", "x"); code != cli.ExitOK {
 		t.Fatalf("a new ID: exit %d: %s", code, errOut)
 	}
+}
+
+// On a three-node bus the dashboard's bus line names the task stream's
+// nodes and leader, and a node lost shows as one not current.
+func TestTopShowsTheBusNodes(t *testing.T) {
+	testkit.SkipInShort(t, "starts a three-node bus")
+	f := bustest.StartCluster(t, bustest.Agents(1))
+	e := &flockEnv{f: f, shared: t.TempDir()}
+	e.env = map[string]string{"FLOCK_NATS_URL": f.URL, "FLOCK_NKEY_FILE": f.SeedFile(t, protocol.OperatorUser)}
+	frame := func() string {
+		code, out, errOut := e.run(t, "top", "--once", "--every", "200ms")
+		if code != cli.ExitOK {
+			t.Fatalf("top --once: exit %d: %s", code, errOut)
+		}
+		return out
+	}
+	testkit.WaitFor(t, 20*time.Second, "every node current", func() bool { return strings.Contains(frame(), "nodes 3/3 current, leader ") })
+	// Stop a node the operator is not connected to, that does not lead.
+	out := frame()
+	leader := regexp.MustCompile(`leader (\S+)`).FindStringSubmatch(out)[1]
+	for _, n := range f.Nodes {
+		if !strings.Contains(out, fmt.Sprintf(":%d ", n.ClientPort)) && !strings.HasSuffix(leader, fmt.Sprintf("bus-%d", n.Num)) {
+			f.Stop(t, n.Num)
+			break
+		}
+	}
+	testkit.WaitFor(t, 30*time.Second, "the lost node shown", func() bool { return strings.Contains(frame(), "nodes 2/3 current") })
+	t.Logf("%s", strings.SplitN(frame(), "\n", 2)[0])
 }

@@ -89,8 +89,9 @@ func (b *BusSource) Look(ctx context.Context, first bool) Look {
 			l.Bus.Err = "agents: " + err.Error()
 		}
 	}
-	if q, pool, err := b.Op.Queues(ctx); err == nil {
-		l.Queues, l.Bus.Pool = q, pool
+	if q, err := b.Op.Queues(ctx); err == nil {
+		l.Queues, l.Bus.Pool = q.Agents, q.Pool
+		l.Bus.Replicas, l.Bus.Current, l.Bus.Leader = q.Replicas, q.Current, q.Leader
 	} else {
 		l.Bus.Err = "queues: " + err.Error()
 	}

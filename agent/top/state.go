@@ -77,7 +77,11 @@ type Bus struct {
 	Reconnects uint64
 	Dead       uint64 // dead letters kept
 	Pool       uint64 // pool tasks waiting or running
-	Err        string // the last look's failure, if any
+	// The task stream's nodes (a three-node bus: 3), how many of them are
+	// current, and its leader; 0 replicas: not read.
+	Replicas, Current int
+	Leader            string
+	Err               string // the last look's failure, if any
 }
 
 // Board is the board's progress.

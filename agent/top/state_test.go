@@ -75,14 +75,14 @@ func TestTheStateFollowsWhatCrossesTheBus(t *testing.T) {
 
 func TestTheScreenShowsEveryFigure(t *testing.T) {
 	s := top.NewState()
-	s.Apply(top.Look{Queues: map[string]uint64{"agent-1": 0, "agent-2": 5}, Bus: top.Bus{Connected: true, URL: "nats://bus:4222", Pool: 3, Dead: 2},
+	s.Apply(top.Look{Queues: map[string]uint64{"agent-1": 0, "agent-2": 5}, Bus: top.Bus{Connected: true, URL: "nats://bus:4222", Pool: 3, Dead: 2, Replicas: 3, Current: 2, Leader: "flock-bus-2"},
 		Board: &top.Board{Plans: 1, ByStatus: map[string]int{"done": 3, "claimed": 1, "ready": 4}}}, t0)
 	s.Take(item("heartbeat", "agent-1", protocol.Heartbeat{State: "ready", IntervalMS: 1000,
 		Tasks: []protocol.RunningTask{{ID: "compile", Since: t0.Add(-5 * time.Second)}}}), t0)
 	s.TakeBudget(protocol.LedgerEntry{Agent: "agent-1", Spent: 250, Budget: 1000, Updated: t0}, t0)
 	out := top.Render(s, top.Screen{Sort: "agent", Selected: "agent-1", Width: 160, Height: 30}, t0.Add(time.Second))
 	for _, want := range []string{
-		"2 agents", "bus: ok nats://bus:4222", "pool 3", "dead letters 2",
+		"2 agents", "bus: ok nats://bus:4222", "nodes 2/3 current, leader flock-bus-2", "pool 3", "dead letters 2",
 		"board: 3/8 done", "claimed 1", "ready 4",
 		"> agent-1", "compile", "6.0s", "1.0s", "250/1000 [██········]",
 		"  agent-2", "never", "recent failures",

@@ -50,7 +50,7 @@ func Render(s *State, sc Screen, now time.Time) string {
 		b.WriteString(l)
 		b.WriteByte('\n')
 	}
-	line("flock top  %s  %d agents  %s", now.Format("15:04:05"), len(s.Agents), busLine(s.Bus))
+	line("flock top  %s  %s  %s", now.Format("15:04:05"), plural(len(s.Agents), "agent"), busLine(s.Bus))
 	line("board: %s", boardLine(s.Board))
 	if sc.Logs != nil {
 		renderLogs(line, sc)
@@ -139,6 +139,9 @@ func busLine(b Bus) string {
 		return "bus: not connected"
 	}
 	s := fmt.Sprintf("bus: ok %s rtt %s", b.URL, b.RTT.Round(10*time.Microsecond))
+	if b.Replicas > 1 {
+		s += fmt.Sprintf("  nodes %d/%d current, leader %s", b.Current, b.Replicas, b.Leader)
+	}
 	if b.Reconnects > 0 {
 		s += fmt.Sprintf(" reconnects %d", b.Reconnects)
 	}
@@ -164,10 +167,7 @@ func boardLine(b Board) string {
 			s += fmt.Sprintf("  %s %d", st, n)
 		}
 	}
-	if b.Plans == 1 {
-		return s + "  (1 plan)"
-	}
-	return fmt.Sprintf("%s  (%d plans)", s, b.Plans)
+	return s + "  (" + plural(b.Plans, "plan") + ")"
 }
 
 func taskLine(a *Agent) string {
@@ -234,4 +234,12 @@ func Plain(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// plural is "1 agent", "2 agents".
+func plural(n int, one string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + one + "s"
 }
