@@ -15,6 +15,9 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v jq >/dev/null 2>&1 || need+=(jq)
 # A real Prometheus scrapes the e2e flock (tests/e2e/metrics_test.go).
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+# tmux: flock-agent top is tested as a person uses it, in a terminal
+# (agent/cli TestTopInATerminal).
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
 # gVisor: the isolation probes run a second time on a flock under runsc.
 command -v runsc >/dev/null 2>&1 || need+=(runsc)
 # QEMU's user-mode emulation: the Fargate replay runs the arm64 agent image
