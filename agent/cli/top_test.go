@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/ai-flock/ai-flock/agent/cli"
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -71,7 +69,6 @@ func (e *flockEnv) spend(t *testing.T, id string, spent, budget int64) {
 	if _, err := kv.Put(ctx, id, b); err != nil {
 		t.Fatal(err)
 	}
-	var _ jetstream.KeyValue = kv
 }
 
 func TestLogsAsksTheAgentOverTheBus(t *testing.T) {

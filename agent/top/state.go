@@ -134,23 +134,21 @@ func (s *State) agent(id string) *Agent {
 // bus vouches for it), never the body's.
 func (s *State) Take(it operator.Item, now time.Time) {
 	s.Seen = now
+	if it.Kind == "dead" {
+		s.Bus.Dead++
+		return
+	}
+	if !protocol.ValidAgentID(it.Agent) {
+		return // not an agent's subject
+	}
 	switch it.Kind {
 	case "heartbeat":
-		if !protocol.ValidAgentID(it.Agent) {
-			return
-		}
 		var hb protocol.Heartbeat
 		if json.Unmarshal(it.Data, &hb) != nil {
 			return
 		}
-		a := s.agent(it.Agent)
-		a.State, a.Tasks, a.Board, a.Heard = hb.State, hb.Tasks, hb.Board, now
-		a.Interval = time.Duration(hb.IntervalMS) * time.Millisecond
-		a.Completed, a.Failed = hb.Completed, hb.Failed
+		s.agent(it.Agent).takeHeartbeat(hb, now)
 	case "result":
-		if !protocol.ValidAgentID(it.Agent) {
-			return
-		}
 		var r protocol.Result
 		if json.Unmarshal(it.Data, &r) != nil {
 			return
@@ -163,9 +161,6 @@ func (s *State) Take(it operator.Item, now time.Time) {
 			s.fail(Failure{At: now, Agent: it.Agent, Task: r.TaskID, Status: r.Status, Why: why(r)})
 		}
 	case "event":
-		if !protocol.ValidAgentID(it.Agent) {
-			return
-		}
 		var e protocol.Event
 		if json.Unmarshal(it.Data, &e) != nil {
 			return
@@ -183,9 +178,14 @@ func (s *State) Take(it operator.Item, now time.Time) {
 		case protocol.EventTaskRejected:
 			s.fail(Failure{At: now, Agent: it.Agent, Task: e.Ref, Status: "rejected", Why: e.Detail})
 		}
-	case "dead":
-		s.Bus.Dead++
 	}
+}
+
+// takeHeartbeat records what a heartbeat says, heard at heard.
+func (a *Agent) takeHeartbeat(hb protocol.Heartbeat, heard time.Time) {
+	a.State, a.Tasks, a.Board, a.Heard = hb.State, hb.Tasks, hb.Board, heard
+	a.Interval = time.Duration(hb.IntervalMS) * time.Millisecond
+	a.Completed, a.Failed = hb.Completed, hb.Failed
 }
 
 // why is a failed result's reason in a few words.
@@ -226,9 +226,7 @@ func (s *State) Apply(l Look, now time.Time) {
 			a.Known = st.InTopology
 			if st.Last != nil && a.Heard.IsZero() {
 				// A stored heartbeat: its own time, since none came live yet.
-				a.State, a.Tasks, a.Board, a.Heard = st.Last.State, st.Last.Tasks, st.Last.Board, st.Last.Time
-				a.Interval = time.Duration(st.Last.IntervalMS) * time.Millisecond
-				a.Completed, a.Failed = st.Last.Completed, st.Last.Failed
+				a.takeHeartbeat(*st.Last, st.Last.Time)
 			}
 		}
 	}
