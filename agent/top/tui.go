@@ -2,6 +2,7 @@ package top
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -65,7 +66,7 @@ func Run(ctx context.Context, src Source, o Options) error {
 		}
 	}()
 	_, err := p.Run()
-	if err == tea.ErrProgramKilled && ctx.Err() != nil {
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil
 	}
 	if m.err != nil {
