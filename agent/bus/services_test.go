@@ -11,8 +11,9 @@ import (
 
 // The flock's services hold their own bus user: the board's subjects and
 // buckets; of the agents' subjects, only listening to what the exporter
-// counts (heartbeats, results, events, usage), and of the task stream only
-// its state; nothing of the tasks' bodies, mailboxes or the ledger, no
+// counts (heartbeats, results, events, usage) and the audit writer records
+// (tasks, mail, broadcasts as they cross), and of the task stream only
+// its state; nothing of the task stream's messages, mailboxes or the ledger's bucket, no
 // publishing in an agent's or the gateway's name, and they only read the
 // bucket the bus configures them in.
 func TestServicesPermissionsOnTheRealServer(t *testing.T) {
@@ -42,7 +43,9 @@ func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 			nothing(t, ch, "the services published on "+subj)
 		}
 	}
-	for _, subj := range []string{protocol.SubjectTasks, protocol.InboxOf("agent-1"), protocol.InboxPrefix("agent-1") + ".>", protocol.SubjectDead, protocol.SubjectBroadcast} {
+	// The audit writer listens to tasks, mail and broadcasts as they cross
+	// the bus; an agent's reply inbox and the dead letters stay closed.
+	for _, subj := range []string{protocol.InboxPrefix("agent-1") + ".>", protocol.SubjectDead, protocol.InboxPrefix(protocol.OperatorUser) + ".>"} {
 		if _, err := svc.SubscribeSync(subj); err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +108,10 @@ func TestAgentsCannotStandInForTheServices(t *testing.T) {
 		}
 		a1.denied(t, "subscription", subj)
 	}
-	for _, subj := range []string{"$KV." + protocol.BoardBucket + ".p.a", "$KV." + protocol.ServicesBucket + "." + protocol.ServicesAgentKey("agent-1"), "$JS.API.STREAM.INFO." + protocol.ServicesStream, "$JS.API.DIRECT.GET." + protocol.BoardStream} {
+	for _, subj := range []string{"$KV." + protocol.BoardBucket + ".p.a", "$KV." + protocol.ServicesBucket + "." + protocol.ServicesAgentKey("agent-1"), "$JS.API.STREAM.INFO." + protocol.ServicesStream, "$JS.API.DIRECT.GET." + protocol.BoardStream,
+		// nor write, read or cut the audit trail and its anchors
+		protocol.AuditSubject, "$KV." + protocol.AuditAnchorsBucket + "." + protocol.AuditHeadKey, "$JS.API.STREAM.INFO." + protocol.AuditStream,
+		"$JS.API.DIRECT.GET." + protocol.AuditStream, "$JS.API.STREAM.PURGE." + protocol.AuditStream, "$JS.API.STREAM.MSG.DELETE." + protocol.AuditStream} {
 		_ = a1.Publish(subj, []byte("{}"))
 		a1.denied(t, "publish", subj)
 	}

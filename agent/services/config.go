@@ -134,4 +134,9 @@ func (s *Services) applyConfig() {
 	if s.board != nil {
 		s.board.SetConfig(s.BoardConfig())
 	}
+	if s.audit != nil {
+		if err := s.audit.SetAgents(s.agentIDs()); err != nil {
+			s.log.Warn("audit: the agents' inboxes not all followed", "err", err)
+		}
+	}
 }

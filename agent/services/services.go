@@ -1,5 +1,5 @@
-// Package services runs the flock's own services (the board service and the
-// metrics exporter) as one bus client with a bus user of its own
+// Package services runs the flock's own services (the board service, the
+// metrics exporter and the audit writer) as one bus client with a bus user of its own
 // (protocol.ServicesUser): apart from the bus, so that a service holds only
 // the permissions it needs (busconfig.ServicesPermissions) instead of the
 // bus's, and listening on nothing. What the services know of the agents comes from the bus, which
@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/ai-flock/ai-flock/agent/audit"
 	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/agent/metrics"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -32,9 +33,12 @@ type Config struct {
 	Nkey      string // the seed itself (aws: from Secrets Manager)
 	ReadyFile string // kept fresh while serving; "" for none
 	Board     board.Options
-	// NoMetrics leaves the exporter off (benchmarks weigh its cost; the
-	// stacks always run it).
+	// NoMetrics and NoAudit leave the exporter and the audit writer off
+	// (benchmarks weigh their cost; the stacks always run them).
 	NoMetrics bool
+	NoAudit   bool
+	// Audit paces the audit writer (zero: its defaults).
+	Audit audit.Config
 	// EMF, if set, writes the metrics as CloudWatch EMF lines (the aws
 	// stack); nil writes none.
 	EMF    *EMF
@@ -64,6 +68,7 @@ type Services struct {
 	nc      *nats.Conn
 	board   *board.Service
 	metrics *metrics.Exporter
+	audit   *audit.Writer
 	log     *slog.Logger
 
 	cfgMu  sync.Mutex
@@ -165,6 +170,21 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 			go s.writeEMF(run, w, *cfg.EMF)
 		}
 	}
+	if !cfg.NoAudit {
+		ac := cfg.Audit
+		ac.IsAgent, ac.Agents, ac.Logger = s.isAgent, s.agentIDs, log.With("component", "audit")
+		for {
+			s.audit, err = audit.Start(ctx, nc, js, ac)
+			if err == nil {
+				break
+			}
+			log.Info("audit writer not started yet: waiting for the bus", "err", err)
+			if !sleep(ctx, retryEvery) {
+				s.Stop()
+				return nil, fmt.Errorf("services: %w", err)
+			}
+		}
+	}
 	// Serving from here: the ready file says so before Start returns (the
 	// supervisor keeps it fresh).
 	if cfg.ReadyFile != "" {
@@ -230,6 +250,9 @@ func (s *Services) Dead() <-chan struct{} { return s.dead }
 // Stop stops the board (it answers what it took), then closes the
 // connection.
 func (s *Services) Stop() {
+	if s.audit != nil {
+		s.audit.Stop()
+	}
 	if s.metrics != nil {
 		s.metrics.Stop()
 	}

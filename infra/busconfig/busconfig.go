@@ -219,6 +219,23 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 			MaxBytes: flock.StatusStreamBytes, MaxMsgSize: 64 << 10, Replicas: b.Replicas,
 		},
 	}}
+	// The audit trail: one entry per thing done on the bus, chained by
+	// hash, written only by the flock's services. No MaxAge: the writer
+	// removes what is older than the retention itself, after leaving a
+	// checkpoint, so that a verifier tells retention from a deletion; a
+	// full trail refuses new entries instead of dropping old ones.
+	t.Streams = append(t.Streams, jetstream.StreamConfig{
+		Name: protocol.AuditStream, Subjects: []string{protocol.AuditSubject},
+		Description: "the audit trail: who did what on the bus, hash-chained (the flock services' audit writer)",
+		Retention:   jetstream.LimitsPolicy, Discard: jetstream.DiscardNew,
+		Storage: jetstream.FileStorage, MaxBytes: m.Audit.MaxBytes, MaxMsgSize: 4 << 10, Replicas: b.Replicas,
+		Metadata: map[string]string{protocol.AuditRetentionMeta: m.Audit.Retention.String()},
+	})
+	t.KeyValues = append(t.KeyValues, jetstream.KeyValueConfig{
+		Bucket: protocol.AuditAnchorsBucket, Description: "the audit trail's anchored head and retention checkpoint (the audit writer's)",
+		History: 8, MaxBytes: protocol.AuditAnchorsBytes, MaxValueSize: 1 << 10,
+		Storage: jetstream.FileStorage, Replicas: b.Replicas,
+	})
 	// The spending ledger: one entry per agent, replicated like the
 	// streams, so a gateway that restarts (or a second one) continues from
 	// the same totals.

@@ -127,9 +127,12 @@ func GatewayPermissions() Permissions {
 // artifact store (read and write), and the services bucket, where the bus
 // writes their configuration (read only). The exporter listens to
 // heartbeats, results, events and usage, answers scrapes, and asks for the
-// streams' state and the task consumers' (read only). Nothing of the
-// tasks' or mailboxes' messages, the ledger, or the JetStream API beyond
-// those.
+// streams' state and the task consumers' (read only). The audit writer
+// listens to tasks, results, mail, broadcasts, board changes and requests,
+// usage and the ledger's writes as they cross the bus,
+// appends to the audit trail, removes what its retention let go and keeps
+// the trail's anchors. Nothing of the task or mailbox streams, the
+// ledger's bucket, or the JetStream API beyond those.
 func ServicesPermissions() Permissions {
 	pub := []string{
 		protocol.ReplyInboxes, // the service checks each reply subject is one (protocol.IsReplyInbox)
@@ -139,8 +142,12 @@ func ServicesPermissions() Permissions {
 		"$JS.API.STREAM.PURGE." + protocol.ArtifactStream, // deleting an artifact purges its chunks
 		// The exporter: every stream's state, and the task consumers'.
 		"$JS.API.STREAM.LIST", "$JS.API.STREAM.INFO." + protocol.StreamTasks, "$JS.API.CONSUMER.LIST." + protocol.StreamTasks,
+		// The audit writer: the trail's one subject, the removal of what
+		// retention let go, and the anchors' bucket.
+		protocol.AuditSubject, "$JS.API.STREAM.PURGE." + protocol.AuditStream,
+		"$KV." + protocol.AuditAnchorsBucket + ".>",
 	}
-	for _, stream := range []string{protocol.BoardStream, protocol.ArtifactStream, protocol.ServicesStream} {
+	for _, stream := range []string{protocol.BoardStream, protocol.ArtifactStream, protocol.ServicesStream, protocol.AuditStream, protocol.AuditAnchorsStream} {
 		pub = append(pub, readStreamSubjects(stream)...)
 	}
 	return Permissions{
@@ -151,6 +158,10 @@ func ServicesPermissions() Permissions {
 			// The exporter counts what crosses the bus and answers scrapes.
 			protocol.SubjectHeartbeats, protocol.SubjectResults, protocol.SubjectEvents, protocol.SubjectUsage,
 			protocol.SubjectMetrics,
+			// The audit writer derives its entries from what crosses the
+			// bus (it reads IDs and statuses of these, never keeps a body).
+			protocol.SubjectTasks, protocol.InboxOf("*"), protocol.SubjectBroadcast, protocol.SubjectBoardEvents,
+			protocol.LedgerPutSubjects,
 		}},
 	}
 }

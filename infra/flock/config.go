@@ -25,6 +25,7 @@ type Config struct {
 	Shared     SharedConfig            `json:"shared"`
 	Bus        BusConfig               `json:"bus"`
 	Board      BoardConfig             `json:"board"`
+	Audit      AuditConfig             `json:"audit"`
 	Network    NetworkConfig           `json:"network"`
 	Runtime    string                  `json:"runtime"`
 	Gateway    ModelGatewayConfig      `json:"gateway"`
@@ -99,6 +100,13 @@ type BoardConfig struct {
 	KeepFinished *string `json:"keepFinished"`
 }
 
+// AuditConfig is flock:audit: how long the audit trail keeps its entries
+// and the store it may use.
+type AuditConfig struct {
+	Retention *string `json:"retention"`
+	MaxMiB    *int    `json:"maxMiB"`
+}
+
 // NetworkConfig is flock:network.
 type NetworkConfig struct {
 	Pool         string `json:"pool"`
@@ -116,6 +124,7 @@ var (
 	}
 	DefaultShared  = Shared{Root: "/srv/flock/shared", StateRoot: "/srv/flock/state"}
 	DefaultBoard   = Board{ClaimLimit: protocol.DefaultBoardClaimLimit, AddQuota: protocol.DefaultBoardAddQuota, KeepFinished: protocol.DefaultBoardKeepFinished}
+	DefaultAudit   = Audit{Retention: protocol.DefaultAuditRetention, MaxBytes: protocol.DefaultAuditBytes}
 	DefaultNetwork = Network{Pool: netip.MustParsePrefix("10.210.0.0/16"), PrefixLength: 29}
 )
 
@@ -180,7 +189,7 @@ func (es *errs) add(key, format string, a ...any) {
 // once (errors.Join of *Error), each naming its key and the rule it breaks.
 func (c Config) Validate() (Model, error) {
 	var es errs
-	m := Model{Name: DefaultName, Shared: DefaultShared, Network: DefaultNetwork, Bus: DefaultBus, Board: DefaultBoard}
+	m := Model{Name: DefaultName, Shared: DefaultShared, Network: DefaultNetwork, Bus: DefaultBus, Board: DefaultBoard, Audit: DefaultAudit}
 
 	switch Target(c.Target) {
 	case TargetDocker, TargetAWS:
@@ -222,12 +231,16 @@ func (c Config) Validate() (Model, error) {
 	}
 	m.Bus.UID = uidBase // slot 0 is the bus's
 	m.Board = c.Board.validate(&es)
+	m.Audit = c.Audit.validate(&es, m.Bus)
 
 	m.Gateway = c.Gateway.validate(&es, m.Network, uidBase)
 	m.Services = c.Services.validate(&es, m.Network, uidBase)
 	m.Agents = c.agents(&es, defaults, uidBase, m.Network, m.Gateway)
+	if m.Audit.MaxBytes == 0 {
+		m.Audit.MaxBytes = defaultAuditBytes(m.Bus, len(m.Agents))
+	}
 	if len(m.Agents) > 0 {
-		m.Bus.ResultsBytesPerAgent = c.Bus.resultsShare(&es, m.Bus, len(m.Agents))
+		m.Bus.ResultsBytesPerAgent = c.Bus.resultsShare(&es, m.Bus, m.Audit, len(m.Agents))
 	}
 	if len(es) > 0 {
 		return Model{}, errors.Join(es...)

@@ -47,12 +47,12 @@ func (b BusConfig) validate(es *errs) Bus {
 }
 
 // resultsShare is the size of each agent's results stream: explicit, or the
-// store left after the task and dead-letter streams, the status stream, the
+// store left after the task and dead-letter streams, the audit trail, the status stream, the
 // ledger, the board, its artifacts and the agents' mailboxes (protocol.MailBytes each),
 // shared out equally (at most DefaultResultsPerAgent). Each share must hold
 // a couple of the largest results, and all of them must fit in the store.
-func (b BusConfig) resultsShare(es *errs, bus Bus, agents int) int64 {
-	left := bus.JetStreamMaxBytes - 2*bus.StreamMaxBytes - StatusStreamBytes - protocol.LedgerBucketBytes - protocol.BoardBucketBytes - protocol.ArtifactStoreBytes - protocol.ServicesBucketBytes - int64(agents)*protocol.MailBytes
+func (b BusConfig) resultsShare(es *errs, bus Bus, audit Audit, agents int) int64 {
+	left := bus.JetStreamMaxBytes - 2*bus.StreamMaxBytes - audit.MaxBytes - protocol.AuditAnchorsBytes - StatusStreamBytes - protocol.LedgerBucketBytes - protocol.BoardBucketBytes - protocol.ArtifactStoreBytes - protocol.ServicesBucketBytes - int64(agents)*protocol.MailBytes
 	share := min(DefaultResultsPerAgent, left/int64(agents))
 	if b.ResultsMiBPerAgent != nil {
 		mib := *b.ResultsMiBPerAgent

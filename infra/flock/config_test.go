@@ -83,8 +83,13 @@ func TestValidateRules(t *testing.T) {
 			c.Network.PrefixLength = ip(28)
 			c.Bus.JetStreamMaxMiB = ip(4000) // 2 MiB of it for each agent's mailbox
 			return c
-		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 125 KiB each for their results"},
+		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 123 KiB each for their results"},
 		{"bus limits", with(func(c *Config) { c.Bus.Limits.MemoryMiB = ip(1) }), "flock:bus.limits.memoryMiB", "between 32"},
+		{"audit retention syntax", with(func(c *Config) { c.Audit.Retention = sp("forever") }), "flock:audit.retention", "Go duration"},
+		{"audit retention short", with(func(c *Config) { c.Audit.Retention = sp("1m") }), "flock:audit.retention", "between 1h0m0s"},
+		{"audit store small", with(func(c *Config) { c.Audit.MaxMiB = ip(1) }), "flock:audit.maxMiB", "between 16 and"},
+		{"audit store fits", with(func(c *Config) { c.Audit.MaxMiB = ip(3000) }), "flock:audit.maxMiB", "must fit in flock:bus.jetStreamMaxMiB 4096"},
+		{"audit store and results", with(func(c *Config) { c.Audit.MaxMiB = ip(2000); c.Bus.ResultsMiBPerAgent = ip(16) }), "flock:bus.resultsMiBPerAgent", "must fit in flock:bus.jetStreamMaxMiB"},
 		{"claim limit zero", with(func(c *Config) { c.Board.ClaimLimit = ip(0) }), "flock:board.claimLimit", "must be between 1 and 100 tasks (got 0)"},
 		{"claim limit high", with(func(c *Config) { c.Board.ClaimLimit = ip(101) }), "flock:board.claimLimit", "must be between 1 and 100 tasks (got 101)"},
 		{"add quota negative", with(func(c *Config) { c.Board.AddQuota = ip(-1) }), "flock:board.addQuota", "must be between 0 and 10000 tasks (got -1)"},

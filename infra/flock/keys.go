@@ -75,6 +75,8 @@ var (
 	rangeClaimLimit   = intRange{1, 100, "tasks"}
 	rangeAddQuota     = intRange{0, 10000, "tasks"}
 	rangeKeepFinished = durationRange{time.Minute, 365 * 24 * time.Hour}
+	rangeAuditKeep    = durationRange{time.Hour, 10 * 365 * 24 * time.Hour}
+	rangeAuditMiB     = intRange{16, 1 << 20, "MiB"}
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -128,6 +130,10 @@ func ModelKeys() []ConfigKey {
 		ConfigKey{"flock:board.claimLimit", "integer", itoa(DefaultBoard.ClaimLimit), rangeClaimLimit.rule(), BothTargets, "tasks an agent may hold (claimed) on the board at once"},
 		ConfigKey{"flock:board.addQuota", "integer", itoa(DefaultBoard.AddQuota), rangeAddQuota.rule(), BothTargets, "subtasks an agent may add to the board, all told; 0: none"},
 		ConfigKey{"flock:board.keepFinished", "duration", DefaultBoard.KeepFinished.String(), rangeKeepFinished.rule(), BothTargets, "how long a finished plan (every task done, failed or cancelled) stays on the board after its last change; then the board removes its tasks"},
+	)
+	rows = append(rows,
+		ConfigKey{"flock:audit.retention", "duration", DefaultAudit.Retention.String(), rangeAuditKeep.rule(), BothTargets, "how long the audit trail keeps an entry; older ones are removed, leaving a checkpoint that `flock-agent audit verify` checks"},
+		ConfigKey{"flock:audit.maxMiB", "integer", fmt.Sprintf("%d, or less: at most an eighth of flock:bus.jetStreamMaxMiB and what the store leaves after the other streams and each agent's share (at least 1)", DefaultAudit.MaxBytes>>20), rangeAuditMiB.rule() + "; counted in flock:bus.jetStreamMaxMiB", BothTargets, "the audit trail's store; a full trail refuses new entries (logged) rather than drop old ones unchecked"},
 	)
 	rows = append(rows,
 		ConfigKey{"flock:program", "list of strings", "(none)", "an absolute path in the container, then at most 64 arguments of 1 to 4096 bytes", BothTargets, "the agent program every agent runs beside its tasks (an agent's own program wins)"},

@@ -28,6 +28,7 @@ type Model struct {
 	Shared  Shared
 	Bus     Bus
 	Board   Board
+	Audit   Audit
 	Network Network
 	Gateway ModelGateway
 	// Services are the flock's own services (the board): every flock has them.
@@ -143,6 +144,16 @@ type Board struct {
 	// KeepFinished is how long a finished plan stays on the board after its
 	// last change before the board service removes it.
 	KeepFinished time.Duration
+}
+
+// Audit is flock:audit: the audit trail's retention and store.
+type Audit struct {
+	// Retention is how long the trail keeps an entry; the writer removes
+	// older ones, leaving a checkpoint.
+	Retention time.Duration
+	// MaxBytes bounds the trail's stream; a full trail refuses entries
+	// (the writer logs it) rather than lose them unchecked.
+	MaxBytes int64
 }
 
 // Network is the address plan for per-agent networks (docker target).

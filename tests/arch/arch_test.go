@@ -36,9 +36,10 @@ var allowed = map[string][]string{
 
 	"protocol": {},
 
+	"agent/audit":              {"protocol"},
 	"agent/board":              {"protocol"},
 	"agent/bus":                {"protocol"},
-	"agent/cli":                {"agent/board", "agent/ledger", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/tool", "agent/top", "agent/worker", "protocol"},
+	"agent/cli":                {"agent/audit", "agent/board", "agent/ledger", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/tool", "agent/top", "agent/worker", "protocol"},
 	"agent/cmd/flock-agent":    {"agent/cli"},
 	"agent/cmd/flock-bus":      {"agent/bus", "protocol"},
 	"agent/cmd/flock-services": {"agent/services", "protocol"},
@@ -53,7 +54,7 @@ var allowed = map[string][]string{
 	"agent/operator":           {"agent/ledger", "agent/mailbox", "protocol"},
 	"agent/tool":               {},
 	"agent/top":                {"agent/board", "agent/operator", "protocol"},
-	"agent/services":           {"agent/board", "agent/metrics", "protocol"},
+	"agent/services":           {"agent/audit", "agent/board", "agent/metrics", "protocol"},
 	"agent/worker":             {"agent/board", "agent/logfile", "protocol"},
 
 	"infra/awsflock":      {"infra/awsrules", "infra/flock", "infra/gatewayconfig", "protocol"},

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/audit"
 	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/agent/bus"
 	"github.com/ai-flock/ai-flock/agent/services"
@@ -64,6 +65,8 @@ type options struct {
 	board      board.Options
 	noServices bool
 	noMetrics  bool
+	noAudit    bool
+	audit      audit.Config
 }
 
 // WithBoard gives the board service its options: a test's clock, a fast
@@ -75,6 +78,12 @@ func WithoutServices() Option { return func(c *options) { c.noServices = true } 
 
 // WithoutMetrics starts the services with their exporter off.
 func WithoutMetrics() Option { return func(c *options) { c.noMetrics = true } }
+
+// WithoutAudit starts the services with their audit writer off.
+func WithoutAudit() Option { return func(c *options) { c.noAudit = true } }
+
+// WithAudit paces the audit writer (a test's clock, fast anchors).
+func WithAudit(c audit.Config) Option { return func(o *options) { o.audit = c } }
 
 // Agents returns a flock.Config of n agents (agent-1 … agent-n) on the docker target.
 func Agents(n int) flock.Config {
@@ -123,7 +132,8 @@ func (f *Bus) startServices() error {
 	if log != nil {
 		log = log.With("component", "services")
 	}
-	s, err := services.Start(ctx, services.Config{URL: f.URL, NkeyFile: seed, Board: f.opts.board, NoMetrics: f.opts.noMetrics, Logger: log})
+	s, err := services.Start(ctx, services.Config{URL: f.URL, NkeyFile: seed, Board: f.opts.board, NoMetrics: f.opts.noMetrics,
+		NoAudit: f.opts.noAudit, Audit: f.opts.audit, Logger: log})
 	if err != nil {
 		return fmt.Errorf("start the flock's services: %w", err)
 	}

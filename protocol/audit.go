@@ -1,0 +1,95 @@
+package protocol
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// The audit trail: one JSON entry per thing done on the bus (a task sent or
+// answered, a message, a board change, a gateway call, an operator's
+// request), written by one writer in flock-services from what crosses the
+// bus (who comes from the subject the bus let them publish on, never from a
+// body), into AuditStream. Each entry carries the SHA-256 of the one before
+// it; the writer anchors the chain's head in AuditAnchorsBucket and in its
+// own log from time to time, and before retention removes old entries it
+// leaves a checkpoint there, so that `flock-agent audit verify` tells an
+// edited, deleted or truncated entry from one that retention removed.
+
+const (
+	AuditStream  = "FLOCK_AUDIT"
+	AuditSubject = "audit.entry" // the only subject of AuditStream; only the services publish on it
+
+	// AuditAnchorsBucket holds AuditHeadKey (the last anchored head) and
+	// AuditCheckpointKey (the last entry retention removed).
+	AuditAnchorsBucket = "FLOCK_AUDIT_ANCHORS"
+	AuditAnchorsStream = "KV_" + AuditAnchorsBucket
+	AuditHeadKey       = "head"
+	AuditCheckpointKey = "checkpoint"
+
+	// AuditRetentionMeta is the stream's metadata key that tells the writer
+	// how long entries are kept (a Go duration; the topology sets it from
+	// flock:audit.retention).
+	AuditRetentionMeta = "flock.audit.retention"
+
+	// DefaultAuditRetention keeps entries 90 days.
+	DefaultAuditRetention = 90 * 24 * time.Hour
+	// AuditAnchorEvery is how often the writer anchors a head that moved.
+	AuditAnchorEvery = 30 * time.Second
+	// DefaultAuditBytes bounds the stream unless flock:audit.maxMiB says
+	// otherwise (DiscardNew: a full trail refuses entries, which the writer
+	// logs, rather than drop old ones without a checkpoint).
+	DefaultAuditBytes = 256 << 20
+	// AuditAnchorsBytes bounds the anchors' bucket: two keys, a few
+	// revisions each.
+	AuditAnchorsBytes = 64 << 10
+)
+
+// Audit entry kinds.
+const (
+	AuditTaskSent      = "task.sent"      // the operator sent a task (Agent: its agent, "all" or "pool")
+	AuditTaskAssigned  = "task.assigned"  // the bus gave a pool task to an agent
+	AuditTaskResult    = "task.result"    // an agent answered a task
+	AuditMessage       = "message"        // an agent or the operator wrote to an agent's inbox
+	AuditBroadcast     = "broadcast"      // the operator's announcement
+	AuditBoardChange   = "board.change"   // a board task changed (Outcome: its status)
+	AuditBoardRequest  = "board.operator" // the operator asked the board (What: the request)
+	AuditGatewayCall   = "gateway.call"   // the gateway forwarded a call (Outcome: HTTP status)
+	AuditBudgetChange  = "budget.change"  // an agent's ledger entry was started over or its budget changed
+	AuditWriterStarted = "audit.started"  // the writer (re)started: what crossed the bus before it was not seen
+)
+
+// AuditKinds are the kinds an entry may have, for the CLI's --kind.
+var AuditKinds = []string{AuditTaskSent, AuditTaskAssigned, AuditTaskResult, AuditMessage, AuditBroadcast,
+	AuditBoardChange, AuditBoardRequest, AuditGatewayCall, AuditBudgetChange, AuditWriterStarted}
+
+// AuditEntry is one line of the trail. It never holds a body or a secret:
+// IDs, names, statuses and counts only.
+type AuditEntry struct {
+	Seq     uint64    `json:"seq"`               // its sequence in AuditStream
+	Time    time.Time `json:"time"`              // when the writer saw it
+	Who     string    `json:"who"`               // the bus user that did it: an agent's ID, "operator", "gateway", "bus", "board"
+	Kind    string    `json:"kind"`              // one of AuditKinds
+	Agent   string    `json:"agent,omitempty"`   // the agent it concerns, when not Who
+	What    string    `json:"what,omitempty"`    // a task ID, a board task, an upstream, a request
+	Outcome string    `json:"outcome,omitempty"` // a status, an HTTP status
+	Tokens  int64     `json:"tokens,omitempty"`  // a gateway call's charge
+	Prev    string    `json:"prev"`              // the SHA-256 (hex) of the entry before it; "" for the first ever
+	Hash    string    `json:"hash"`              // the SHA-256 (hex) of this entry with Hash empty
+}
+
+// Sum is the entry's hash: SHA-256 over its JSON with Hash empty.
+func (e AuditEntry) Sum() string {
+	e.Hash = ""
+	b, _ := json.Marshal(e) // a struct of strings, numbers and a time: cannot fail
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// AuditAnchor is a head or a checkpoint: an entry's sequence and hash.
+type AuditAnchor struct {
+	Seq  uint64    `json:"seq"`
+	Hash string    `json:"hash"`
+	Time time.Time `json:"time"` // the entry's time
+}
