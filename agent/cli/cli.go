@@ -68,6 +68,12 @@ Operator (common flags: --nats URL, --nkey FILE, --json):
                     s sort, / filter, enter an agent's recent log lines, q quit
   logs AGENT [--lines N]
                     an agent's recent log lines, as it answers on the bus
+  audit [--since T] [--agent ID] [--kind K]
+                    the audit trail as JSON lines: who did what on the bus, when,
+                    with what outcome (never a body); T: 90m, 24h or an RFC 3339 time
+  audit verify [--anchor SEQ:HASH]...
+                    check the trail's hash chain, retention's checkpoint and the
+                    anchored heads: 0 whole, 1 an entry edited, deleted or cut off
   dead              list parked (dead-letter) tasks
   budget [list | raise AGENT TOKENS | reset AGENT]
                     the agents' model spending against their budgets (the
@@ -123,6 +129,8 @@ func Main(ctx context.Context, args []string, env Env, sio IO) int {
 		return topCmd(ctx, args, env, sio)
 	case "logs":
 		return logsCmd(ctx, args, env, sio)
+	case "audit":
+		return auditCmd(ctx, args, env, sio)
 	case "budget":
 		return budgetCmd(ctx, args, env, sio)
 	case "dead":

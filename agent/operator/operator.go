@@ -71,6 +71,10 @@ func (c *Client) Close() { c.nc.Close() }
 // bus (the board's).
 func (c *Client) Conn() *nats.Conn { return c.nc }
 
+// JetStream is the operator's JetStream context (the audit trail's reader
+// uses it).
+func (c *Client) JetStream() jetstream.JetStream { return c.js }
+
 // flush waits for the server to have processed everything sent so far.
 func (c *Client) flush(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {

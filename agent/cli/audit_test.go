@@ -1,0 +1,83 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-flock/ai-flock/agent/cli"
+	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/bustest"
+	"github.com/ai-flock/ai-flock/tests/testkit"
+)
+
+// The operator reads the trail as JSON lines, filtered, and verifies it;
+// an entry deleted through the JetStream API fails the verification.
+func TestAuditExportsAndVerifiesTheTrail(t *testing.T) {
+	e := liveFlock(t, 2)
+	self, _ := os.Executable()
+	if code, _, errOut := e.run(t, "task", "--agent", "agent-2", "--id", "audited-1", "--", self, "tool", "exit", "3"); code != cli.ExitTaskFailed {
+		t.Fatalf("the failing task: exit %d: %s", code, errOut)
+	}
+	var lines []protocol.AuditEntry
+	testkit.WaitFor(t, 10*time.Second, "the task's result in the trail", func() bool {
+		code, out, _ := e.run(t, "audit", "--agent", "agent-2", "--kind", protocol.AuditTaskResult)
+		lines = nil
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var en protocol.AuditEntry
+			if json.Unmarshal([]byte(l), &en) == nil {
+				lines = append(lines, en)
+			}
+		}
+		return code == cli.ExitOK && len(lines) == 1
+	})
+	if l := lines[0]; l.Who != "agent-2" || l.What != "audited-1" || l.Outcome != protocol.StatusFailed {
+		t.Fatalf("the result's entry: %+v", l)
+	}
+	code, out, errOut := e.run(t, "audit", "--since", "1h", "--kind", protocol.AuditTaskSent)
+	if code != cli.ExitOK || !strings.Contains(out, `"what":"audited-1"`) || !strings.Contains(out, `"who":"operator"`) {
+		t.Fatalf("since 1h: exit %d, %q %q", code, out, errOut)
+	}
+	code, out, _ = e.run(t, "audit", "verify")
+	if code != cli.ExitOK || !strings.Contains(out, "ok: the trail is whole") {
+		t.Fatalf("verify: exit %d: %s", code, out)
+	}
+
+	// Bad input: a clear error naming the flag, before anything is read.
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"audit", "--since", "yesterday"}, cli.ExitUsage, "--since: want a duration"},
+		{[]string{"audit", "--since", "2999-01-01T00:00:00Z"}, cli.ExitUsage, "in the future"},
+		{[]string{"audit", "--kind", "tasks"}, cli.ExitUsage, "--kind: one of"},
+		{[]string{"audit", "--agent", "../etc"}, cli.ExitUsage, "--agent"},
+		{[]string{"audit", "--agent", "agent-9"}, cli.ExitUnknownAgent, "agent-9 is not an agent of the flock"},
+		{[]string{"audit", "verify", "--anchor", "3:nothex"}, cli.ExitUsage, "SEQ:HASH"},
+	} {
+		code, _, errOut := e.run(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, %q; want %d and %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+
+	// An entry deleted by someone holding the JetStream API.
+	op := e.f.Connect(t, protocol.OperatorUser)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := bustest.JetStream(t, op).Stream(ctx, protocol.AuditStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = e.run(t, "audit", "verify")
+	if code != cli.ExitTaskFailed || !strings.Contains(out, "problem: entries 2: deleted") {
+		t.Fatalf("verify after a deletion: exit %d: %s", code, out)
+	}
+}
