@@ -186,6 +186,19 @@ grep -q '"msg":"agent ready"' "$logs/logs-agent-1.txt" || grep -q '"agent":"agen
 ! grep -q '"agent":"agent-2"' "$logs/logs-agent-1.txt" || die "agent-1's log lines hold agent-2's"
 echo "   flock-agent top: $rows of $count agents ready; flock-agent logs agent-1: $(wc -l <"$logs/logs-agent-1.txt") lines from agent-1"
 
+# The audit trail, written by the services in their container: the tasks
+# the operator sent are in it, the board's changes too, and it verifies
+# whole against the head its writer anchored.
+go run ./agent/cmd/flock-agent audit --nkey "$OPERATOR_KEY" --kind task.sent >"$logs/audit-sent.jsonl" 2>&1 || { cat "$logs/audit-sent.jsonl" >&2; die "flock-agent audit failed"; }
+sent=$(grep -c '"who":"operator","kind":"task.sent"' "$logs/audit-sent.jsonl" || true)
+[ "$sent" -ge 1 ] || { cat "$logs/audit-sent.jsonl" >&2; die "the audit trail holds no task the operator sent"; }
+go run ./agent/cmd/flock-agent audit --nkey "$OPERATOR_KEY" --kind board.change >"$logs/audit-board.jsonl" 2>&1 || die "flock-agent audit --kind board.change failed"
+grep -q '"what":"hello/report","outcome":"done"' "$logs/audit-board.jsonl" || { tail -5 "$logs/audit-board.jsonl" >&2; die "the audit trail lacks the hello plan's report task done"; }
+sleep 35 # one anchoring interval: the head is anchored
+go run ./agent/cmd/flock-agent audit verify --nkey "$OPERATOR_KEY" >"$logs/audit-verify.txt" 2>&1 || { cat "$logs/audit-verify.txt" >&2; die "flock-agent audit verify failed"; }
+grep -q 'checked against the head anchored' "$logs/audit-verify.txt" || { cat "$logs/audit-verify.txt" >&2; die "audit verify checked no anchored head"; }
+echo "   audit: $sent tasks sent by the operator, the board's changes; $(head -1 "$logs/audit-verify.txt"), $(tail -1 "$logs/audit-verify.txt")"
+
 # The metrics, as Prometheus would scrape them: the relay on the host's
 # loopback, every agent up, agent-1's tasks counted.
 curl -fsS "http://127.0.0.1:9464/metrics" >"$logs/metrics-1.txt" || die "no metrics on 127.0.0.1:9464/metrics"

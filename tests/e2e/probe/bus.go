@@ -88,6 +88,22 @@ func natsProbe(url, seedFile, other string) {
 		_, err := nc.Request("$JS.API.DIRECT.GET.FLOCK_MAIL_"+other, []byte(`{"seq":1}`), time.Second)
 		return err
 	})
+	// The audit trail: no agent writes an entry, reads the trail or its
+	// anchors, or cuts it.
+	try("write an audit entry", func() error {
+		return nc.Publish("audit.entry", []byte(`{"seq":1,"who":"operator","kind":"task.sent"}`))
+	})
+	try("read the audit trail", func() error {
+		_, err := nc.Request("$JS.API.DIRECT.GET.FLOCK_AUDIT", []byte(`{"seq":1}`), time.Second)
+		return err
+	})
+	try("purge the audit trail", func() error {
+		_, err := nc.Request("$JS.API.STREAM.PURGE.FLOCK_AUDIT", nil, time.Second)
+		return err
+	})
+	try("move the audit anchor", func() error {
+		return nc.Publish("$KV.FLOCK_AUDIT_ANCHORS.head", []byte(`{"seq":1,"hash":"00"}`))
+	})
 	// A receipt subject that is not a reply inbox (a colluding peer names
 	// one in Flock-Receipt): answering would publish there in its name. An
 	// agent publishes into reply inboxes only, whatever it was sent.
