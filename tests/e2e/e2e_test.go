@@ -16,10 +16,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,11 +162,29 @@ func logf(format string, args ...any) {
 	}
 }
 
+// hostPortsFree checks the loopback ports the test flock's bus publishes
+// before anything is made: a flock deployed on this machine (make deploy,
+// layer 3) holds them, and the replay would fail half-way with the engine's
+// "port is already allocated".
+func hostPortsFree() error {
+	for _, port := range []int{protocol.ClientPort, protocol.MonitorPort, protocol.MetricsPort} {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			return fmt.Errorf("127.0.0.1:%d is taken (%v): another flock is running on this machine (make destroy, or wait for layer 3 to end) or another program holds the port; the test flock's bus publishes 4222, 8222 and 9464 on loopback", port, err)
+		}
+		_ = l.Close()
+	}
+	return nil
+}
+
 // setUp builds the binaries, captures the dev stack for a test flock and
 // replays it onto the engine.
 func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) {
 	if err := replay.Clean(ctx, engine); err != nil {
 		return nil, fmt.Errorf("removing leftovers of an earlier run: %w", err)
+	}
+	if err := hostPortsFree(); err != nil {
+		return nil, err
 	}
 	work, err := os.MkdirTemp("", "flock-e2e-")
 	if err != nil {
