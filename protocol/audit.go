@@ -87,6 +87,20 @@ func (e AuditEntry) Sum() string {
 	return hex.EncodeToString(h[:])
 }
 
+// Seal sets the entry's hash and returns its line (its JSON), marshalling
+// it once: the JSON with Hash empty ends with "hash":""} (the last field),
+// and the line is that with the hash put in.
+func (e *AuditEntry) Seal() []byte {
+	e.Hash = ""
+	b, _ := json.Marshal(e)
+	h := sha256.Sum256(b)
+	e.Hash = hex.EncodeToString(h[:])
+	line := make([]byte, 0, len(b)+len(e.Hash))
+	line = append(line, b[:len(b)-2]...) // up to "hash":"
+	line = append(line, e.Hash...)
+	return append(line, '"', '}')
+}
+
 // AuditAnchor is a head or a checkpoint: an entry's sequence and hash.
 type AuditAnchor struct {
 	Seq  uint64    `json:"seq"`

@@ -27,10 +27,10 @@ func (f Filter) Match(e protocol.AuditEntry) bool {
 }
 
 // Each reads the trail in order, from Since on, calling fn with each
-// entry's stream sequence and raw line (entries that do not match the rest
-// of the filter are skipped; an unreadable one is passed on with a zero
-// entry, for a verifier to flag). It stops at the last entry there was
-// when it began.
+// entry's raw line and the stream sequence of the message holding it
+// (entries that do not match the rest of the filter are skipped; an
+// unreadable one is passed on with a zero entry, for a verifier to flag).
+// It stops at the last message there was when it began.
 func Each(ctx context.Context, js jetstream.JetStream, f Filter, fn func(seq uint64, raw []byte, e protocol.AuditEntry) error) error {
 	stream, err := js.Stream(ctx, protocol.AuditStream)
 	if err != nil {
@@ -63,15 +63,14 @@ func Each(ctx context.Context, js jetstream.JetStream, f Filter, fn func(seq uin
 			if err != nil {
 				return fmt.Errorf("audit: read %s: %w", protocol.AuditStream, err)
 			}
-			var e protocol.AuditEntry
-			if json.Unmarshal(m.Data(), &e) == nil && !f.Match(e) {
-				if md.Sequence.Stream >= state.LastSeq {
-					return nil
+			for _, line := range lines(m.Data()) {
+				var e protocol.AuditEntry
+				if json.Unmarshal(line, &e) == nil && !f.Match(e) {
+					continue
 				}
-				continue
-			}
-			if err := fn(md.Sequence.Stream, m.Data(), e); err != nil {
-				return err
+				if err := fn(md.Sequence.Stream, line, e); err != nil {
+					return err
+				}
 			}
 			if md.Sequence.Stream >= state.LastSeq || md.NumPending == 0 {
 				return nil

@@ -11,7 +11,7 @@ import (
 // Report is what a verification found.
 type Report struct {
 	Entries     int
-	First, Last uint64 // the sequences of the first and last entry read (0: none)
+	First, Last uint64 // the first and last entry read (0: none)
 	// Checkpoint is the last entry retention removed (nil: none yet).
 	Checkpoint *protocol.AuditAnchor
 	// Anchors are the heads the chain was checked against.
@@ -48,28 +48,22 @@ func (v *Verifier) problem(format string, a ...any) {
 	v.r.Problems = append(v.r.Problems, fmt.Sprintf(format, a...))
 }
 
-// Add checks the next entry. at is the stream sequence it was read from (0
-// when read from an export, which has none but the entry's own).
-func (v *Verifier) Add(at uint64, raw []byte) {
+// Add checks the next entry. msg is the stream sequence of the message it
+// was read from, to name where an unreadable one is.
+func (v *Verifier) Add(msg uint64, raw []byte) {
 	var e protocol.AuditEntry
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
-		v.problem("entry at %d: unreadable (%v): edited", at, err)
+		v.problem("an entry in message %d: unreadable (%v): edited", msg, err)
 		v.prev = nil
 		return
 	}
-	if at == 0 {
-		at = e.Seq
-	}
 	v.r.Entries++
 	if v.r.First == 0 {
-		v.r.First = at
+		v.r.First = e.Seq
 	}
-	v.r.Last = at
-	if e.Seq != at {
-		v.problem("stream sequence %d holds entry %d: an entry was put back out of place", at, e.Seq)
-	}
+	v.r.Last = e.Seq
 	if e.Sum() != e.Hash {
 		v.problem("entry %d: edited (its content does not hash to its hash)", e.Seq)
 	}

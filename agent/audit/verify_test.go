@@ -116,14 +116,15 @@ func TestRetentionIsToldFromDeletion(t *testing.T) {
 	wantProblem(t, verify(t, bad, &cp), "does not chain to retention's checkpoint")
 }
 
-func TestAnEntryWithAFieldAddedOrOutOfPlaceIsCaught(t *testing.T) {
-	es := chain(1, 3, "")
+func TestAnEntryWithAFieldAddedOrOutOfOrderIsCaught(t *testing.T) {
+	es := chain(1, 4, "")
 	v := NewVerifier(nil)
 	v.Add(1, raw(t, es[0]))
 	b := raw(t, es[1])
 	v.Add(2, append(b[:len(b)-1], []byte(`,"note":"x"}`)...))
-	v.Add(7, raw(t, es[2]))
+	v.Add(3, raw(t, es[3]))
+	v.Add(3, raw(t, es[2]))
 	r := v.Report()
-	wantProblem(t, r, "entry at 2: unreadable")
-	wantProblem(t, r, "stream sequence 7 holds entry 3")
+	wantProblem(t, r, "an entry in message 2: unreadable")
+	wantProblem(t, r, "entry 3 after entry 4: out of order")
 }

@@ -26,12 +26,18 @@ type Config struct {
 	// writer listens to their inboxes (SetAgents follows changes).
 	IsAgent func(id string) bool
 	Agents  func() []string
+	// Subscribe listens to a subject (nil: a subscription of the
+	// writer's own); the returned func stops it.
+	Subscribe func(subject string, h nats.MsgHandler) (func(), error)
 	// AnchorEvery and RetainEvery pace the anchoring of the head and the
 	// removal of what retention let go (0: protocol.AuditAnchorEvery, a
 	// minute).
 	AnchorEvery, RetainEvery time.Duration
-	Now                      func() time.Time
-	Logger                   *slog.Logger
+	// Linger is how long the writer lets entries gather before it
+	// appends them (0: DefaultLinger; below 0: none).
+	Linger time.Duration
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // queued is a message the writer has yet to append.
@@ -39,17 +45,26 @@ type queued struct {
 	subject string
 	header  nats.Header
 	data    []byte
+	at      time.Time // when it crossed: the entry's time
 }
 
 // maxQueued bounds what waits for the writer; past it, messages are
 // counted as missed and the next entry says how many.
 const maxQueued = 1 << 16
 
+// DefaultLinger is how long entries gather before they are appended.
+const DefaultLinger = 50 * time.Millisecond
+
 // maxTries bounds the appends of one batch.
 const maxTries = 10
 
-// maxBatch bounds the entries published before their acks are awaited.
-const maxBatch = 512
+// maxBatch bounds the entries sealed at once.
+const maxBatch = 1024
+
+// maxChunk bounds one message of the stream: the entries of a batch go in
+// as few messages as fit (JSON lines), so that the trail costs the bus a
+// store write per batch, not per entry.
+const maxChunk = 60 << 10
 
 // Writer is the running audit writer.
 type Writer struct {
@@ -67,13 +82,15 @@ type Writer struct {
 	missed int
 
 	head     protocol.AuditAnchor // the last entry appended
+	last     uint64               // the stream sequence of the message holding it
+	chunk    int                  // the most bytes of entries one message holds
 	anchored uint64
 
-	subs    []*nats.Subscription
+	subs    []func()
 	subsMu  sync.Mutex
-	inboxes map[string]*nats.Subscription // by agent
+	inboxes map[string]func() // by agent
 	stop    context.CancelFunc
-	done chan struct{}
+	done    chan struct{}
 }
 
 // Start finds the trail's head (the last entry, or retention's checkpoint
@@ -89,6 +106,9 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Confi
 	if cfg.RetainEvery <= 0 {
 		cfg.RetainEvery = time.Minute
 	}
+	if cfg.Linger == 0 {
+		cfg.Linger = DefaultLinger
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -101,24 +121,24 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Confi
 	if err != nil {
 		return nil, fmt.Errorf("audit: bucket %s: %w", protocol.AuditAnchorsBucket, err)
 	}
-	w := &Writer{nc: nc, js: js, stream: stream, kv: kv, cfg: cfg, log: log, in: make(chan queued, 1024), done: make(chan struct{}),
-		inboxes: map[string]*nats.Subscription{},
-		d: deriver{isAgent: cfg.IsAgent, ledger: map[string]ledgerState{}}}
+	w := &Writer{nc: nc, js: js, stream: stream, kv: kv, cfg: cfg, log: log, in: make(chan queued, 8192), done: make(chan struct{}),
+		inboxes: map[string]func(){},
+		d:       deriver{isAgent: cfg.IsAgent, ledger: map[string]ledgerState{}}}
 	if w.keep, err = retention(stream.CachedInfo().Config); err != nil {
 		return nil, err
 	}
+	w.chunk = int(min(int64(maxChunk), nc.MaxPayload()-2<<10, int64(stream.CachedInfo().Config.MaxMsgSize)))
 	if err := w.resync(ctx); err != nil {
 		return nil, err
 	}
 	w.anchored = w.head.Seq
 	for _, subj := range Subjects {
-		sub, err := nc.Subscribe(subj, w.take)
+		stop, err := w.subscribe(subj)
 		if err != nil {
 			w.unsubscribe()
-			return nil, fmt.Errorf("audit: subscribe %s: %w", subj, err)
+			return nil, err
 		}
-		_ = sub.SetPendingLimits(maxQueued, 64<<20)
-		w.subs = append(w.subs, sub)
+		w.subs = append(w.subs, stop)
 	}
 	if cfg.Agents != nil {
 		if err := w.SetAgents(cfg.Agents()); err != nil {
@@ -128,7 +148,7 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Confi
 	}
 	run, stop := context.WithCancel(context.Background())
 	w.stop = stop
-	w.in <- queued{subject: ""} // the writer's own entry: it started
+	w.in <- queued{at: cfg.Now()} // the writer's own entry: it started
 	go w.loop(run)
 	return w, nil
 }
@@ -149,7 +169,7 @@ func retention(c jetstream.StreamConfig) (time.Duration, error) {
 // take queues a message for the writer; it never blocks the connection.
 func (w *Writer) take(m *nats.Msg) {
 	select {
-	case w.in <- queued{subject: m.Subject, header: m.Header, data: m.Data}:
+	case w.in <- queued{subject: m.Subject, header: m.Header, data: m.Data, at: w.cfg.Now()}:
 	default:
 		w.mu.Lock()
 		w.missed++
@@ -167,14 +187,31 @@ func (w *Writer) Stop() {
 func (w *Writer) unsubscribe() {
 	w.subsMu.Lock()
 	defer w.subsMu.Unlock()
-	for _, s := range w.subs {
-		_ = s.Unsubscribe()
+	for _, stop := range w.subs {
+		stop()
 	}
 	w.subs = nil
-	for id, s := range w.inboxes {
-		_ = s.Unsubscribe()
+	for id, stop := range w.inboxes {
+		stop()
 		delete(w.inboxes, id)
 	}
+}
+
+// subscribe has take listen to subject.
+func (w *Writer) subscribe(subject string) (func(), error) {
+	if w.cfg.Subscribe != nil {
+		stop, err := w.cfg.Subscribe(subject, w.take)
+		if err != nil {
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+		return stop, nil
+	}
+	sub, err := w.nc.Subscribe(subject, w.take)
+	if err != nil {
+		return nil, fmt.Errorf("audit: subscribe %s: %w", subject, err)
+	}
+	_ = sub.SetPendingLimits(maxQueued, 64<<20)
+	return func() { _ = sub.Unsubscribe() }, nil
 }
 
 // SetAgents listens to the inboxes of ids, and of no other agent.
@@ -188,17 +225,16 @@ func (w *Writer) SetAgents(ids []string) error {
 		if w.inboxes[id] != nil {
 			continue
 		}
-		sub, err := w.nc.Subscribe(protocol.InboxOf(id), w.take)
+		stop, err := w.subscribe(protocol.InboxOf(id))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("audit: subscribe %s: %w", protocol.InboxOf(id), err))
+			errs = append(errs, err)
 			continue
 		}
-		_ = sub.SetPendingLimits(maxQueued, 64<<20)
-		w.inboxes[id] = sub
+		w.inboxes[id] = stop
 	}
-	for id, sub := range w.inboxes {
+	for id, stop := range w.inboxes {
 		if !want[id] {
-			_ = sub.Unsubscribe()
+			stop()
 			delete(w.inboxes, id)
 		}
 	}
@@ -219,6 +255,16 @@ func (w *Writer) loop(run context.Context) {
 			w.anchor(context.Background())
 			return
 		case q := <-w.in:
+			// What comes within the linger goes in the same messages:
+			// under load, a store write per batch instead of per entry.
+			if w.cfg.Linger > 0 {
+				t := time.NewTimer(w.cfg.Linger)
+				select {
+				case <-t.C:
+				case <-run.Done():
+					t.Stop()
+				}
+			}
 			w.append(run, w.batch(q))
 		case <-anchor.C:
 			w.anchor(run)
@@ -233,10 +279,11 @@ func (w *Writer) batch(q queued) []protocol.AuditEntry {
 	var out []protocol.AuditEntry
 	add := func(q queued) {
 		if q.subject == "" {
-			out = append(out, protocol.AuditEntry{Who: protocol.ServicesUser, Kind: protocol.AuditWriterStarted})
+			out = append(out, protocol.AuditEntry{Time: q.at.UTC(), Who: protocol.ServicesUser, Kind: protocol.AuditWriterStarted})
 			return
 		}
 		if e, ok := w.d.derive(q.subject, q.header, q.data); ok {
+			e.Time = q.at.UTC()
 			out = append(out, e)
 		}
 	}
@@ -310,164 +357,6 @@ func (w *Writer) append(ctx context.Context, entries []protocol.AuditEntry) {
 			w.log.Warn("audit: entries not appended yet", "left", len(entries), "err", err)
 		}
 	}
-}
-
-// publish seals and publishes entries in order, waits for their acks, and
-// returns how many were stored in order from the first.
-func (w *Writer) publish(ctx context.Context, entries []protocol.AuditEntry) (int, error) {
-	now := w.cfg.Now().UTC()
-	head := w.head
-	futures := make([]jetstream.PubAckFuture, 0, len(entries))
-	sealed := make([]protocol.AuditAnchor, 0, len(entries))
-	for i := range entries {
-		e := entries[i]
-		e.Seq, e.Prev, e.Time = head.Seq+1, head.Hash, now
-		e.Hash = e.Sum()
-		data, err := json.Marshal(e)
-		if err != nil {
-			return 0, err
-		}
-		f, err := w.js.PublishAsync(protocol.AuditSubject, data, jetstream.WithExpectLastSequence(head.Seq), jetstream.WithExpectStream(protocol.AuditStream))
-		if err != nil {
-			break
-		}
-		futures = append(futures, f)
-		head = protocol.AuditAnchor{Seq: e.Seq, Hash: e.Hash, Time: e.Time}
-		sealed = append(sealed, head)
-	}
-	stored := 0
-	var first error
-	for i, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			if first == nil && ack.Sequence == sealed[i].Seq {
-				stored = i + 1
-				w.head = sealed[i]
-			}
-		case err := <-f.Err():
-			if first == nil {
-				first = err
-			}
-		case <-ctx.Done():
-			return stored, ctx.Err()
-		}
-	}
-	if first == nil && stored < len(entries) {
-		first = errors.New("not every entry was published")
-	}
-	return stored, first
-}
-
-// resync reads the head: the stream's last entry, or retention's
-// checkpoint when the stream holds none.
-func (w *Writer) resync(ctx context.Context) error {
-	m, err := w.stream.GetLastMsgForSubject(ctx, protocol.AuditSubject)
-	if err == nil {
-		var e protocol.AuditEntry
-		if err := json.Unmarshal(m.Data, &e); err != nil {
-			return fmt.Errorf("audit: last entry (stream sequence %d) unreadable: %w", m.Sequence, err)
-		}
-		w.head = protocol.AuditAnchor{Seq: m.Sequence, Hash: e.Hash, Time: e.Time}
-		return nil
-	}
-	if !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("audit: last entry: %w", err)
-	}
-	cp, err := readAnchor(ctx, w.kv, protocol.AuditCheckpointKey)
-	if err != nil {
-		return err
-	}
-	if cp != nil {
-		w.head = *cp
-	} else {
-		w.head = protocol.AuditAnchor{}
-	}
-	return nil
-}
-
-// anchor writes the head into the anchors' bucket and the writer's log when
-// it moved: two places apart from the stream.
-func (w *Writer) anchor(ctx context.Context) {
-	if w.head.Seq == w.anchored || w.head.Seq == 0 {
-		return
-	}
-	data, _ := json.Marshal(w.head)
-	if _, err := w.kv.Put(ctx, protocol.AuditHeadKey, data); err != nil {
-		w.log.Warn("audit: head not anchored", "seq", w.head.Seq, "err", err)
-		return
-	}
-	w.anchored = w.head.Seq
-	w.log.Info("audit head anchored", "seq", w.head.Seq, "hash", w.head.Hash)
-}
-
-// retain removes the entries older than the retention, after writing the
-// last of them as the checkpoint.
-func (w *Writer) retain(ctx context.Context) {
-	cut, err := w.lastBefore(ctx, w.cfg.Now().Add(-w.keep))
-	if err != nil {
-		w.log.Warn("audit: retention not applied", "err", err)
-		return
-	}
-	if cut == nil {
-		return
-	}
-	data, _ := json.Marshal(cut)
-	if _, err := w.kv.Put(ctx, protocol.AuditCheckpointKey, data); err != nil {
-		w.log.Warn("audit: checkpoint not written: nothing removed", "err", err)
-		return
-	}
-	if err := w.stream.Purge(ctx, jetstream.WithPurgeSequence(cut.Seq+1)); err != nil {
-		w.log.Warn("audit: entries past retention not removed", "through", cut.Seq, "err", err)
-		return
-	}
-	w.log.Info("audit: entries past retention removed", "through", cut.Seq, "checkpoint", cut.Hash)
-}
-
-// lastBefore finds the last entry older than t (nil: none), by a binary
-// search over the stream: entries are appended in time order.
-func (w *Writer) lastBefore(ctx context.Context, t time.Time) (*protocol.AuditAnchor, error) {
-	info, err := w.stream.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	lo, hi := info.State.FirstSeq, info.State.LastSeq
-	if info.State.Msgs == 0 {
-		return nil, nil
-	}
-	var found *protocol.AuditAnchor
-	for lo <= hi {
-		mid := lo + (hi-lo)/2
-		e, seq, err := w.entryAtOrAfter(ctx, mid)
-		if err != nil {
-			return nil, err
-		}
-		if e == nil || !e.Time.Before(t) {
-			if mid == 0 {
-				break
-			}
-			hi = mid - 1
-			continue
-		}
-		found = &protocol.AuditAnchor{Seq: seq, Hash: e.Hash, Time: e.Time}
-		lo = seq + 1
-	}
-	return found, nil
-}
-
-// entryAtOrAfter reads the entry at seq, or the next one if seq is gone.
-func (w *Writer) entryAtOrAfter(ctx context.Context, seq uint64) (*protocol.AuditEntry, uint64, error) {
-	m, err := w.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(protocol.AuditSubject))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	var e protocol.AuditEntry
-	if err := json.Unmarshal(m.Data, &e); err != nil {
-		return nil, 0, fmt.Errorf("entry at %d unreadable: %w", m.Sequence, err)
-	}
-	return &e, m.Sequence, nil
 }
 
 // readAnchor reads key of the anchors' bucket (nil: none written).

@@ -41,6 +41,10 @@ type Config struct {
 	// Board returns the board's tasks by status and the claimed ones by
 	// holder; nil when there is no board to count.
 	Board func() (byStatus, heldBy map[string]int)
+	// Subscribe listens to a subject (nil: a subscription of the
+	// exporter's own); the returned func stops it. The services share one
+	// subscription per subject between the exporter and the audit writer.
+	Subscribe func(subject string, h nats.MsgHandler) (func(), error)
 	// ScrapeTimeout bounds the JetStream questions of one scrape.
 	ScrapeTimeout time.Duration
 	Logger        *slog.Logger
@@ -59,7 +63,7 @@ type Exporter struct {
 	beats map[string]beat // by agent: the last heartbeat
 	seen  map[string]bool // agents with series
 
-	subs []*nats.Subscription
+	subs []func()
 }
 
 type beat struct {
@@ -94,14 +98,12 @@ func Start(nc *nats.Conn, js jetstream.JetStream, cfg Config) (*Exporter, error)
 		protocol.SubjectUsage:      e.onUsage,
 		protocol.SubjectMetrics:    e.onScrape,
 	} {
-		sub, err := nc.Subscribe(subject, h)
+		stop, err := subscribe(nc, cfg.Subscribe, subject, h)
 		if err != nil {
 			e.Stop()
-			return nil, fmt.Errorf("metrics: subscribe %s: %w", subject, err)
+			return nil, fmt.Errorf("metrics: %w", err)
 		}
-		// A slow scrape must not cost a heartbeat: room for a burst.
-		_ = sub.SetPendingLimits(1<<16, 64<<20)
-		e.subs = append(e.subs, sub)
+		e.subs = append(e.subs, stop)
 	}
 	if err := nc.Flush(); err != nil {
 		e.Stop()
@@ -112,10 +114,24 @@ func Start(nc *nats.Conn, js jetstream.JetStream, cfg Config) (*Exporter, error)
 
 // Stop unsubscribes.
 func (e *Exporter) Stop() {
-	for _, s := range e.subs {
-		_ = s.Unsubscribe()
+	for _, stop := range e.subs {
+		stop()
 	}
 	e.subs = nil
+}
+
+// subscribe listens to subject through with, or on a subscription of its
+// own with room for a burst (a slow scrape must not cost a heartbeat).
+func subscribe(nc *nats.Conn, with func(string, nats.MsgHandler) (func(), error), subject string, h nats.MsgHandler) (func(), error) {
+	if with != nil {
+		return with(subject, h)
+	}
+	sub, err := nc.Subscribe(subject, h)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", subject, err)
+	}
+	_ = sub.SetPendingLimits(1<<16, 64<<20)
+	return func() { _ = sub.Unsubscribe() }, nil
 }
 
 // Gather is every series now (what a scrape gets).

@@ -69,6 +69,7 @@ type Services struct {
 	board   *board.Service
 	metrics *metrics.Exporter
 	audit   *audit.Writer
+	tap     *tap // one subscription per subject for the exporter and the writer
 	log     *slog.Logger
 
 	cfgMu  sync.Mutex
@@ -130,7 +131,7 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 		return nil, fmt.Errorf("services: jetstream: %w", err)
 	}
 	run, stop := context.WithCancel(context.Background())
-	s := &Services{nc: nc, log: log, stop: stop, agents: map[string]protocol.BoardAgent{}, dead: make(chan struct{})}
+	s := &Services{nc: nc, tap: newTap(nc), log: log, stop: stop, agents: map[string]protocol.BoardAgent{}, dead: make(chan struct{})}
 	loaded, err := s.watchConfig(ctx, run, js)
 	if err != nil {
 		stop()
@@ -154,7 +155,7 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 		}
 	}
 	if !cfg.NoMetrics {
-		s.metrics, err = metrics.Start(nc, js, metrics.Config{Agents: s.agentIDs, IsAgent: s.isAgent,
+		s.metrics, err = metrics.Start(nc, js, metrics.Config{Agents: s.agentIDs, IsAgent: s.isAgent, Subscribe: s.tap.Subscribe,
 			Board: s.board.Counts, Logger: log.With("component", "metrics")})
 		if err != nil {
 			s.Stop()
@@ -172,7 +173,7 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 	}
 	if !cfg.NoAudit {
 		ac := cfg.Audit
-		ac.IsAgent, ac.Agents, ac.Logger = s.isAgent, s.agentIDs, log.With("component", "audit")
+		ac.IsAgent, ac.Agents, ac.Subscribe, ac.Logger = s.isAgent, s.agentIDs, s.tap.Subscribe, log.With("component", "audit")
 		for {
 			s.audit, err = audit.Start(ctx, nc, js, ac)
 			if err == nil {

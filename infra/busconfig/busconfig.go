@@ -228,7 +228,7 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 		Name: protocol.AuditStream, Subjects: []string{protocol.AuditSubject},
 		Description: "the audit trail: who did what on the bus, hash-chained (the flock services' audit writer)",
 		Retention:   jetstream.LimitsPolicy, Discard: jetstream.DiscardNew,
-		Storage: jetstream.FileStorage, MaxBytes: m.Audit.MaxBytes, MaxMsgSize: 4 << 10, Replicas: b.Replicas,
+		Storage: jetstream.FileStorage, MaxBytes: m.Audit.MaxBytes, MaxMsgSize: int32(min(64<<10, b.MaxPayloadBytes)), Replicas: b.Replicas,
 		Metadata: map[string]string{protocol.AuditRetentionMeta: m.Audit.Retention.String()},
 	})
 	t.KeyValues = append(t.KeyValues, jetstream.KeyValueConfig{

@@ -38,6 +38,7 @@ type Load struct {
 	Tasks       int    // how many tasks
 	Window      int    // tasks in flight at once (closed loop); default 2 x agents x concurrency
 	NoMetrics   bool   // the services run without their exporter
+	NoAudit     bool   // the services run without their audit writer
 }
 
 // Name describes l for a table row.
@@ -95,6 +96,9 @@ func (l Load) Bus() (flock.Config, []bustest.Option) {
 	var opts []bustest.Option
 	if l.NoMetrics {
 		opts = append(opts, bustest.WithoutMetrics())
+	}
+	if l.NoAudit {
+		opts = append(opts, bustest.WithoutAudit())
 	}
 	return cfg, opts
 }

@@ -84,7 +84,7 @@ func BenchmarkStartup(b *testing.B) {
 	b.ReportMetric(float64(Median(rss))/1024, "idle-RSS-MiB")
 }
 
-// BenchmarkMetricsCostThreeNodes: the exporter's cost on the trivial-task
+// BenchmarkMetricsCostThreeNodes: the exporter's and the audit writer's cost on the trivial-task
 // throughput with a three-node bus (every node on loopback, R3 streams),
 // on and off interleaved in one run (tests/bench/metrics-cost is the
 // one-node figure). Reports both medians and on/off.
@@ -93,7 +93,7 @@ func BenchmarkStartup(b *testing.B) {
 func BenchmarkMetricsCostThreeNodes(b *testing.B) {
 	var on, off []float64
 	for i := range 2 * b.N {
-		l := Load{Agents: 3, Concurrency: 2, Tasks: 10000, NoMetrics: i%2 == 1}
+		l := Load{Agents: 3, Concurrency: 2, Tasks: 10000, NoMetrics: i%2 == 1, NoAudit: i%2 == 1}
 		cfg, opts := l.Bus()
 		f := bustest.StartCluster(b, cfg, opts...)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -1,0 +1,225 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// A message of the trail holds one or more entries, as JSON lines, in
+// order; the chain runs across messages.
+
+// chunkOf is one message to publish: its lines and the last entry in it.
+type chunkOf struct {
+	data  []byte
+	n     int
+	final protocol.AuditAnchor
+}
+
+// publish seals entries onto the head, publishes them in as few messages
+// as fit, each expecting the one before it as the stream's last, waits for
+// the acks, and returns how many entries were stored, in order from the
+// first.
+func (w *Writer) publish(ctx context.Context, entries []protocol.AuditEntry) (int, error) {
+	now := w.cfg.Now().UTC()
+	head := w.head
+	var chunks []chunkOf
+	var cur chunkOf
+	for i := range entries {
+		e := entries[i]
+		e.Seq, e.Prev = head.Seq+1, head.Hash
+		if e.Time.IsZero() {
+			e.Time = now
+		}
+		line := e.Seal()
+		if cur.n > 0 && len(cur.data)+1+len(line) > w.chunk {
+			chunks = append(chunks, cur)
+			cur = chunkOf{}
+		}
+		if cur.n > 0 {
+			cur.data = append(cur.data, '\n')
+		}
+		cur.data = append(cur.data, line...)
+		cur.n++
+		head = protocol.AuditAnchor{Seq: e.Seq, Hash: e.Hash, Time: e.Time}
+		cur.final = head
+	}
+	if cur.n > 0 {
+		chunks = append(chunks, cur)
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(chunks))
+	for i, c := range chunks {
+		f, err := w.js.PublishAsync(protocol.AuditSubject, c.data, jetstream.WithExpectLastSequence(w.last+uint64(i)), jetstream.WithExpectStream(protocol.AuditStream))
+		if err != nil {
+			break
+		}
+		futures = append(futures, f)
+	}
+	stored := 0
+	var first error
+	for i, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			if first == nil && ack.Sequence == w.last+1 {
+				stored += chunks[i].n
+				w.head, w.last = chunks[i].final, ack.Sequence
+			}
+		case err := <-f.Err():
+			if first == nil {
+				first = err
+			}
+		case <-ctx.Done():
+			return stored, ctx.Err()
+		}
+	}
+	if first == nil && stored < len(entries) {
+		first = errors.New("not every entry was published")
+	}
+	return stored, first
+}
+
+// resync reads the head: the last entry of the stream's last message, or
+// retention's checkpoint when the stream holds none.
+func (w *Writer) resync(ctx context.Context) error {
+	m, err := w.stream.GetLastMsgForSubject(ctx, protocol.AuditSubject)
+	if err == nil {
+		e, err := lastEntry(m.Data)
+		if err != nil {
+			return fmt.Errorf("audit: last message (stream sequence %d): %w", m.Sequence, err)
+		}
+		w.head, w.last = protocol.AuditAnchor{Seq: e.Seq, Hash: e.Hash, Time: e.Time}, m.Sequence
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("audit: last entry: %w", err)
+	}
+	info, err := w.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("audit: stream %s: %w", protocol.AuditStream, err)
+	}
+	w.last = info.State.LastSeq // a purge keeps the stream's sequence
+	cp, err := readAnchor(ctx, w.kv, protocol.AuditCheckpointKey)
+	if err != nil {
+		return err
+	}
+	w.head = protocol.AuditAnchor{}
+	if cp != nil {
+		w.head = *cp
+	}
+	return nil
+}
+
+// lines splits a message of the trail into its entries' lines.
+func lines(data []byte) [][]byte {
+	var out [][]byte
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		if len(l) > 0 {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func lastEntry(data []byte) (protocol.AuditEntry, error) {
+	var e protocol.AuditEntry
+	ls := lines(data)
+	if len(ls) == 0 {
+		return e, errors.New("no entry")
+	}
+	if err := json.Unmarshal(ls[len(ls)-1], &e); err != nil {
+		return e, fmt.Errorf("last entry unreadable: %w", err)
+	}
+	return e, nil
+}
+
+// retain removes the messages whose every entry is older than the
+// retention, after writing the last of those entries as the checkpoint.
+func (w *Writer) retain(ctx context.Context) {
+	cut, msg, err := w.lastBefore(ctx, w.cfg.Now().Add(-w.keep))
+	if err != nil {
+		w.log.Warn("audit: retention not applied", "err", err)
+		return
+	}
+	if cut == nil {
+		return
+	}
+	data, _ := json.Marshal(cut)
+	if _, err := w.kv.Put(ctx, protocol.AuditCheckpointKey, data); err != nil {
+		w.log.Warn("audit: checkpoint not written: nothing removed", "err", err)
+		return
+	}
+	if err := w.stream.Purge(ctx, jetstream.WithPurgeSequence(msg+1)); err != nil {
+		w.log.Warn("audit: entries past retention not removed", "through", cut.Seq, "err", err)
+		return
+	}
+	w.log.Info("audit: entries past retention removed", "through", cut.Seq, "checkpoint", cut.Hash)
+}
+
+// lastBefore finds the last message whose last entry is older than t, by a
+// binary search over the stream (entries are appended in time order): the
+// anchor of that entry and the message's sequence (nil: none).
+func (w *Writer) lastBefore(ctx context.Context, t time.Time) (*protocol.AuditAnchor, uint64, error) {
+	info, err := w.stream.Info(ctx)
+	if err != nil || info.State.Msgs == 0 {
+		return nil, 0, err
+	}
+	lo, hi := info.State.FirstSeq, info.State.LastSeq
+	var found *protocol.AuditAnchor
+	var at uint64
+	for lo <= hi {
+		mid := lo + (hi-lo)/2
+		e, seq, err := w.lastEntryAtOrAfter(ctx, mid)
+		if err != nil {
+			return nil, 0, err
+		}
+		if e == nil || !e.Time.Before(t) {
+			if mid == 0 {
+				break
+			}
+			hi = mid - 1
+			continue
+		}
+		found, at = &protocol.AuditAnchor{Seq: e.Seq, Hash: e.Hash, Time: e.Time}, seq
+		lo = seq + 1
+	}
+	return found, at, nil
+}
+
+// lastEntryAtOrAfter reads the last entry of the message at seq, or of the
+// next one if seq is gone.
+func (w *Writer) lastEntryAtOrAfter(ctx context.Context, seq uint64) (*protocol.AuditEntry, uint64, error) {
+	m, err := w.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(protocol.AuditSubject))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	e, err := lastEntry(m.Data)
+	if err != nil {
+		return nil, 0, fmt.Errorf("message %d: %w", m.Sequence, err)
+	}
+	return &e, m.Sequence, nil
+}
+
+// anchor writes the head into the anchors' bucket and the writer's log when
+// it moved: two places apart from the stream.
+func (w *Writer) anchor(ctx context.Context) {
+	if w.head.Seq == w.anchored || w.head.Seq == 0 {
+		return
+	}
+	data, _ := json.Marshal(w.head)
+	if _, err := w.kv.Put(ctx, protocol.AuditHeadKey, data); err != nil {
+		w.log.Warn("audit: head not anchored", "seq", w.head.Seq, "err", err)
+		return
+	}
+	w.anchored = w.head.Seq
+	w.log.Info("audit head anchored", "seq", w.head.Seq, "hash", w.head.Hash)
+}
