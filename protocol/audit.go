@@ -58,11 +58,12 @@ const (
 	AuditGatewayCall   = "gateway.call"   // the gateway forwarded a call (Outcome: HTTP status)
 	AuditBudgetChange  = "budget.change"  // an agent's ledger entry was started over or its budget changed
 	AuditWriterStarted = "audit.started"  // the writer (re)started: what crossed the bus before it was not seen
+	AuditMissed        = "audit.missed"   // the writer lost entries (Outcome: how many; it fell behind, or the trail was full)
 )
 
 // AuditKinds are the kinds an entry may have, for the CLI's --kind.
 var AuditKinds = []string{AuditTaskSent, AuditTaskAssigned, AuditTaskResult, AuditMessage, AuditBroadcast,
-	AuditBoardChange, AuditBoardRequest, AuditGatewayCall, AuditBudgetChange, AuditWriterStarted}
+	AuditBoardChange, AuditBoardRequest, AuditGatewayCall, AuditBudgetChange, AuditWriterStarted, AuditMissed}
 
 // AuditEntry is one line of the trail. It never holds a body or a secret:
 // IDs, names, statuses and counts only.

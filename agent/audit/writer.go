@@ -308,7 +308,7 @@ func (w *Writer) withMissed(out []protocol.AuditEntry) []protocol.AuditEntry {
 	w.mu.Unlock()
 	if n > 0 {
 		w.log.Error("audit: messages missed: the writer fell behind", "missed", n)
-		out = append(out, protocol.AuditEntry{Who: protocol.ServicesUser, Kind: protocol.AuditWriterStarted, Outcome: fmt.Sprintf("%d messages missed", n)})
+		out = append(out, protocol.AuditEntry{Time: w.cfg.Now().UTC(), Who: protocol.ServicesUser, Kind: protocol.AuditMissed, Outcome: fmt.Sprintf("%d entries lost", n)})
 	}
 	return out
 }

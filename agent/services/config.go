@@ -134,8 +134,11 @@ func (s *Services) applyConfig() {
 	if s.board != nil {
 		s.board.SetConfig(s.BoardConfig())
 	}
-	if s.audit != nil {
-		if err := s.audit.SetAgents(s.agentIDs()); err != nil {
+	s.cfgMu.Lock()
+	w := s.audit
+	s.cfgMu.Unlock()
+	if w != nil {
+		if err := w.SetAgents(s.agentIDs()); err != nil {
 			s.log.Warn("audit: the agents' inboxes not all followed", "err", err)
 		}
 	}

@@ -175,8 +175,12 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 		ac := cfg.Audit
 		ac.IsAgent, ac.Agents, ac.Subscribe, ac.Logger = s.isAgent, s.agentIDs, s.tap.Subscribe, log.With("component", "audit")
 		for {
-			s.audit, err = audit.Start(ctx, nc, js, ac)
+			var w *audit.Writer
+			w, err = audit.Start(ctx, nc, js, ac)
 			if err == nil {
+				s.cfgMu.Lock()
+				s.audit = w // the config watcher reads it
+				s.cfgMu.Unlock()
 				break
 			}
 			log.Info("audit writer not started yet: waiting for the bus", "err", err)
