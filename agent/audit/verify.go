@@ -12,6 +12,9 @@ import (
 type Report struct {
 	Entries     int
 	First, Last uint64 // the first and last entry read (0: none)
+	// Head is the last entry read: keep it, and verify against it later
+	// (an anchor of one's own).
+	Head *protocol.AuditAnchor `json:",omitempty"`
 	// Checkpoint is the last entry retention removed (nil: none yet).
 	Checkpoint *protocol.AuditAnchor
 	// Anchors are the heads the chain was checked against.
@@ -86,6 +89,7 @@ func (v *Verifier) Add(msg uint64, raw []byte) {
 		v.problem("entry %d: does not chain to entry %d (one of them was edited or replaced)", e.Seq, prev.Seq)
 	}
 	v.prev = &e
+	v.r.Head = &protocol.AuditAnchor{Seq: e.Seq, Hash: e.Hash, Time: e.Time}
 }
 
 // first checks where the trail starts: the first entry ever, or the one

@@ -150,6 +150,9 @@ func printReport(sio IO, r audit.Report) {
 	for _, a := range r.Anchors {
 		fmt.Fprintf(sio.Out, "checked against the head anchored at entry %d (%s)\n", a.Seq, a.Hash)
 	}
+	if h := r.Head; h != nil {
+		fmt.Fprintf(sio.Out, "head: entry %d, %s (keep it: audit verify --anchor %d:%s checks against it later)\n", h.Seq, h.Time.Format(time.RFC3339), h.Seq, h.Hash)
+	}
 	if len(r.Anchors) == 0 {
 		fmt.Fprintln(sio.Out, "warning: no anchored head: entries cut off at the end would not show (give one with --anchor)")
 	}
