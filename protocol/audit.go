@@ -76,6 +76,7 @@ type AuditEntry struct {
 	What    string    `json:"what,omitempty"`    // a task ID, a board task, an upstream, a request
 	Outcome string    `json:"outcome,omitempty"` // a status, an HTTP status
 	Tokens  int64     `json:"tokens,omitempty"`  // a gateway call's charge
+	Trace   string    `json:"trace,omitempty"`   // the W3C trace ID a task, result or gateway call carried
 	Prev    string    `json:"prev"`              // the SHA-256 (hex) of the entry before it; "" for the first ever
 	Hash    string    `json:"hash"`              // the SHA-256 (hex) of this entry with Hash empty
 }

@@ -157,6 +157,8 @@ type Usage struct {
 	// DurationMS is how long the call took, from its arrival at the
 	// gateway to the response's end (a stream's too).
 	DurationMS float64 `json:"duration_ms,omitempty"`
+	// Trace is the W3C trace ID the call carried (its traceparent header).
+	Trace string `json:"trace,omitempty"`
 }
 
 // GatewayPriceKey is the rule for a gateway price's key: "METHOD /path" (an

@@ -95,6 +95,9 @@ type Result struct {
 	Truncated   bool   `json:"truncated,omitempty"` // inline output or the files were cut at their cap
 	Dir         string `json:"dir,omitempty"`       // the task directory inside the agent (result files live there)
 
+	// Trace is the W3C trace ID the task ran in (from the task message's
+	// traceparent header), for finding its spans and the gateway's calls.
+	Trace      string    `json:"trace,omitempty"`
 	Started    time.Time `json:"started"`
 	Finished   time.Time `json:"finished"`
 	DurationMS float64   `json:"duration_ms"`

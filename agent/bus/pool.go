@@ -303,6 +303,9 @@ func (s *Server) copyFor(msg jetstream.Msg, free *freeSlots) (uint64, string, je
 	if v := msg.Headers().Get(headerTakenFrom); v != "" {
 		c.Header.Set(headerTakenFrom, v)
 	}
+	if v := msg.Headers().Get(protocol.HeaderTraceparent); v != "" {
+		c.Header.Set(protocol.HeaderTraceparent, v) // the operator's trace goes with the task
+	}
 	c.Header.Set(nats.MsgIdHdr, poolCopyID(seq, attempt))
 	f, err := s.js.PublishMsgAsync(c)
 	if err != nil {

@@ -90,6 +90,9 @@ func (s *Server) takeBack(ctx context.Context, stream jetstream.Stream, raw *jet
 		m.Header.Set(protocol.HeaderPoolSeq, strconv.FormatUint(seq, 10))
 		m.Header.Set(protocol.HeaderPoolAttempt, strconv.Itoa(attempt+1))
 		m.Header.Set(headerTakenFrom, taken)
+		if v := raw.Header.Get(protocol.HeaderTraceparent); v != "" {
+			m.Header.Set(protocol.HeaderTraceparent, v)
+		}
 		m.Header.Set(nats.MsgIdHdr, poolRequeueID(seq, attempt+1))
 		pctx, cancel := bounded(ctx)
 		_, err := s.js.PublishMsg(pctx, m)

@@ -144,6 +144,7 @@ func taskCmd(ctx context.Context, args []string, env Env, sio IO) int {
 			*wait = *timeout + 30*time.Second
 		}
 	}
+	ctx = traced(ctx, env, sio)
 	return o.run(ctx, *wait, func(ctx context.Context, cl *operator.Client) (int, error) {
 		failed := false
 		_, err := cl.RunChecked(ctx, t, task, func(r protocol.Result) {

@@ -37,10 +37,12 @@ const publishTries = 15 * time.Second
 func (c *Client) publish(ctx context.Context, subject, id string, body []byte) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
 	tries := 0
+	trace := traceOf(ctx).String() // the same on every try
 	err := c.untilAnswered(ctx, func(ctx context.Context) error {
 		m := nats.NewMsg(subject)
 		m.Data = body
 		m.Header.Set(nats.MsgIdHdr, id)
+		m.Header.Set(protocol.HeaderTraceparent, trace)
 		var err error
 		tries++
 		ack, err = c.js.PublishMsg(ctx, m)
@@ -91,4 +93,21 @@ func transient(err error) bool {
 		return true // a timeout, no responders, a lost connection
 	}
 	return apiErr.Code == 503 || apiErr.ErrorCode == 10158
+}
+
+type traceKey struct{}
+
+// WithTrace makes the tasks published with ctx spans of tp's trace (a
+// caller that is itself traced: the CLI reads TRACEPARENT).
+func WithTrace(ctx context.Context, tp protocol.TraceParent) context.Context {
+	return context.WithValue(ctx, traceKey{}, tp)
+}
+
+// traceOf is the task's span: a child of the caller's trace, or the root
+// of a new one.
+func traceOf(ctx context.Context) protocol.TraceParent {
+	if tp, ok := ctx.Value(traceKey{}).(protocol.TraceParent); ok {
+		return tp.Child()
+	}
+	return protocol.NewTrace()
 }

@@ -283,7 +283,7 @@ func (a *Agent) runBoard(cl *board.Client, rep *protocol.BoardReply) {
 	if err := os.MkdirAll(filepath.Join(dir, protocol.ArtifactsDir), 0o700); err != nil {
 		log.Warn("board: no artifacts directory", "err", err)
 	}
-	err = a.runExec(d, &task, &res, renew, x)
+	err = a.runExec(d, &task, &res, renew, x, "")
 	res.Finished = time.Now().UTC()
 	res.DurationMS = float64(res.Finished.Sub(res.Started).Microseconds()) / 1000
 	if res.Dir != "" {

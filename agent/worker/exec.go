@@ -29,7 +29,7 @@ type execRun struct {
 // runExec runs an exec task in its directory and fills res (and x, when
 // given). It returns errHandback when the agent's grace period ended the run
 // (the task is to be redelivered, not reported).
-func (a *Agent) runExec(msg delivery, t *protocol.Task, res *protocol.Result, keep time.Duration, x *execRun) error {
+func (a *Agent) runExec(msg delivery, t *protocol.Task, res *protocol.Result, keep time.Duration, x *execRun, span string) error {
 	dir := a.taskDir(t.ID)
 	res.Dir = dir
 	defer a.running.add(t.ID, t.Kind)()
@@ -102,6 +102,11 @@ func (a *Agent) runExec(msg delivery, t *protocol.Task, res *protocol.Result, ke
 	cmd.Env = a.taskEnv(t, dir, res.Attempt)
 	if x != nil {
 		cmd.Env = append(cmd.Env, x.env...)
+	}
+	if span != "" {
+		// The task's span: last, so a TRACEPARENT in the task's own
+		// environment does not stand in for the operator's trace.
+		cmd.Env = append(cmd.Env, protocol.EnvTraceparent+"="+span)
 	}
 	if t.Stdin != "" {
 		cmd.Stdin = strings.NewReader(t.Stdin)

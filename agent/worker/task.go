@@ -38,6 +38,18 @@ func (a *Agent) handle(msg delivery, keep time.Duration) {
 	task, err := protocol.DecodeTask(msg.Data(), a.cfg.MaxTaskBytes)
 	res.TaskID, res.Kind, res.Nonce = task.ID, task.Kind, task.Nonce
 	log := a.log.With("task", task.ID, "seq", res.Seq, "subject", res.Subject, "attempt", res.Attempt)
+	// The operator's trace, if the task carries one: the task runs as a
+	// span of its own in it. A malformed one is dropped, never a refusal.
+	var span string
+	if h := msg.Headers().Get(protocol.HeaderTraceparent); h != "" {
+		if tp, err := protocol.ParseTraceparent(h); err == nil {
+			child := tp.Child()
+			span, res.Trace = child.String(), child.Trace()
+			log = log.With("trace_id", res.Trace)
+		} else {
+			log.Warn("task's trace context dropped", "err", err)
+		}
+	}
 	switch {
 	case err != nil:
 		res.Status, res.Error = protocol.StatusRejected, err.Error()
@@ -56,7 +68,7 @@ func (a *Agent) handle(msg delivery, keep time.Duration) {
 		}
 	case task.Kind == protocol.KindExec:
 		log.Info("task started", "command", task.Command)
-		if err := a.runExec(msg, &task, &res, keep, nil); errors.Is(err, errHandback) {
+		if err := a.runExec(msg, &task, &res, keep, nil, span); errors.Is(err, errHandback) {
 			log.Warn("task interrupted by shutdown: handed back for redelivery")
 			_ = msg.Nak()
 			return

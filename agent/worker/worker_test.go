@@ -43,6 +43,9 @@ func TestRoundTripEachRoutingMode(t *testing.T) {
 	if len(res) != 1 || !res[0].OK() || res[0].Stdout != "from the pool\n" || *res[0].ExitCode != 0 {
 		t.Fatalf("pool task: %+v", res)
 	}
+	if len(res[0].Trace) != 32 {
+		t.Fatalf("the pool task lost its trace on the way through the bus: %q", res[0].Trace)
+	}
 	dir := filepath.Join(e.shared, "agents", res[0].Agent, "tasks", "pooled")
 	if res[0].Dir != dir {
 		t.Fatalf("result dir %q, want %q", res[0].Dir, dir)
@@ -221,6 +224,24 @@ func TestExecFeatures(t *testing.T) {
 		}
 		if strings.Contains(out, "SECRET_VAR") || strings.Contains(out, "\nNATS_") || strings.HasPrefix(out, "NATS_") {
 			t.Fatalf("task saw variables outside the allow-list:\n%s", out)
+		}
+	})
+	t.Run("trace context", func(t *testing.T) {
+		// The operator's trace reaches the process as a span of the
+		// agent's own; a TRACEPARENT in the task's env does not stand in.
+		task := tool("traced", "env")
+		forged := "00-11111111111111111111111111111111-2222222222222222-01"
+		task.Env = map[string]string{protocol.EnvTraceparent: forged}
+		r := e.run(to, task, 10*time.Second)[0]
+		var got string
+		for _, l := range strings.Split(r.Stdout, "\n") {
+			if v, ok := strings.CutPrefix(l, protocol.EnvTraceparent+"="); ok {
+				got = v
+			}
+		}
+		tp, err := protocol.ParseTraceparent(got)
+		if err != nil || r.Trace == "" || tp.Trace() != r.Trace || got == forged {
+			t.Fatalf("TRACEPARENT %q (%v), result's trace %q", got, err, r.Trace)
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
