@@ -55,7 +55,7 @@ func (d *deriver) derive(subject string, h nats.Header, data []byte) (protocol.A
 			// The bus queues a pool task again that no agent answered.
 			return protocol.AuditEntry{Who: "bus", Kind: protocol.AuditTaskAssigned, Agent: t[1], What: task.ID, Outcome: "queued again"}, true
 		}
-		return protocol.AuditEntry{Who: protocol.OperatorUser, Kind: protocol.AuditTaskSent, Agent: t[1], What: task.ID}, true
+		return protocol.AuditEntry{Who: protocol.OperatorUser, Kind: protocol.AuditTaskSent, Agent: t[1], What: task.ID, Trace: traceIn(h)}, true
 	case t[0] == "tasks" && len(t) == 3 && t[1] == "pool":
 		var task struct {
 			ID string `json:"id"`
@@ -66,11 +66,12 @@ func (d *deriver) derive(subject string, h nats.Header, data []byte) (protocol.A
 		var r struct {
 			TaskID string `json:"task_id"`
 			Status string `json:"status"`
+			Trace  string `json:"trace"`
 		}
 		if json.Unmarshal(data, &r) != nil || !agentOK(t[2]) {
 			return protocol.AuditEntry{}, false
 		}
-		return protocol.AuditEntry{Who: t[2], Kind: protocol.AuditTaskResult, What: r.TaskID, Outcome: r.Status}, true
+		return protocol.AuditEntry{Who: t[2], Kind: protocol.AuditTaskResult, What: r.TaskID, Outcome: r.Status, Trace: traceID(r.Trace)}, true
 	case len(t) == 4 && t[0] == "agent" && t[2] == "inbox":
 		var m struct {
 			ID string `json:"id"`
@@ -104,7 +105,7 @@ func (d *deriver) derive(subject string, h nats.Header, data []byte) (protocol.A
 			return protocol.AuditEntry{}, false
 		}
 		return protocol.AuditEntry{Who: protocol.GatewayUser, Kind: protocol.AuditGatewayCall, Agent: t[1], What: u.Upstream,
-			Outcome: strconv.Itoa(u.Status), Tokens: u.Total}, true
+			Outcome: strconv.Itoa(u.Status), Tokens: u.Total, Trace: traceID(u.Trace)}, true
 	case strings.HasPrefix(subject, "$KV."+protocol.LedgerBucket+"."):
 		return d.ledgerChange(strings.TrimPrefix(subject, "$KV."+protocol.LedgerBucket+"."), data)
 	}
@@ -130,4 +131,22 @@ func (d *deriver) ledgerChange(agent string, data []byte) (protocol.AuditEntry, 
 	}
 	outcome := "budget " + strconv.FormatInt(e.Budget, 10) + " raised " + strconv.FormatInt(e.Raised, 10) + " epoch " + strconv.FormatInt(e.Epoch, 10)
 	return protocol.AuditEntry{Who: who, Kind: protocol.AuditBudgetChange, Agent: agent, Outcome: outcome}, true
+}
+
+// traceIn is the trace ID of a message's traceparent header ("": none).
+func traceIn(h nats.Header) string {
+	tp, err := protocol.ParseTraceparent(h.Get(protocol.HeaderTraceparent))
+	if err != nil {
+		return ""
+	}
+	return tp.Trace()
+}
+
+// traceID keeps a trace ID a body names only if it is one (32 lowercase
+// hex digits): an agent's result cannot put anything else in an entry.
+func traceID(s string) string {
+	if len(s) != 32 || strings.Trim(s, "0123456789abcdef") != "" {
+		return ""
+	}
+	return s
 }

@@ -15,6 +15,8 @@ func TestDeriveTakesWhoFromTheSubject(t *testing.T) {
 	d := deriver{isAgent: func(id string) bool { return id == "agent-1" || id == "agent-2" }, ledger: map[string]ledgerState{}}
 	requeued := nats.Header{}
 	requeued.Set(protocol.HeaderPoolSeq, "7")
+	traced := nats.Header{}
+	traced.Set(protocol.HeaderTraceparent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	for _, c := range []struct {
 		subject string
 		h       nats.Header
@@ -22,6 +24,9 @@ func TestDeriveTakesWhoFromTheSubject(t *testing.T) {
 		want    *protocol.AuditEntry
 	}{
 		{"tasks.agent-1", nil, `{"id":"t1","stdin":"secret"}`, &protocol.AuditEntry{Who: "operator", Kind: protocol.AuditTaskSent, Agent: "agent-1", What: "t1"}},
+		{"tasks.agent-1", traced, `{"id":"t1"}`, &protocol.AuditEntry{Who: "operator", Kind: protocol.AuditTaskSent, Agent: "agent-1", What: "t1", Trace: "4bf92f3577b34da6a3ce929d0e0e4736"}},
+		{"task.result.agent-1", nil, `{"task_id":"t1","status":"ok","trace":"4bf92f3577b34da6a3ce929d0e0e4736"}`, &protocol.AuditEntry{Who: "agent-1", Kind: protocol.AuditTaskResult, What: "t1", Outcome: "ok", Trace: "4bf92f3577b34da6a3ce929d0e0e4736"}},
+		{"task.result.agent-1", nil, `{"task_id":"t1","status":"ok","trace":"not a trace, a message"}`, &protocol.AuditEntry{Who: "agent-1", Kind: protocol.AuditTaskResult, What: "t1", Outcome: "ok"}},
 		{"tasks.pool", nil, `{"id":"t2"}`, &protocol.AuditEntry{Who: "operator", Kind: protocol.AuditTaskSent, Agent: "pool", What: "t2"}},
 		{"tasks.pool", requeued, `{"id":"t2"}`, &protocol.AuditEntry{Who: "bus", Kind: protocol.AuditTaskAssigned, Agent: "pool", What: "t2", Outcome: "queued again"}},
 		{"tasks.pool.agent-2", nil, `{"id":"t2"}`, &protocol.AuditEntry{Who: "bus", Kind: protocol.AuditTaskAssigned, Agent: "agent-2", What: "t2"}},

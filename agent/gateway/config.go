@@ -77,6 +77,7 @@ type Usage struct {
 	SpentTokens      int64         // the agent's total after this call was charged
 	BudgetTokens     int64         // the agent's budget; 0: none (Config.Budgets has no entry)
 	Duration         time.Duration // from the request's arrival to the response's end
+	Trace            string        // the W3C trace ID of the call's traceparent header ("": none)
 }
 
 // Config is the gateway's whole configuration.

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // finish charges what the call cost, reports it and writes the access log.
@@ -52,6 +54,7 @@ func (g *Handler) finish(c *call, r *http.Request, start time.Time, aborted bool
 			ok = false // a free endpoint (token counting): nothing to charge or report
 		}
 		if ok {
+			got.Trace = traceOf(r)
 			got.BudgetTokens = g.budgets[c.agent].Tokens
 			got.Duration = time.Since(start)
 			u = &got
@@ -79,6 +82,9 @@ func (g *Handler) finish(c *call, r *http.Request, start time.Time, aborted bool
 func (g *Handler) accessLog(agent, upstream string, r *http.Request, status int, start time.Time, u *Usage, problem string, extra ...any) {
 	attrs := []any{"agent", agent, "upstream", upstream, "method", r.Method, "path", r.URL.Path,
 		"status", status, "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
+	if tr := traceOf(r); tr != "" {
+		attrs = append(attrs, "trace_id", tr)
+	}
 	if u != nil {
 		attrs = append(attrs, "input_tokens", u.InputTokens, "output_tokens", u.OutputTokens,
 			"cache_read_tokens", u.CacheReadTokens, "total_tokens", u.Total)
@@ -95,4 +101,15 @@ func (g *Handler) accessLog(agent, upstream string, r *http.Request, status int,
 		level = slog.LevelWarn
 	}
 	g.log.Log(context.Background(), level, "model call", attrs...)
+}
+
+// traceOf is the trace ID of the call's traceparent header: the agent's
+// task's trace when its program passes TRACEPARENT on ("" when it does
+// not, or the header is malformed: the gateway does not guess).
+func traceOf(r *http.Request) string {
+	tp, err := protocol.ParseTraceparent(r.Header.Get(protocol.HeaderTraceparent))
+	if err != nil {
+		return ""
+	}
+	return tp.Trace()
 }

@@ -126,6 +126,10 @@ func newModel(getenv func(string) string) model {
 		key = "unused-the-gateway-holds-the-key"
 	}
 	opts = append(opts, option.WithAPIKey(key))
+	// The task's trace (W3C): the gateway ties the call to it.
+	if tp := getenv("TRACEPARENT"); tp != "" {
+		opts = append(opts, option.WithHeader("traceparent", tp))
+	}
 	name := getenv("AI_AGENT_MODEL")
 	if name == "" {
 		name = "claude-sonnet-4-5"

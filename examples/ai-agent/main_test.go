@@ -39,6 +39,7 @@ type fakeAnthropic struct {
 
 type seenRequest struct {
 	Key    string // x-api-key
+	Trace  string // traceparent
 	Path   string
 	Prompt string
 	Body   struct {
@@ -83,7 +84,7 @@ func (f *fakeAnthropic) asked(s string) int {
 
 func (f *fakeAnthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var req seenRequest
-	req.Key, req.Path = r.Header.Get("X-Api-Key"), r.URL.Path
+	req.Key, req.Path, req.Trace = r.Header.Get("X-Api-Key"), r.URL.Path, r.Header.Get("traceparent")
 	if err := json.NewDecoder(r.Body).Decode(&req.Body); err != nil || r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
 		http.Error(w, `{"type":"error","error":{"type":"not_found_error","message":"no"}}`, http.StatusNotFound)
 		return
@@ -141,6 +142,7 @@ func TestAskPrintsAndWritesTheAnswerSendingTheConfiguredKey(t *testing.T) {
 		{"own key", map[string]string{"ANTHROPIC_API_KEY": "sk-ant-real", "FLOCK_GATEWAY_TOKEN": "gw-tok"}, "sk-ant-real"},
 		{"gateway token (aws)", map[string]string{"FLOCK_GATEWAY_TOKEN": "gw-tok"}, "gw-tok"},
 		{"no key (dev)", map[string]string{}, "unused-the-gateway-holds-the-key"},
+		{"in a traced task", map[string]string{"TRACEPARENT": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, "unused-the-gateway-holds-the-key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Chdir(t.TempDir())
@@ -165,6 +167,9 @@ func TestAskPrintsAndWritesTheAnswerSendingTheConfiguredKey(t *testing.T) {
 			r := reqs[0]
 			if r.Key != tc.key || r.Path != "/v1/messages" || !r.Body.Stream || r.Body.Model != "claude-sonnet-4-5" || r.Body.MaxTokens != 1024 {
 				t.Fatalf("the fake saw key %q, path %q, body %+v", r.Key, r.Path, r.Body)
+			}
+			if r.Trace != tc.env["TRACEPARENT"] {
+				t.Fatalf("the call's traceparent %q, want the task's %q", r.Trace, tc.env["TRACEPARENT"])
 			}
 		})
 	}

@@ -68,7 +68,7 @@ func (p *publisher) offer(u gateway.Usage) {
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
 		Total: u.Total, SpentTokens: u.SpentTokens, BudgetTokens: u.BudgetTokens,
-		DurationMS: float64(u.Duration) / float64(time.Millisecond)}
+		DurationMS: float64(u.Duration) / float64(time.Millisecond), Trace: u.Trace}
 	select {
 	case p.queue <- m:
 	default:
