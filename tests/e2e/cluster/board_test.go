@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -169,12 +170,17 @@ func TestBoardPlanSurvivesANodeLoss(t *testing.T) {
 	lead := leader(t, js, protocol.BoardStream)
 	other := lead%3 + 1
 	done, _, _ := boardDone(cl, plan)
+	// A transition published over a connection to a node as it dies is
+	// lost (core NATS: at most once); the board's state is what counts, and
+	// an event goes unheard only while a node is down.
+	var losses [][2]time.Time
 	killed := time.Now()
 	killNode(t, other)
 	t.Logf("killed node %d (node %d leads %s) with %d of %d tasks done, %s in", other, lead, protocol.BoardStream, done, total, killed.Sub(start).Round(time.Millisecond))
 	time.Sleep(3 * time.Second)
 	startNode(t, other)
 	t.Logf("node %d healthy %s after its start", other, waitHealthy(t, other, 2*time.Minute).Round(time.Millisecond))
+	losses = append(losses, [2]time.Time{killed.Add(-2 * time.Second), time.Now()})
 
 	// Then the leader, with tasks still to run.
 	lead = leader(t, js, protocol.BoardStream)
@@ -190,6 +196,7 @@ func TestBoardPlanSurvivesANodeLoss(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	startNode(t, lead)
 	t.Logf("node %d healthy %s after its start", lead, waitHealthy(t, lead, 2*time.Minute).Round(time.Millisecond))
+	losses = append(losses, [2]time.Time{killed.Add(-2 * time.Second), time.Now()})
 
 	// Every task done: none lost.
 	deadline := time.Now().Add(3 * time.Minute)
@@ -222,8 +229,10 @@ func TestBoardPlanSurvivesANodeLoss(t *testing.T) {
 		switch n := doneBy[task.ID]; {
 		case n > 1:
 			twice = append(twice, fmt.Sprintf("%s (%d times)", task.ID, n))
-		case n == 0:
+		case n == 0 && !slices.ContainsFunc(losses, func(w [2]time.Time) bool { return !task.Updated.Before(w[0]) && !task.Updated.After(w[1]) }):
 			unheard = append(unheard, task.ID)
+		case n == 0:
+			t.Logf("task %s: its transition to done (%s) was lost with a node going down", task.ID, task.Updated.Format(time.RFC3339Nano))
 		}
 		if task.Attempts > protocol.DefaultBoardAttempts || task.Attempts < 1 {
 			t.Errorf("task %s done after %d claims: it allows %d", task.ID, task.Attempts, protocol.DefaultBoardAttempts)
@@ -239,7 +248,7 @@ func TestBoardPlanSurvivesANodeLoss(t *testing.T) {
 		t.Errorf("tasks done more than once: %v", twice)
 	}
 	if len(unheard) > 0 {
-		t.Errorf("no transition to done was published for %d tasks: %v", len(unheard), unheard)
+		t.Errorf("no transition to done was heard for %d tasks, done while every node was up: %v", len(unheard), unheard)
 	}
 	ranTwice := []string{}
 	for id, n := range runs {
