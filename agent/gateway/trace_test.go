@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // A call that carries a traceparent (an agent's program passing on its
@@ -27,11 +30,17 @@ func TestACallIsTiedToTheTraceItCarries(t *testing.T) {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
 	}
-	tg.mu.Lock()
-	usage := append([]Usage(nil), tg.usage...)
-	tg.mu.Unlock()
-	if len(usage) != 2 || usage[0].Trace != trace || usage[1].Trace != "" {
-		t.Fatalf("usage reports: %+v", usage)
+	// The report and the access log line are written as the call ends,
+	// which may be just after the agent has the whole answer.
+	testkit.WaitFor(t, 5*time.Second, "both calls reported and logged", func() bool {
+		return len(tg.reported()) == 2 && strings.Count(tg.logs.String(), `"msg":"model call"`) == 2
+	})
+	traces := map[string]int{}
+	for _, u := range tg.reported() {
+		traces[u.Trace]++
+	}
+	if traces[trace] != 1 || traces[""] != 1 {
+		t.Fatalf("usage reports' traces: %v", traces)
 	}
 	if logs := tg.logs.String(); strings.Count(logs, `"trace_id":"`+trace+`"`) != 1 {
 		t.Fatalf("the access log names the trace %d times:\n%s", strings.Count(logs, trace), logs)
