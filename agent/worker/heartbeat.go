@@ -78,6 +78,12 @@ func (a *Agent) confirm() {
 	if nc := a.ncp.Load(); nc != nil && nc.IsConnected() && nc.FlushTimeout(2*time.Second) == nil {
 		a.busConfirmed.Store(time.Now().UnixNano())
 	}
+	// One writer at a time, each writing what it reads under the lock: a
+	// write that read the state before a newer one cannot land after it
+	// (the status loop's first write, before the bus answered, once
+	// overwrote "ready" on a loaded CI machine).
+	a.statusMu.Lock()
+	defer a.statusMu.Unlock()
 	st := status{State: a.state.Load().(string), Bus: busUnreachable}
 	if nc := a.ncp.Load(); nc != nil && nc.IsConnected() {
 		st.Bus = busConnected

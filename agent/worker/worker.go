@@ -36,6 +36,7 @@ type Agent struct {
 	busLost      atomic.Int64
 	lostCause    atomic.Value // string: why the connection was lost
 	stopStatus   func()
+	statusMu     sync.Mutex // orders the status file's writes
 
 	keyFile  string        // FLOCK_NKEY_FILE for task processes (credentialFile)
 	senders  *senderLimits // per-sender inbox bounds
