@@ -87,6 +87,9 @@ type GatewayConfig struct {
 	NATSURL  string `json:"natsUrl,omitempty"`
 	NkeyFile string `json:"nkeyFile,omitempty"`
 	NkeyEnv  string `json:"nkeyEnv,omitempty"`
+	// OTLPEndpoint, when set, is where the gateway exports the flock's
+	// spans over OTLP/HTTP (its own and the services' on SpansSubject).
+	OTLPEndpoint string `json:"otlpEndpoint,omitempty"`
 }
 
 // Ways the gateway knows its callers (GatewayConfig.Callers).

@@ -97,7 +97,11 @@ type Result struct {
 
 	// Trace is the W3C trace ID the task ran in (from the task message's
 	// traceparent header), for finding its spans and the gateway's calls.
-	Trace      string    `json:"trace,omitempty"`
+	Trace string `json:"trace,omitempty"`
+	// Span is the task's span as its agent ran it, ParentSpan the
+	// operator's send span it is a child of (16 hex each).
+	Span       string    `json:"span,omitempty"`
+	ParentSpan string    `json:"parent_span,omitempty"`
 	Started    time.Time `json:"started"`
 	Finished   time.Time `json:"finished"`
 	DurationMS float64   `json:"duration_ms"`

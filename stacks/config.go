@@ -77,6 +77,7 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	obj("flock:bus", "an object (see the README's configuration reference)", &c.Bus)
 	obj("flock:board", "an object {claimLimit, addQuota, keepFinished}", &c.Board)
 	obj("flock:audit", "an object {retention, maxMiB}", &c.Audit)
+	obj("flock:otlp", "an object {endpoint}", &c.OTLP)
 	obj("flock:services", "an object {limits}", &c.Services)
 	obj("flock:network", "an object {pool, prefixLength}", &c.Network)
 	obj("flock:image", "an object {base} or {dockerfile, context}", &c.Image)

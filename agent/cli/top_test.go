@@ -22,9 +22,9 @@ import (
 
 // liveFlock is a bus with n agents running, each logging into the memory a
 // logs request reads (as flock-agent run does).
-func liveFlock(t *testing.T, n int) *flockEnv {
+func liveFlock(t *testing.T, n int, opts ...bustest.Option) *flockEnv {
 	t.Helper()
-	f := bustest.Start(t, bustest.Agents(n))
+	f := bustest.Start(t, bustest.Agents(n), opts...)
 	e := &flockEnv{f: f, shared: t.TempDir()}
 	e.env = map[string]string{"FLOCK_NATS_URL": f.URL, "FLOCK_NKEY_FILE": f.SeedFile(t, protocol.OperatorUser)}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -120,6 +120,10 @@ type Config struct {
 	// OnUsage, if set, is called once for every metered response, after it
 	// has been sent to the agent and charged.
 	OnUsage func(Usage)
+	// OnSpan, if set, gets a span for every call that carried a valid
+	// traceparent: the gateway serving it, a child of the caller's span
+	// (and the parent the upstream is given).
+	OnSpan func(protocol.Span)
 }
 
 // Validate returns every problem of the configuration, each naming the field

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,6 +86,7 @@ func (g *Handler) accessLog(agent, upstream string, r *http.Request, status int,
 	if tr := traceOf(r); tr != "" {
 		attrs = append(attrs, "trace_id", tr)
 	}
+	g.span(agent, upstream, r, status, start, problem)
 	if u != nil {
 		attrs = append(attrs, "input_tokens", u.InputTokens, "output_tokens", u.OutputTokens,
 			"cache_read_tokens", u.CacheReadTokens, "total_tokens", u.Total)
@@ -101,6 +103,42 @@ func (g *Handler) accessLog(agent, upstream string, r *http.Request, status int,
 		level = slog.LevelWarn
 	}
 	g.log.Log(context.Background(), level, "model call", attrs...)
+}
+
+type spanKey struct{}
+
+// withSpan gives a call that carries a valid traceparent a span of the
+// gateway's own, a child of the caller's.
+func withSpan(r *http.Request) *http.Request {
+	tp, err := protocol.ParseTraceparent(r.Header.Get(protocol.HeaderTraceparent))
+	if err != nil {
+		return r
+	}
+	return r.WithContext(context.WithValue(r.Context(), spanKey{}, [2]protocol.TraceParent{tp, tp.Child()}))
+}
+
+// spanOf is the gateway's span of the call, if it has one.
+func spanOf(r *http.Request) (protocol.TraceParent, bool) {
+	sp, ok := r.Context().Value(spanKey{}).([2]protocol.TraceParent)
+	return sp[1], ok
+}
+
+// span hands the call's span, ended now, to OnSpan.
+func (g *Handler) span(agent, upstream string, r *http.Request, status int, start time.Time, problem string) {
+	sp, ok := r.Context().Value(spanKey{}).([2]protocol.TraceParent)
+	if !ok || g.onSpan == nil {
+		return
+	}
+	s := protocol.Span{Trace: sp[1].Trace(), ID: sp[1].SpanHex(), Parent: sp[0].SpanHex(), Name: "gateway " + upstream, Kind: protocol.SpanServer,
+		Start: start.UTC(), End: time.Now().UTC(), Attrs: map[string]string{
+			"flock.agent": agent, "flock.upstream": upstream, "http.request.method": r.Method, "http.response.status_code": strconv.Itoa(status)}}
+	switch {
+	case status >= 400:
+		s.Error = "status " + strconv.Itoa(status)
+	case problem != "":
+		s.Error = problem
+	}
+	g.onSpan(s)
 }
 
 // traceOf is the trace ID of the call's traceparent header: the agent's

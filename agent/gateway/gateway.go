@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/ledger"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // agentCredentials are the request headers that could carry a credential.
@@ -41,6 +42,7 @@ type Handler struct {
 	allow     map[string][]allowRule
 	log       *slog.Logger
 	onUsage   func(Usage)
+	onSpan    func(protocol.Span)
 	proxy     *httputil.ReverseProxy
 	dialer    net.Dialer
 }
@@ -91,6 +93,7 @@ func New(cfg Config) (*Handler, error) {
 		allow:     make(map[string][]allowRule, len(cfg.AllowConnect)),
 		log:       cfg.Logger,
 		onUsage:   cfg.OnUsage,
+		onSpan:    cfg.OnSpan,
 		dialer:    net.Dialer{Timeout: 10 * time.Second},
 	}
 	if g.log == nil {
@@ -146,6 +149,7 @@ func (g *Handler) Ledger() ledger.Ledger { return g.ledger }
 
 func (g *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	r = withSpan(r)
 	agent, ok := g.caller(r)
 	if !ok {
 		g.refuseCaller(w, r)

@@ -8,6 +8,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 func (g *Handler) rewrite(pr *httputil.ProxyRequest) {
@@ -26,6 +28,9 @@ func (g *Handler) rewrite(pr *httputil.ProxyRequest) {
 	// back the body decoded, which the meter needs to read.
 	h.Del("Accept-Encoding")
 	h.Set(c.up.header, c.up.value)
+	if sp, ok := spanOf(pr.In); ok {
+		h.Set(protocol.HeaderTraceparent, sp.String()) // the upstream's parent: the gateway's span
+	}
 }
 
 func (g *Handler) modifyResponse(resp *http.Response) error {

@@ -4,9 +4,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
@@ -47,5 +49,56 @@ func TestACallIsTiedToTheTraceItCarries(t *testing.T) {
 	}
 	if seen := tg.up.requests(); seen[0].Header.Get("traceparent") == "" {
 		t.Fatalf("the upstream did not get the traceparent")
+	}
+}
+
+// A traced call is a span of the gateway's own: a child of the caller's
+// span, named by the upstream, in error when the answer is one, and the
+// parent the upstream is told of. An untraced call makes no span.
+func TestATracedCallIsASpanOfTheGateways(t *testing.T) {
+	var mu sync.Mutex
+	var spans []protocol.Span
+	tg := newTestGateway(t, func(c *Config) {
+		c.OnSpan = func(s protocol.Span) { mu.Lock(); spans = append(spans, s); mu.Unlock() }
+	})
+	caller := protocol.NewTrace()
+	call := func(path string, traced bool) int {
+		req, _ := http.NewRequest("POST", tg.url+path, strings.NewReader(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		if traced {
+			req.Header.Set("traceparent", caller.String())
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if call("/anthropic/v1/messages", true) != 200 || call("/anthropic/v1/messages", false) != 200 || call("/nowhere/v1/messages", true) != 404 {
+		t.Fatal("the calls did not go as set up")
+	}
+	testkit.WaitFor(t, 5*time.Second, "two spans", func() bool { mu.Lock(); defer mu.Unlock(); return len(spans) == 2 })
+	mu.Lock()
+	ok, missing := spans[0], spans[1]
+	mu.Unlock()
+	if ok.Attrs["flock.upstream"] != "anthropic" {
+		ok, missing = missing, ok
+	}
+	if ok.Trace != caller.Trace() || ok.Parent != caller.SpanHex() || ok.ID == caller.SpanHex() || ok.Kind != protocol.SpanServer ||
+		ok.Name != "gateway anthropic" || ok.Error != "" || ok.Attrs["flock.agent"] != "agent-1" || ok.Check() != nil || ok.End.Before(ok.Start) {
+		t.Errorf("the call's span: %+v (caller %s)", ok, caller)
+	}
+	if missing.Error != "status 404" || missing.Parent != caller.SpanHex() {
+		t.Errorf("the refused call's span: %+v", missing)
+	}
+	up := tg.up.requests()
+	got, err := protocol.ParseTraceparent(up[0].Header.Get("traceparent"))
+	if err != nil || got.Trace() != caller.Trace() || got.SpanHex() != ok.ID {
+		t.Errorf("the upstream was told %q, want the gateway's span %s in trace %s", up[0].Header.Get("traceparent"), ok.ID, caller.Trace())
+	}
+	if up[1].Header.Get("traceparent") != "" {
+		t.Errorf("an untraced call reached the upstream with a traceparent: %q", up[1].Header.Get("traceparent"))
 	}
 }

@@ -37,12 +37,16 @@ const publishTries = 15 * time.Second
 func (c *Client) publish(ctx context.Context, subject, id string, body []byte) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
 	tries := 0
-	trace := traceOf(ctx).String() // the same on every try
+	tp, parent := traceOf(ctx)
+	trace := tp.String() // the same on every try
 	err := c.untilAnswered(ctx, func(ctx context.Context) error {
 		m := nats.NewMsg(subject)
 		m.Data = body
 		m.Header.Set(nats.MsgIdHdr, id)
 		m.Header.Set(protocol.HeaderTraceparent, trace)
+		if parent != "" {
+			m.Header.Set(protocol.HeaderParentSpan, parent)
+		}
 		var err error
 		tries++
 		ack, err = c.js.PublishMsg(ctx, m)
@@ -103,11 +107,11 @@ func WithTrace(ctx context.Context, tp protocol.TraceParent) context.Context {
 	return context.WithValue(ctx, traceKey{}, tp)
 }
 
-// traceOf is the task's span: a child of the caller's trace, or the root
-// of a new one.
-func traceOf(ctx context.Context) protocol.TraceParent {
+// traceOf is the task's span, a child of the caller's trace (and the
+// caller's span ID, its parent), or the root of a new one (and "").
+func traceOf(ctx context.Context) (protocol.TraceParent, string) {
 	if tp, ok := ctx.Value(traceKey{}).(protocol.TraceParent); ok {
-		return tp.Child()
+		return tp.Child(), tp.SpanHex()
 	}
-	return protocol.NewTrace()
+	return protocol.NewTrace(), ""
 }

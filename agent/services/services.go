@@ -23,6 +23,7 @@ import (
 	"github.com/ai-flock/ai-flock/agent/audit"
 	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/agent/metrics"
+	"github.com/ai-flock/ai-flock/agent/tracing"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -39,6 +40,9 @@ type Config struct {
 	NoAudit   bool
 	// Audit paces the audit writer (zero: its defaults).
 	Audit audit.Config
+	// Spans derives spans from the bus and publishes them for the gateway
+	// to export (flock:otlp.endpoint set).
+	Spans bool
 	// EMF, if set, writes the metrics as CloudWatch EMF lines (the aws
 	// stack); nil writes none.
 	EMF    *EMF
@@ -69,6 +73,7 @@ type Services struct {
 	board   *board.Service
 	metrics *metrics.Exporter
 	audit   *audit.Writer
+	spans   *tracing.Deriver
 	tap     *tap // one subscription per subject for the exporter and the writer
 	log     *slog.Logger
 
@@ -190,6 +195,12 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 			}
 		}
 	}
+	if cfg.Spans {
+		if s.spans, err = tracing.Derive(nc, tracing.DeriveConfig{Subscribe: s.tap.Subscribe, IsAgent: s.isAgent, Logger: log.With("component", "spans")}); err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("services: spans: %w", err)
+		}
+	}
 	// Serving from here: the ready file says so before Start returns (the
 	// supervisor keeps it fresh).
 	if cfg.ReadyFile != "" {
@@ -255,6 +266,9 @@ func (s *Services) Dead() <-chan struct{} { return s.dead }
 // Stop stops the board (it answers what it took), then closes the
 // connection.
 func (s *Services) Stop() {
+	if s.spans != nil {
+		s.spans.Stop()
+	}
 	if s.audit != nil {
 		s.audit.Stop()
 	}

@@ -45,6 +45,7 @@ func (a *Agent) handle(msg delivery, keep time.Duration) {
 		if tp, err := protocol.ParseTraceparent(h); err == nil {
 			child := tp.Child()
 			span, res.Trace = child.String(), child.Trace()
+			res.Span, res.ParentSpan = child.SpanHex(), tp.SpanHex()
 			log = log.With("trace_id", res.Trace)
 		} else {
 			log.Warn("task's trace context dropped", "err", err)

@@ -2,6 +2,7 @@ package awsflock
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -165,6 +166,10 @@ func (d *declarer) gatewaySecurityGroup() error {
 		{"gateway-to-bus", sg, "egress", protocol.ClientPort, d.sg.bus, nil, "NATS to the bus (usage)"},
 		{"bus-from-gateway", d.sg.bus, "ingress", protocol.ClientPort, sg, nil, "NATS from the gateway"},
 	}
+	if p := otlpPort(d.m.OTLP.Endpoint); p != 0 && p != portHTTPS {
+		// Spans to the OTLP endpoint (flock:otlp.endpoint), on its port.
+		rules = append(rules, rule{"gateway-to-otlp", sg, "egress", p, nil, []string{"0.0.0.0/0"}, "OTLP/HTTP spans to the flock's collector through the NAT gateway"})
+	}
 	if d.sg.endpoints != nil {
 		rules = append(rules, rule{"endpoints-from-gateway", d.sg.endpoints, "ingress", portHTTPS, sg, nil, "HTTPS from gateway"})
 	}
@@ -264,4 +269,22 @@ func (d *declarer) agentGateway(a flock.Agent, t *task, triggers pulumi.StringMa
 	}
 	triggers["gatewayToken"] = pulumi.String(digest("ai-flock/gateway-token", token))
 	return nil
+}
+
+// otlpPort is the TCP port of an OTLP endpoint (0: none).
+func otlpPort(endpoint string) int {
+	if endpoint == "" {
+		return 0
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return 0
+	}
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p
+	}
+	if u.Scheme == "http" {
+		return 80
+	}
+	return portHTTPS
 }

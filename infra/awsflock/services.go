@@ -58,6 +58,10 @@ func (d *declarer) declareServices() error {
 		// Every bus node, as agents reach them (Cloud Map names).
 		protocol.EnvServicesNATSURL: BusURL(d.m, d.args.Namespace),
 	}
+	if d.m.OTLP.Endpoint != "" {
+		// The spans they derive go to the gateway, which exports them.
+		env[protocol.EnvServicesSpans] = "on"
+	}
 	if d.args.Metrics != protocol.EMFOff {
 		// The metrics as EMF lines in their log: CloudWatch Logs makes
 		// them metrics (namespace protocol.EMFNamespace, dimension Flock).

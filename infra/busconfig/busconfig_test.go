@@ -95,7 +95,8 @@ func TestRenderedConfigLoadsInNatsServer(t *testing.T) {
 	t.Fatal("agent-2's user is missing")
 }
 
-// The gateway's user, when given a key, may publish usage and nothing else.
+// The gateway's user, when given a key, may publish usage and use the
+// ledger, and hear its own replies and the spans it exports, nothing else.
 func TestGatewayUserPublishesUsageAndLedgerOnly(t *testing.T) {
 	m := model(t, 2)
 	k := keys(t, m)
@@ -116,7 +117,7 @@ func TestGatewayUserPublishesUsageAndLedgerOnly(t *testing.T) {
 		want := []string{"agent.*.usage", "$KV.FLOCK_LEDGER.>", "$JS.API.STREAM.INFO.KV_FLOCK_LEDGER",
 			"$JS.API.DIRECT.GET.KV_FLOCK_LEDGER.>", "$JS.API.STREAM.MSG.GET.KV_FLOCK_LEDGER"}
 		if !reflect.DeepEqual(u.Permissions.Publish.Allow, want) ||
-			!reflect.DeepEqual(u.Permissions.Subscribe.Allow, []string{"_INBOX.gateway.>"}) {
+			!reflect.DeepEqual(u.Permissions.Subscribe.Allow, []string{"_INBOX.gateway.>", "flock.spans"}) {
 			t.Errorf("the gateway's permissions as loaded:\n%v\n%v", u.Permissions.Publish.Allow, u.Permissions.Subscribe.Allow)
 		}
 		return

@@ -105,7 +105,7 @@ func OperatorPermissions() Permissions {
 // cost (agent.<id>.usage, any agent's: it meters them all), and reads and
 // writes the entries of the spending ledger's bucket (binding it, a direct
 // get, a compare-and-set put), nothing else of JetStream; it may only
-// subscribe to its own reply inbox (an empty allow list would allow
+// subscribe to its own reply inbox and the spans it exports (an empty allow list would allow
 // everything).
 func GatewayPermissions() Permissions {
 	return Permissions{
@@ -116,7 +116,8 @@ func GatewayPermissions() Permissions {
 			"$JS.API.DIRECT.GET." + protocol.LedgerStream + ".>",
 			"$JS.API.STREAM.MSG.GET." + protocol.LedgerStream,
 		}},
-		Subscribe: Rule{Allow: []string{protocol.InboxPrefix(protocol.GatewayUser) + ".>"}},
+		// The flock's spans, which it exports when an OTLP endpoint is set.
+		Subscribe: Rule{Allow: []string{protocol.InboxPrefix(protocol.GatewayUser) + ".>", protocol.SpansSubject}},
 	}
 }
 
@@ -131,7 +132,8 @@ func GatewayPermissions() Permissions {
 // listens to tasks, results, mail, broadcasts, board changes and requests,
 // usage and the ledger's writes as they cross the bus,
 // appends to the audit trail, removes what its retention let go and keeps
-// the trail's anchors. Nothing of the task or mailbox streams, the
+// the trail's anchors. The spans they derive go to the gateway on
+// protocol.SpansSubject. Nothing of the task or mailbox streams, the
 // ledger's bucket, or the JetStream API beyond those.
 func ServicesPermissions() Permissions {
 	pub := []string{
@@ -146,6 +148,8 @@ func ServicesPermissions() Permissions {
 		// retention let go, and the anchors' bucket.
 		protocol.AuditSubject, "$JS.API.STREAM.PURGE." + protocol.AuditStream,
 		"$KV." + protocol.AuditAnchorsBucket + ".>",
+		// The spans derived from the bus, for the gateway to export.
+		protocol.SpansSubject,
 	}
 	for _, stream := range []string{protocol.BoardStream, protocol.ArtifactStream, protocol.ServicesStream, protocol.AuditStream, protocol.AuditAnchorsStream} {
 		pub = append(pub, readStreamSubjects(stream)...)

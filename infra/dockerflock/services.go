@@ -71,10 +71,15 @@ func (d *declarer) declareServices() error {
 	args.Image = d.busImage.RepoDigest
 	args.Entrypoints = pulumi.StringArray{pulumi.String("/flock-services")}
 	args.Command = pulumi.StringArray{pulumi.String("run")}
-	args.Envs = pulumi.StringArray{
+	env := pulumi.StringArray{
 		pulumi.String(protocol.EnvServicesNATSURL + "=" + ServicesNATSURL(m)),
 		pulumi.String(protocol.EnvServicesNkeyFile + "=" + protocol.ServicesCredsFile),
 	}
+	if m.OTLP.Endpoint != "" {
+		// The spans they derive go to the gateway, which exports them.
+		env = append(env, pulumi.String(protocol.EnvServicesSpans+"=on"))
+	}
+	args.Envs = env
 	args.Mounts = docker.ContainerMountArray{bindMount(ServicesDir(m), protocol.ServicesConfigDir, true)}
 	args.NetworksAdvanced = docker.ContainerNetworksAdvancedArray{
 		docker.ContainerNetworksAdvancedArgs{Name: own.Name, Ipv4Address: pulumi.String(ServicesAddress(m))},

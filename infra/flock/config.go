@@ -26,6 +26,7 @@ type Config struct {
 	Bus        BusConfig               `json:"bus"`
 	Board      BoardConfig             `json:"board"`
 	Audit      AuditConfig             `json:"audit"`
+	OTLP       OTLPConfig              `json:"otlp"`
 	Network    NetworkConfig           `json:"network"`
 	Runtime    string                  `json:"runtime"`
 	Gateway    ModelGatewayConfig      `json:"gateway"`
@@ -235,6 +236,7 @@ func (c Config) Validate() (Model, error) {
 
 	m.Gateway = c.Gateway.validate(&es, m.Network, uidBase)
 	m.Services = c.Services.validate(&es, m.Network, uidBase)
+	m.OTLP = c.OTLP.validate(&es, m.Gateway)
 	m.Agents = c.agents(&es, defaults, uidBase, m.Network, m.Gateway)
 	if m.Audit.MaxBytes == 0 {
 		m.Audit.MaxBytes = defaultAuditBytes(m.Bus, len(m.Agents))

@@ -132,3 +132,23 @@ func TestGatewayBudgetWindow(t *testing.T) {
 }
 
 func ptr(n int) *int { return &n }
+
+// Span export goes through the gateway: with one, an endpoint is taken as
+// given; an error never echoes a password.
+func TestOTLPEndpointWithAGateway(t *testing.T) {
+	c := base(2)
+	c.Gateway.Upstreams = map[string]UpstreamConfig{"anthropic": {}}
+	c.OTLP.Endpoint = "http://collector.internal:4318"
+	m, err := c.Validate()
+	if err != nil || m.OTLP.Endpoint != "http://collector.internal:4318" {
+		t.Fatalf("model %+v, err %v", m.OTLP, err)
+	}
+	c.OTLP.Endpoint = "http://me:hunter2@collector"
+	if _, err := c.Validate(); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("an endpoint with a password: %v", err)
+	}
+	c.OTLP.Endpoint = ""
+	if m, err := c.Validate(); err != nil || m.OTLP.Endpoint != "" {
+		t.Fatalf("no endpoint: %+v, %v", m.OTLP, err)
+	}
+}

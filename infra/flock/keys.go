@@ -136,6 +136,9 @@ func ModelKeys() []ConfigKey {
 		ConfigKey{"flock:audit.maxMiB", "integer", fmt.Sprintf("%d, or less: at most an eighth of flock:bus.jetStreamMaxMiB and what the store leaves after the other streams and each agent's share (at least 1)", DefaultAudit.MaxBytes>>20), rangeAuditMiB.rule() + "; counted in flock:bus.jetStreamMaxMiB", BothTargets, "the audit trail's store; a full trail refuses new entries (logged) rather than drop old ones unchecked"},
 	)
 	rows = append(rows,
+		ConfigKey{"flock:otlp.endpoint", "string", "(none: no spans exported)", "an http:// or https:// URL with a host, no user, password, query or fragment; needs flock:gateway.upstreams", BothTargets, "the OTLP/HTTP endpoint (path /v1/traces unless it names one) the model gateway exports the flock's spans to: the operator's sends, the agents' task runs, the gateway's calls"},
+	)
+	rows = append(rows,
 		ConfigKey{"flock:program", "list of strings", "(none)", "an absolute path in the container, then at most 64 arguments of 1 to 4096 bytes", BothTargets, "the agent program every agent runs beside its tasks (an agent's own program wins)"},
 		ConfigKey{"flock:image", "{base} or {dockerfile, context}", "(the stock image)", "not both; paths relative to the project", BothTargets, "every agent's own image"},
 		ConfigKey{"flock:gateway.upstreams", "map of name to {url, keyHeader, keyPrefix, keySecret, api, prices}", "(none: no model gateway)", "names match " + upstreamName.String() + "; any upstream but anthropic and openai needs url and api", BothTargets, "the model APIs the model gateway forwards to"},

@@ -22,13 +22,15 @@ const (
 // Model is a validated flock. Build it with Config.Validate; a Model that did
 // not come from there may break the invariants the stacks rely on.
 type Model struct {
-	Name    string // prefix of every resource name
-	Target  Target
-	Agents  []Agent // sorted by Slot
-	Shared  Shared
-	Bus     Bus
-	Board   Board
-	Audit   Audit
+	Name   string // prefix of every resource name
+	Target Target
+	Agents []Agent // sorted by Slot
+	Shared Shared
+	Bus    Bus
+	Board  Board
+	Audit  Audit
+	// OTLP is where the flock's spans are exported (none by default).
+	OTLP    OTLP
 	Network Network
 	Gateway ModelGateway
 	// Services are the flock's own services (the board): every flock has them.
@@ -144,6 +146,13 @@ type Board struct {
 	// KeepFinished is how long a finished plan stays on the board after its
 	// last change before the board service removes it.
 	KeepFinished time.Duration
+}
+
+// OTLP is flock:otlp: where the flock's spans go.
+type OTLP struct {
+	// Endpoint is the OTLP/HTTP endpoint the gateway exports spans to
+	// ("": none, the default).
+	Endpoint string
 }
 
 // Audit is flock:audit: the audit trail's retention and store.

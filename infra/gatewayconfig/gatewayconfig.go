@@ -44,7 +44,8 @@ func Config(m flock.Model, opt Options) (protocol.GatewayConfig, error) {
 	if !m.Gateway.Enabled() {
 		return protocol.GatewayConfig{}, fmt.Errorf("gatewayconfig: the flock has no gateway")
 	}
-	c := protocol.GatewayConfig{V: 1, Flock: m.Name, Callers: opt.Callers, NATSURL: opt.NATSURL, NkeyFile: opt.NkeyFile, NkeyEnv: opt.NkeyEnv}
+	c := protocol.GatewayConfig{V: 1, Flock: m.Name, Callers: opt.Callers, NATSURL: opt.NATSURL, NkeyFile: opt.NkeyFile, NkeyEnv: opt.NkeyEnv,
+		OTLPEndpoint: m.OTLP.Endpoint}
 	for _, up := range m.Gateway.Upstreams {
 		u := protocol.GatewayUpstream{Name: up.Name, API: up.API, Prices: up.Prices, URL: up.URL, KeyHeader: up.KeyHeader, KeyPrefix: up.KeyPrefix}
 		if opt.KeyEnv != nil {

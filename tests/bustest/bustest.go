@@ -67,6 +67,7 @@ type options struct {
 	noMetrics  bool
 	noAudit    bool
 	audit      audit.Config
+	spans      bool
 }
 
 // WithBoard gives the board service its options: a test's clock, a fast
@@ -81,6 +82,10 @@ func WithoutMetrics() Option { return func(c *options) { c.noMetrics = true } }
 
 // WithoutAudit starts the services with their audit writer off.
 func WithoutAudit() Option { return func(c *options) { c.noAudit = true } }
+
+// WithSpans has the services derive spans and publish them on
+// protocol.SpansSubject (flock:otlp.endpoint set).
+func WithSpans() Option { return func(c *options) { c.spans = true } }
 
 // WithAudit paces the audit writer (a test's clock, fast anchors).
 func WithAudit(c audit.Config) Option { return func(o *options) { o.audit = c } }
@@ -133,7 +138,7 @@ func (f *Bus) startServices() error {
 		log = log.With("component", "services")
 	}
 	s, err := services.Start(ctx, services.Config{URL: f.URL, NkeyFile: seed, Board: f.opts.board, NoMetrics: f.opts.noMetrics,
-		NoAudit: f.opts.noAudit, Audit: f.opts.audit, Logger: log})
+		NoAudit: f.opts.noAudit, Audit: f.opts.audit, Spans: f.opts.spans, Logger: log})
 	if err != nil {
 		return fmt.Errorf("start the flock's services: %w", err)
 	}

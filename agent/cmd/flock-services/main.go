@@ -69,6 +69,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if cfg.NkeyFile == "" && cfg.Nkey == "" {
 			cfg.NkeyFile = protocol.ServicesCredsFile
 		}
+		switch v := getenv(protocol.EnvServicesSpans); v {
+		case "", "off":
+		case "on":
+			cfg.Spans = true
+		default:
+			fmt.Fprintf(stderr, "flock-services: %s must be on or off (got %q)\n", protocol.EnvServicesSpans, v)
+			return 2
+		}
 		if level := getenv(protocol.EnvServicesEMF); level != "" {
 			// CloudWatch Logs reads the EMF lines among the log's (aws).
 			cfg.EMF = &services.EMF{Level: level, Flock: getenv(protocol.EnvServicesFlock),

@@ -205,6 +205,11 @@ func check(c protocol.GatewayConfig, getenv func(string) string) (*Setup, error)
 			s.nkey = nk
 		}
 	}
+	if c.OTLPEndpoint != "" {
+		if err := protocol.CheckOTLPEndpoint(c.OTLPEndpoint); err != nil {
+			bad("otlpEndpoint", "%v", err)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -19,6 +19,8 @@ import (
 
 	"github.com/ai-flock/ai-flock/agent/gateway"
 	"github.com/ai-flock/ai-flock/agent/ledger"
+	"github.com/ai-flock/ai-flock/agent/tracing"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 const (
@@ -31,11 +33,27 @@ func Serve(ctx context.Context, s *Setup, addr, healthAddr string, log *slog.Log
 	var (
 		pub       *publisher
 		ledgerBus *ledger.Bus
+		spans     *tracing.Exporter
 	)
+	if s.cfg.OTLPEndpoint != "" {
+		var err error
+		if spans, err = tracing.New(s.cfg.OTLPEndpoint, "flock-gateway", log); err != nil {
+			return err
+		}
+		defer shutdownSpans(spans, log)
+		s.gw.OnSpan = exportSpan(spans, log)
+	}
 	if s.cfg.NATSURL != "" {
 		nc, err := connectBus(s.cfg.NATSURL, s.nkey, log)
 		if err != nil {
 			return fmt.Errorf("bus: %w", err)
+		}
+		if spans != nil {
+			stop, err := tracing.Relay(nc, spans, log)
+			if err != nil {
+				return fmt.Errorf("bus: %s: %w", protocol.SpansSubject, err)
+			}
+			defer stop()
 		}
 		pub = newPublisher(nc, log)
 		defer pub.close()
@@ -98,6 +116,10 @@ wait:
 				next.gw.Logger, next.gw.Ledger = log, gw.Load().Ledger()
 				if pub != nil {
 					next.gw.OnUsage = pub.offer
+				}
+				next.gw.OnSpan = s.gw.OnSpan
+				if next.cfg.OTLPEndpoint != s.cfg.OTLPEndpoint {
+					log.Warn("otlpEndpoint changed: the gateway exports to the new one when it restarts", "in_use", s.cfg.OTLPEndpoint != "")
 				}
 				var g *gateway.Handler
 				if g, err = gateway.New(next.gw); err == nil {
