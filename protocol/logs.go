@@ -44,4 +44,8 @@ type RunningTask struct {
 	ID    string    `json:"id"`
 	Kind  string    `json:"kind"`
 	Since time.Time `json:"since"` // when it started
+	// Traceparent is the task's span (its process's TRACEPARENT), when
+	// it runs in a trace: the gateway ties an untraced call to it when it
+	// is the agent's one running task.
+	Traceparent string `json:"traceparent,omitempty"`
 }

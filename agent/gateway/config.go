@@ -124,6 +124,10 @@ type Config struct {
 	// traceparent: the gateway serving it, a child of the caller's span
 	// (and the parent the upstream is given).
 	OnSpan func(protocol.Span)
+	// TaskTrace, if set, is the span of the agent's one running task
+	// (false: none, or more than one): a call that carries no valid
+	// traceparent is tied to it, as if it carried it.
+	TaskTrace func(agent string) (protocol.TraceParent, bool)
 }
 
 // Validate returns every problem of the configuration, each naming the field

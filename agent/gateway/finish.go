@@ -85,6 +85,9 @@ func (g *Handler) accessLog(agent, upstream string, r *http.Request, status int,
 		"status", status, "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
 	if tr := traceOf(r); tr != "" {
 		attrs = append(attrs, "trace_id", tr)
+		if tied(r) {
+			attrs = append(attrs, "trace_from", "the agent's one running task")
+		}
 	}
 	g.span(agent, upstream, r, status, start, problem)
 	if u != nil {
@@ -107,15 +110,31 @@ func (g *Handler) accessLog(agent, upstream string, r *http.Request, status int,
 
 type spanKey struct{}
 
-// withSpan gives a call that carries a valid traceparent a span of the
-// gateway's own, a child of the caller's.
-func withSpan(r *http.Request) *http.Request {
+// withSpan gives a call in a trace a span of the gateway's own, a child of
+// the caller's: the trace its traceparent names, or else, when the agent
+// runs exactly one task in a trace, that task's (the header is set to it,
+// as if the call carried it, and the access log says so). A call from an
+// agent's own program while one task runs is tied to that task too.
+func (g *Handler) withSpan(r *http.Request, agent string) *http.Request {
 	tp, err := protocol.ParseTraceparent(r.Header.Get(protocol.HeaderTraceparent))
 	if err != nil {
-		return r
+		if g.taskTrace == nil {
+			return r
+		}
+		var ok bool
+		if tp, ok = g.taskTrace(agent); !ok {
+			return r
+		}
+		r.Header.Set(protocol.HeaderTraceparent, tp.String())
+		r = r.WithContext(context.WithValue(r.Context(), tiedKey{}, true))
 	}
 	return r.WithContext(context.WithValue(r.Context(), spanKey{}, [2]protocol.TraceParent{tp, tp.Child()}))
 }
+
+// tiedKey marks a call tied to the agent's one running task.
+type tiedKey struct{}
+
+func tied(r *http.Request) bool { v, _ := r.Context().Value(tiedKey{}).(bool); return v }
 
 // spanOf is the gateway's span of the call, if it has one.
 func spanOf(r *http.Request) (protocol.TraceParent, bool) {
@@ -132,6 +151,9 @@ func (g *Handler) span(agent, upstream string, r *http.Request, status int, star
 	s := protocol.Span{Trace: sp[1].Trace(), ID: sp[1].SpanHex(), Parent: sp[0].SpanHex(), Name: "gateway " + upstream, Kind: protocol.SpanServer,
 		Start: start.UTC(), End: time.Now().UTC(), Attrs: map[string]string{
 			"flock.agent": agent, "flock.upstream": upstream, "http.request.method": r.Method, "http.response.status_code": strconv.Itoa(status)}}
+	if tied(r) {
+		s.Attrs["flock.trace.from"] = "running task"
+	}
 	switch {
 	case status >= 400:
 		s.Error = "status " + strconv.Itoa(status)

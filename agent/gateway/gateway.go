@@ -43,6 +43,7 @@ type Handler struct {
 	log       *slog.Logger
 	onUsage   func(Usage)
 	onSpan    func(protocol.Span)
+	taskTrace func(string) (protocol.TraceParent, bool)
 	proxy     *httputil.ReverseProxy
 	dialer    net.Dialer
 }
@@ -94,6 +95,7 @@ func New(cfg Config) (*Handler, error) {
 		log:       cfg.Logger,
 		onUsage:   cfg.OnUsage,
 		onSpan:    cfg.OnSpan,
+		taskTrace: cfg.TaskTrace,
 		dialer:    net.Dialer{Timeout: 10 * time.Second},
 	}
 	if g.log == nil {
@@ -149,12 +151,12 @@ func (g *Handler) Ledger() ledger.Ledger { return g.ledger }
 
 func (g *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	r = withSpan(r)
 	agent, ok := g.caller(r)
 	if !ok {
 		g.refuseCaller(w, r)
 		return
 	}
+	r = g.withSpan(r, agent)
 	if !g.inFlight.acquire(agent) {
 		g.log.Warn("refused: too many requests in flight", "agent", agent, "method", r.Method,
 			"limit", g.inFlight.max, "status", http.StatusTooManyRequests)

@@ -102,3 +102,72 @@ func TestATracedCallIsASpanOfTheGateways(t *testing.T) {
 		t.Errorf("an untraced call reached the upstream with a traceparent: %q", up[1].Header.Get("traceparent"))
 	}
 }
+
+// A call without a traceparent is tied to the agent's one running task
+// when there is one (TaskTrace): its usage report and span name that
+// task's trace, and the access log says where the trace came from. A call
+// that carries its own keeps it; with no such task there is no span.
+func TestAnUntracedCallIsTiedToTheOneRunningTask(t *testing.T) {
+	var mu sync.Mutex
+	var spans []protocol.Span
+	task := protocol.NewTrace()
+	one := true
+	tg := newTestGateway(t, func(c *Config) {
+		c.OnSpan = func(s protocol.Span) { mu.Lock(); spans = append(spans, s); mu.Unlock() }
+		c.TaskTrace = func(agent string) (protocol.TraceParent, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			return task, agent == "agent-1" && one
+		}
+	})
+	call := func(traceparent string) {
+		req, _ := http.NewRequest("POST", tg.url+"/anthropic/v1/messages", strings.NewReader(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		if traceparent != "" {
+			req.Header.Set("traceparent", traceparent)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	own := protocol.NewTrace()
+	call("")
+	call(own.String())
+	mu.Lock()
+	one = false // two tasks, or none: nothing to tie to
+	mu.Unlock()
+	call("")
+	testkit.WaitFor(t, 5*time.Second, "three calls reported", func() bool { return len(tg.reported()) == 3 })
+	traces := map[string]int{}
+	for _, u := range tg.reported() {
+		traces[u.Trace]++
+	}
+	if traces[task.Trace()] != 1 || traces[own.Trace()] != 1 || traces[""] != 1 {
+		t.Errorf("usage reports' traces: %v (task %s, own %s)", traces, task.Trace(), own.Trace())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2: %+v", len(spans), spans)
+	}
+	for _, s := range spans {
+		switch s.Trace {
+		case task.Trace():
+			if s.Parent != task.SpanHex() || s.Attrs["flock.trace.from"] != "running task" {
+				t.Errorf("the tied call's span: %+v", s)
+			}
+		case own.Trace():
+			if s.Parent != own.SpanHex() || s.Attrs["flock.trace.from"] != "" {
+				t.Errorf("the traced call's span: %+v", s)
+			}
+		default:
+			t.Errorf("a span in no trace of the test's: %+v", s)
+		}
+	}
+	if n := strings.Count(tg.logs.String(), `"trace_from":"the agent's one running task"`); n != 1 {
+		t.Errorf("%d access log lines say the trace came from the running task, want 1:\n%s", n, tg.logs.String())
+	}
+}

@@ -32,8 +32,11 @@ type execRun struct {
 func (a *Agent) runExec(msg delivery, t *protocol.Task, res *protocol.Result, keep time.Duration, x *execRun, span string) error {
 	dir := a.taskDir(t.ID)
 	res.Dir = dir
-	defer a.running.add(t.ID, t.Kind)()
+	ended := a.running.add(t.ID, t.Kind, span)
 	a.nudgeHeartbeat()
+	// Its end is seen soon too: the gateway ties an untraced call to an
+	// agent's one running task, as the last heartbeat lists them.
+	defer func() { ended(); a.nudgeHeartbeat() }()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return errorResult(res, "task directory: %v", err)
 	}

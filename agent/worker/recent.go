@@ -144,7 +144,7 @@ func (r *running) has(id string) bool {
 }
 
 // add records a task as started; the returned func records its end.
-func (r *running) add(id, kind string) (done func()) {
+func (r *running) add(id, kind, traceparent string) (done func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.tasks == nil {
@@ -152,7 +152,7 @@ func (r *running) add(id, kind string) (done func()) {
 	}
 	r.next++
 	k := r.next
-	r.tasks[k] = protocol.RunningTask{ID: id, Kind: kind, Since: time.Now().UTC()}
+	r.tasks[k] = protocol.RunningTask{ID: id, Kind: kind, Since: time.Now().UTC(), Traceparent: traceparent}
 	return func() {
 		r.mu.Lock()
 		delete(r.tasks, k)

@@ -168,7 +168,7 @@ func (d *declarer) gatewaySecurityGroup() error {
 	}
 	if p := otlpPort(d.m.OTLP.Endpoint); p != 0 && p != portHTTPS {
 		// Spans to the OTLP endpoint (flock:otlp.endpoint), on its port.
-		rules = append(rules, rule{"gateway-to-otlp", sg, "egress", p, nil, []string{"0.0.0.0/0"}, "OTLP/HTTP spans to the flock's collector through the NAT gateway"})
+		rules = append(rules, rule{"gateway-to-otlp", sg, "egress", p, nil, []string{"0.0.0.0/0"}, "OTLP/HTTP spans to the collector (flock:otlp.endpoint) through the NAT gateway"})
 	}
 	if d.sg.endpoints != nil {
 		rules = append(rules, rule{"endpoints-from-gateway", d.sg.endpoints, "ingress", portHTTPS, sg, nil, "HTTPS from gateway"})

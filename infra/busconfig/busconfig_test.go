@@ -96,7 +96,8 @@ func TestRenderedConfigLoadsInNatsServer(t *testing.T) {
 }
 
 // The gateway's user, when given a key, may publish usage and use the
-// ledger, and hear its own replies and the spans it exports, nothing else.
+// ledger, and hear its own replies, the spans it exports and the agents'
+// heartbeats, nothing else.
 func TestGatewayUserPublishesUsageAndLedgerOnly(t *testing.T) {
 	m := model(t, 2)
 	k := keys(t, m)
@@ -117,7 +118,7 @@ func TestGatewayUserPublishesUsageAndLedgerOnly(t *testing.T) {
 		want := []string{"agent.*.usage", "$KV.FLOCK_LEDGER.>", "$JS.API.STREAM.INFO.KV_FLOCK_LEDGER",
 			"$JS.API.DIRECT.GET.KV_FLOCK_LEDGER.>", "$JS.API.STREAM.MSG.GET.KV_FLOCK_LEDGER"}
 		if !reflect.DeepEqual(u.Permissions.Publish.Allow, want) ||
-			!reflect.DeepEqual(u.Permissions.Subscribe.Allow, []string{"_INBOX.gateway.>", "flock.spans"}) {
+			!reflect.DeepEqual(u.Permissions.Subscribe.Allow, []string{"_INBOX.gateway.>", "flock.spans", "agent.*.heartbeat"}) {
 			t.Errorf("the gateway's permissions as loaded:\n%v\n%v", u.Permissions.Publish.Allow, u.Permissions.Subscribe.Allow)
 		}
 		return

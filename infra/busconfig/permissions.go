@@ -105,7 +105,8 @@ func OperatorPermissions() Permissions {
 // cost (agent.<id>.usage, any agent's: it meters them all), and reads and
 // writes the entries of the spending ledger's bucket (binding it, a direct
 // get, a compare-and-set put), nothing else of JetStream; it may only
-// subscribe to its own reply inbox and the spans it exports (an empty allow list would allow
+// subscribe to its own reply inbox, the spans it exports and the
+// agents' heartbeats (an empty allow list would allow
 // everything).
 func GatewayPermissions() Permissions {
 	return Permissions{
@@ -116,8 +117,10 @@ func GatewayPermissions() Permissions {
 			"$JS.API.DIRECT.GET." + protocol.LedgerStream + ".>",
 			"$JS.API.STREAM.MSG.GET." + protocol.LedgerStream,
 		}},
-		// The flock's spans, which it exports when an OTLP endpoint is set.
-		Subscribe: Rule{Allow: []string{protocol.InboxPrefix(protocol.GatewayUser) + ".>", protocol.SpansSubject}},
+		// The flock's spans, which it exports when an OTLP endpoint is set,
+		// and the agents' heartbeats (which tasks each runs: an untraced
+		// call is tied to an agent's one running task).
+		Subscribe: Rule{Allow: []string{protocol.InboxPrefix(protocol.GatewayUser) + ".>", protocol.SpansSubject, protocol.SubjectHeartbeats}},
 	}
 }
 

@@ -54,6 +54,13 @@ func TestRenderByNetworkAndByToken(t *testing.T) {
 	if _, err := Config(m, Options{Callers: protocol.CallersByToken, Tokens: map[string]string{"agent-1": "t1"}}); err == nil || !strings.Contains(err.Error(), `agent "agent-2"`) {
 		t.Errorf("a missing token: %v", err)
 	}
+	if c.OTLPEndpoint != "" || strings.Contains(string(b), "otlpEndpoint") {
+		t.Errorf("an OTLP endpoint no one set: %q", c.OTLPEndpoint)
+	}
+	m.OTLP.Endpoint = "http://collector:4318"
+	if c3, err := Config(m, Options{Callers: protocol.CallersByNetwork}); err != nil || c3.OTLPEndpoint != "http://collector:4318" {
+		t.Errorf("the gateway is not told the OTLP endpoint: %q %v", c3.OTLPEndpoint, err)
+	}
 }
 
 func mustJSON(t *testing.T, v any) []byte {

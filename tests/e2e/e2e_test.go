@@ -216,6 +216,7 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 		"flock:agentCount": "",
 		"flock:agents":     e2eAgents(),
 		"flock:gateway":    e2eGateway,
+		"flock:otlp":       `{"endpoint": "http://` + fakeModelAddr + `"}`,
 		gatewayKeyConfig:   e2eKey,
 		openaiKeyConfig:    e2eKey,
 		"flock:shared":     fmt.Sprintf(`{"root": %q, "stateRoot": %q}`, shared, filepath.Join(work, "state")),

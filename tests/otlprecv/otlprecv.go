@@ -25,27 +25,33 @@ type Span struct {
 	StartNano, EndNano               uint64
 }
 
-// Receiver is the running receiver.
+// Path is where OTLP/HTTP sends traces.
+const Path = "/v1/traces"
+
+// Receiver is the receiver, an http.Handler.
 type Receiver struct {
-	URL string // the endpoint, http://127.0.0.1:<port>
+	URL string // the endpoint, http://127.0.0.1:<port> (Start)
 	mu  sync.Mutex
 	got []Span
 	bad int
 }
 
+// maxKept bounds the spans a receiver keeps (the oldest go first).
+const maxKept = 10000
+
 // Start serves on loopback until the test ends.
 func Start(tb testing.TB) *Receiver {
 	r := &Receiver{}
-	srv := httptest.NewServer(http.HandlerFunc(r.serve))
+	srv := httptest.NewServer(r)
 	tb.Cleanup(srv.Close)
 	r.URL = srv.URL
 	return r
 }
 
-func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(req.Body)
 	var in coltrace.ExportTraceServiceRequest
-	if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" || req.Header.Get("Content-Type") != "application/x-protobuf" ||
+	if req.Method != http.MethodPost || req.URL.Path != Path || req.Header.Get("Content-Type") != "application/x-protobuf" ||
 		err != nil || proto.Unmarshal(body, &in) != nil {
 		r.mu.Lock()
 		r.bad++
@@ -68,6 +74,9 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 					Attrs: map[string]string{}, StartNano: s.StartTimeUnixNano, EndNano: s.EndTimeUnixNano}
 				for _, a := range s.Attributes {
 					sp.Attrs[a.Key] = a.GetValue().GetStringValue()
+				}
+				if len(r.got) == maxKept {
+					r.got = append(r.got[:0], r.got[1:]...)
 				}
 				r.got = append(r.got, sp)
 			}

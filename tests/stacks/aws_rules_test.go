@@ -17,6 +17,7 @@ func awsShapes(t *testing.T) map[string]*capture.Stack {
 		"one bus":  awsStack(t, capture.Config{"flock:bus": `{"replicas": 1}`}),
 		"nat":      awsStack(t, capture.Config{"flock:aws": `{"egress": "nat", "operatorCidrs": ["10.8.0.0/16"]}`}),
 		"gateway":  awsGatewayStack(t, capture.Config{"flock:gateway": `{"upstreams": {"anthropic": {}}, "budgetTokens": 5000}`}),
+		"spans":    awsGatewayStack(t, capture.Config{"flock:otlp": `{"endpoint": "http://collector.example.internal:4318"}`}),
 		"existing": awsStack(t, capture.Config{"flock:aws": `{"vpcId":"vpc-0123456789abcdef0","subnetIds":["subnet-0aaaaaaaaaaaaaaaa","subnet-0bbbbbbbbbbbbbbbb"],"routeTableIds":["rtb-0cccccccccccccccc"]}`}),
 	}
 }

@@ -413,6 +413,10 @@ func TestBadConfigNamesEveryProblem(t *testing.T) {
 		}}, `agents[0].tokenSha256: is the SHA-256 of the empty string`},
 		"nkey": {map[string]any{"v": 1, "callers": "token", "natsUrl": "nats://127.0.0.1:4222", "nkeyFile": key},
 			`nkeyFile: not an nkey seed`},
+		"otlp scheme": {map[string]any{"v": 1, "callers": "token", "otlpEndpoint": "grpc://collector:4317"},
+			`otlpEndpoint: must be an http:// or https:// URL (OTLP/HTTP)`},
+		"otlp password": {map[string]any{"v": 1, "callers": "token", "otlpEndpoint": "https://u:pw-secret@collector"},
+			`otlpEndpoint: must not carry a user or password`},
 	} {
 		code, out := runOnce(t, configEnv(t, tc.cfg))
 		if code != 2 || !strings.Contains(out, tc.want) {

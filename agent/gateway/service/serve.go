@@ -34,7 +34,9 @@ func Serve(ctx context.Context, s *Setup, addr, healthAddr string, log *slog.Log
 		pub       *publisher
 		ledgerBus *ledger.Bus
 		spans     *tracing.Exporter
+		agents    atomic.Pointer[map[string]bool] // the configuration's, for the heartbeats kept
 	)
+	agents.Store(agentSet(s.cfg))
 	if s.cfg.OTLPEndpoint != "" {
 		var err error
 		if spans, err = tracing.New(s.cfg.OTLPEndpoint, "flock-gateway", log); err != nil {
@@ -48,6 +50,12 @@ func Serve(ctx context.Context, s *Setup, addr, healthAddr string, log *slog.Log
 		if err != nil {
 			return fmt.Errorf("bus: %w", err)
 		}
+		running, stopRunning, err := watchRunning(nc, func(id string) bool { return (*agents.Load())[id] })
+		if err != nil {
+			return fmt.Errorf("bus: %s: %w", protocol.SubjectHeartbeats, err)
+		}
+		defer stopRunning()
+		s.gw.TaskTrace = running.trace
 		if spans != nil {
 			stop, err := tracing.Relay(nc, spans, log)
 			if err != nil {
@@ -117,7 +125,7 @@ wait:
 				if pub != nil {
 					next.gw.OnUsage = pub.offer
 				}
-				next.gw.OnSpan = s.gw.OnSpan
+				next.gw.OnSpan, next.gw.TaskTrace = s.gw.OnSpan, s.gw.TaskTrace
 				if next.cfg.OTLPEndpoint != s.cfg.OTLPEndpoint {
 					log.Warn("otlpEndpoint changed: the gateway exports to the new one when it restarts", "in_use", s.cfg.OTLPEndpoint != "")
 				}
@@ -125,6 +133,7 @@ wait:
 				if g, err = gateway.New(next.gw); err == nil {
 					gw.Store(g)
 					current.Store(next)
+					agents.Store(agentSet(next.cfg))
 					log.Info("reloaded", "upstreams", len(next.cfg.Upstreams), "agents", len(next.cfg.Agents))
 					continue
 				}
@@ -156,4 +165,12 @@ wait:
 	}
 	log.Info("stopped")
 	return nil
+}
+
+func agentSet(c protocol.GatewayConfig) *map[string]bool {
+	set := make(map[string]bool, len(c.Agents))
+	for _, a := range c.Agents {
+		set[a.ID] = true
+	}
+	return &set
 }
