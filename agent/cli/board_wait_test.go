@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,6 +87,34 @@ func TestPlanWaitExitsOneWhenNothingLeftCanRun(t *testing.T) {
 	code, out, errOut := runIn(e.operator, "plan", "wait", "p", "--timeout", "10s")
 	if code != cli.ExitTaskFailed || !strings.Contains(out, "plan p: nothing left can run (2 of 4 done):\n  p/a failed: out of attempts") {
 		t.Fatalf("exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// A transition whose event was lost (core NATS, a node dying) is found by
+// reading the board again: plan wait still ends, without its timeout.
+// Not parallel: it shortens RelistEvery for its run.
+func TestPlanWaitFindsALostLastTransition(t *testing.T) {
+	defer func(d time.Duration) { cli.RelistEvery = d }(cli.RelistEvery)
+	cli.RelistEvery = 100 * time.Millisecond
+	e := startBoard(t)
+	var mu sync.Mutex
+	lists := 0
+	e.fake.Handle(func(r boardtest.Request) protocol.BoardReply {
+		mu.Lock()
+		defer mu.Unlock()
+		lists++
+		if lists == 1 { // a is running; its done event will never be published
+			return protocol.BoardReply{Tasks: []protocol.BoardTask{rev(task("p", "a", protocol.BoardClaimed), 5, "agent-1")}}
+		}
+		return protocol.BoardReply{Tasks: []protocol.BoardTask{rev(task("p", "a", protocol.BoardDone), 6, "agent-1")}}
+	})
+	start := time.Now()
+	code, out, errOut := runIn(e.operator, "plan", "wait", "p", "--timeout", "10s")
+	if code != cli.ExitOK || !strings.Contains(out, "claimed -> p/a done by agent-1") || !strings.Contains(out, "plan p: all 1 task done") {
+		t.Fatalf("exit %d, %q %q", code, out, errOut)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %s: the board was not read again", d)
 	}
 }
 

@@ -114,10 +114,15 @@ func planRemove(ctx context.Context, args []string, env Env, sio IO) int {
 	})
 }
 
+// RelistEvery is how often board watch and plan wait read the board again,
+// for a transition whose event was lost.
+var RelistEvery = 10 * time.Second
+
 // follow subscribes to the board's transitions (of plan, or every plan),
 // then lists the tasks to start from, so that no transition falls between
 // the two. It calls start with the list, then step with each transition
-// newer than what is known, until one of them says stop or ctx ends.
+// newer than what is known (heard, or found by reading the board again
+// every RelistEvery), until one of them says stop or ctx ends.
 func follow(ctx context.Context, bc *board.Client, nc *nats.Conn, plan string,
 	start func(*tracker) bool, step func(tr *tracker, t protocol.BoardTask, prev string) bool) error {
 	subject := protocol.SubjectBoardEvents
@@ -146,10 +151,26 @@ func follow(ctx context.Context, bc *board.Client, nc *nats.Conn, plan string,
 	if start(tr) {
 		return nil
 	}
+	// The events are at most once (one published over a connection to a
+	// dying node is lost): the board is read again now and then, and what
+	// changed unseen is stepped through as if it had been heard.
+	relist := time.NewTicker(RelistEvery)
+	defer relist.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-relist.C:
+			list, err := bc.List(ctx, plan)
+			if err != nil {
+				continue // the bus may be between leaders: the next tick tries again
+			}
+			sort.Slice(list, func(i, j int) bool { return list[i].Revision < list[j].Revision })
+			for _, t := range list {
+				if prev, changed := tr.put(t); changed && step(tr, t, prev) {
+					return nil
+				}
+			}
 		case m := <-ch:
 			var t protocol.BoardTask
 			if json.Unmarshal(m.Data, &t) != nil || t.Plan == "" || t.ID == "" {
