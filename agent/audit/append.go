@@ -223,3 +223,16 @@ func (w *Writer) anchor(ctx context.Context) {
 	w.anchored = w.head.Seq
 	w.log.Info("audit head anchored", "seq", w.head.Seq, "hash", w.head.Hash)
 }
+
+// busBack reports whether the bus answers the writer (a PING), waiting up
+// to d for its connection to come back.
+func (w *Writer) busBack(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !w.nc.IsConnected() {
+		if w.nc.IsClosed() || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return w.nc.FlushTimeout(max(time.Until(deadline), 100*time.Millisecond)) == nil
+}

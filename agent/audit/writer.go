@@ -251,8 +251,17 @@ func (w *Writer) loop(run context.Context) {
 	for {
 		select {
 		case <-run.Done():
+			if !w.busBack(time.Second) {
+				// Nothing queued can be written: stopping now, not after
+				// the store's timeouts (a destroy stops bus and services
+				// together).
+				w.log.Warn("audit: stopping with the bus away: what was queued is not written", "queued", len(w.in), "head", w.head.Seq)
+				return
+			}
 			w.drain()
-			w.anchor(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			w.anchor(ctx)
+			cancel()
 			return
 		case q := <-w.in:
 			// What comes within the linger goes in the same messages:

@@ -179,7 +179,13 @@ func (s *Service) agent(id string) protocol.BoardAgent {
 func (s *Service) Stop() {
 	s.stopOnce.Do(func() {
 		for _, sub := range s.subs {
-			_ = sub.Drain()
+			if s.nc.IsConnected() {
+				_ = sub.Drain()
+			} else {
+				// A drain needs the bus; with the bus away nothing taken
+				// could be answered anyway: stop at once.
+				_ = sub.Unsubscribe()
+			}
 		}
 		deadline := time.Now().Add(5 * time.Second)
 		for _, sub := range s.subs {

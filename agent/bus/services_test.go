@@ -91,9 +91,14 @@ func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 		t.Fatalf("an exporter's subscription was refused: %v", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	if _, err := js.KeyValue(ctx, protocol.LedgerBucket); err == nil {
+	// A denied request has no answer: a second is as good as ten to see it.
+	short, stop = context.WithTimeout(ctx, time.Second)
+	_, err = js.KeyValue(short, protocol.LedgerBucket)
+	stop()
+	if err == nil {
 		t.Fatal("the services bound the ledger")
 	}
+	svc.denied(t, "publish", "$JS.API.STREAM.INFO.KV_"+protocol.LedgerBucket)
 }
 
 // No agent can stand in for the services: it may not hear the board's

@@ -82,11 +82,14 @@ func TestAgentProgramEnvironmentAndStop(t *testing.T) {
 		c.Grace = time.Second
 	})
 	e.waitEvent("agent-1", protocol.EventProgramStarted, 10*time.Second)
-	waitFile(t, mark, 10*time.Second)
-	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, mark)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The mark is created before the PID is written into it.
+	var pid int
+	testkit.WaitFor(t, 10*time.Second, "the program's PID in its mark", func() bool {
+		b, _ := os.ReadFile(mark)
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		pid = n
+		return err == nil
+	})
 	stopped := time.Now()
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)

@@ -255,4 +255,3 @@ func (s *Server) garbage(w http.ResponseWriter) {
 	}
 	panic(http.ErrAbortHandler) // cut the connection: no final chunk
 }
-
