@@ -162,9 +162,19 @@ func TestAgentDiskQuota(t *testing.T) {
 		t.Errorf("left behind: %v", left)
 	}
 
-	var before syscall.Statfs_t
-	if err := syscall.Statfs(m.Shared.StateRoot, &before); err != nil {
-		t.Fatal(err)
+	// What the host gives agent-1's filesystem is its image file's blocks
+	// (the free space of the whole disk moves with whatever else writes to
+	// it, say the tests beside this one).
+	allocated := func() int64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(m.Shared.DiskImage(a1.ID), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks * 512
+	}
+	before := allocated()
+	if before < mib<<20 {
+		t.Fatalf("agent-1's image holds %d bytes of the host's disk before it is used, want its %d MiB allocated", before, mib)
 	}
 	dir1 := m.Shared.AgentDir(a1.ID)
 	written, err := fill(filepath.Join(dir1, "junk"), 4*mib<<20)
@@ -174,17 +184,12 @@ func TestAgentDiskQuota(t *testing.T) {
 	if written > mib<<20 {
 		t.Fatalf("agent-1 wrote %d bytes, past its %d MiB", written, mib)
 	}
-	var after syscall.Statfs_t
-	if err := syscall.Statfs(m.Shared.StateRoot, &after); err != nil {
-		t.Fatal(err)
-	}
-	hostUsed := (int64(before.Bavail) - int64(after.Bavail)) * int64(before.Bsize)
 	// The image was allocated up front: filling it takes nothing more from
-	// the host (the margin is for whatever else writes to this disk now).
-	if hostUsed > mib<<20/2 {
-		t.Errorf("the host's disk lost %d bytes while agent-1 filled its %d MiB", hostUsed, mib)
+	// the host.
+	if grown := allocated() - before; grown != 0 {
+		t.Errorf("agent-1's image took %d more bytes of the host's disk while agent-1 filled its %d MiB", grown, mib)
 	}
-	t.Logf("agent-1: %d bytes written, then ENOSPC; host free space changed by %d bytes", written, hostUsed)
+	t.Logf("agent-1: %d bytes written, then ENOSPC; its image holds %d bytes of the host's disk, before and after", written, before)
 	if _, err := fill(filepath.Join(m.Shared.AgentDir(a2.ID), "ok"), 1<<20); err != nil {
 		t.Errorf("agent-2 cannot write after agent-1 filled its own directory: %v", err)
 	}
