@@ -15,7 +15,7 @@ OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
 # engine serialises most container work, but waiting providers hold slots.
 PARALLEL ?= 16
 
-.PHONY: help all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-fargate e2e-gvisor provision-check actionlint bench layer3 \
+.PHONY: help all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-fargate e2e-gvisor provision-check actionlint bench bench-replay layer3 \
         vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy vm-test flock-test flock-logs flock-watch flock-top flock-budget flock-plan flock-board
 
 ## help: every target and what it does
@@ -91,6 +91,7 @@ check: deps vet
 	$(MAKE) --no-print-directory e2e-cluster
 	$(MAKE) --no-print-directory e2e-fargate
 	$(MAKE) --no-print-directory e2e-gvisor
+	$(MAKE) --no-print-directory bench-replay
 	$(MAKE) --no-print-directory provision-check
 	$(MAKE) --no-print-directory actionlint
 	$(MAKE) --no-print-directory vm-test
@@ -134,6 +135,10 @@ actionlint:
 ## (FLOCK_LAYER3_AGENTS=50 for the large run). Needs the toolchain: see the README.
 layer3:
 	bash tests/layer3/run.sh
+
+## bench-replay: how long each stack's replay on this engine takes to every agent healthy (3 agents; CI prints it, so a change that slows a deploy shows)
+bench-replay: deps
+	$(GO) run ./tests/bench/replay-up -agents 3 -runs 1
 
 ## bench: every benchmark, with the figures the README quotes
 bench:
