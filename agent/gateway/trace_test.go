@@ -19,17 +19,8 @@ func TestACallIsTiedToTheTraceItCarries(t *testing.T) {
 	tg := newTestGateway(t, nil)
 	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	for _, tp := range []string{"00-" + trace + "-00f067aa0ba902b7-01", "00-" + trace + "-00f067aa0ba902b7"} {
-		req, _ := http.NewRequest("POST", tg.url+"/anthropic/v1/messages", strings.NewReader(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("traceparent", tp)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("status %d", resp.StatusCode)
+		if status := tracedCall(t, tg.url+"/anthropic/v1/messages", tp); status != 200 {
+			t.Fatalf("status %d", status)
 		}
 	}
 	// The report and the access log line are written as the call ends,
@@ -63,18 +54,11 @@ func TestATracedCallIsASpanOfTheGateways(t *testing.T) {
 	})
 	caller := protocol.NewTrace()
 	call := func(path string, traced bool) int {
-		req, _ := http.NewRequest("POST", tg.url+path, strings.NewReader(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("Content-Type", "application/json")
+		tp := ""
 		if traced {
-			req.Header.Set("traceparent", caller.String())
+			tp = caller.String()
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
+		return tracedCall(t, tg.url+path, tp)
 	}
 	if call("/anthropic/v1/messages", true) != 200 || call("/anthropic/v1/messages", false) != 200 || call("/nowhere/v1/messages", true) != 404 {
 		t.Fatal("the calls did not go as set up")
@@ -120,19 +104,7 @@ func TestAnUntracedCallIsTiedToTheOneRunningTask(t *testing.T) {
 			return task, agent == "agent-1" && one
 		}
 	})
-	call := func(traceparent string) {
-		req, _ := http.NewRequest("POST", tg.url+"/anthropic/v1/messages", strings.NewReader(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("Content-Type", "application/json")
-		if traceparent != "" {
-			req.Header.Set("traceparent", traceparent)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
+	call := func(traceparent string) { tracedCall(t, tg.url+"/anthropic/v1/messages", traceparent) }
 	own := protocol.NewTrace()
 	call("")
 	call(own.String())
@@ -170,4 +142,22 @@ func TestAnUntracedCallIsTiedToTheOneRunningTask(t *testing.T) {
 	if n := strings.Count(tg.logs.String(), `"trace_from":"the agent's one running task"`); n != 1 {
 		t.Errorf("%d access log lines say the trace came from the running task, want 1:\n%s", n, tg.logs.String())
 	}
+}
+
+// tracedCall posts a small Messages call to url with traceparent ("":
+// none), reads the whole answer and returns its status.
+func tracedCall(t *testing.T, url, traceparent string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	if traceparent != "" {
+		req.Header.Set("traceparent", traceparent)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }
