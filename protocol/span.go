@@ -54,13 +54,13 @@ type SpanBatch struct {
 
 // Check reports what is wrong with a span received over the bus.
 func (s Span) Check() error {
-	if !isHex(s.Trace, 16) {
+	if !ValidTraceID(s.Trace) {
 		return fmt.Errorf("span: trace %q is not 32 lowercase hex digits, not all zero", s.Trace)
 	}
-	if !isHex(s.ID, 8) {
+	if !ValidSpanID(s.ID) {
 		return fmt.Errorf("span: id %q is not 16 lowercase hex digits, not all zero", s.ID)
 	}
-	if s.Parent != "" && !isHex(s.Parent, 8) {
+	if s.Parent != "" && !ValidSpanID(s.Parent) {
 		return fmt.Errorf("span: parent %q is not 16 lowercase hex digits, not all zero", s.Parent)
 	}
 	switch s.Kind {

@@ -87,3 +87,19 @@ func (tp TraceParent) String() string {
 
 // Trace is the trace ID in hex, as logs and results name it.
 func (tp TraceParent) Trace() string { return hex.EncodeToString(tp.TraceID[:]) }
+
+// ValidTraceID and ValidSpanID say whether s is a W3C trace ID (32) or
+// span ID (16) as the flock carries them: lowercase hex digits, not all
+// zero. A body that names one is believed only then.
+func ValidTraceID(s string) bool { return isHex(s, 16) }
+func ValidSpanID(s string) bool  { return isHex(s, 8) }
+
+// TraceIDOf is the trace ID of a traceparent header value, "" when it
+// has none or a malformed one (nothing is guessed from it).
+func TraceIDOf(traceparent string) string {
+	tp, err := ParseTraceparent(traceparent)
+	if err != nil {
+		return ""
+	}
+	return tp.Trace()
+}

@@ -33,3 +33,27 @@ func TestTraceparentRoundTripsAndRefusesWhatW3CDrops(t *testing.T) {
 		}
 	}
 }
+
+// One rule for the IDs a body names: lowercase hex of the right length,
+// not all zero; a header's trace ID only from a valid traceparent.
+func TestTraceAndSpanIDRules(t *testing.T) {
+	for s, want := range map[string]bool{
+		"4bf92f3577b34da6a3ce929d0e0e4736": true, "4BF92F3577B34DA6A3CE929D0E0E4736": false,
+		"00000000000000000000000000000000": false, "4bf92f3577b34da6a3ce929d0e0e473": false, "4bf92f3577b34da6a3ce929d0e0e473g": false,
+	} {
+		if ValidTraceID(s) != want {
+			t.Errorf("ValidTraceID(%q) = %v", s, !want)
+		}
+	}
+	for s, want := range map[string]bool{"00f067aa0ba902b7": true, "0000000000000000": false, "00f067aa0ba902b": false, "00F067AA0BA902B7": false} {
+		if ValidSpanID(s) != want {
+			t.Errorf("ValidSpanID(%q) = %v", s, !want)
+		}
+	}
+	if got := TraceIDOf("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("TraceIDOf a valid header: %q", got)
+	}
+	if got := TraceIDOf("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"); got != "" {
+		t.Errorf("TraceIDOf a header with a zero span: %q", got)
+	}
+}

@@ -55,7 +55,7 @@ func (d *deriver) derive(subject string, h nats.Header, data []byte) (protocol.A
 			// The bus queues a pool task again that no agent answered.
 			return protocol.AuditEntry{Who: "bus", Kind: protocol.AuditTaskAssigned, Agent: t[1], What: task.ID, Outcome: "queued again"}, true
 		}
-		return protocol.AuditEntry{Who: protocol.OperatorUser, Kind: protocol.AuditTaskSent, Agent: t[1], What: task.ID, Trace: traceIn(h)}, true
+		return protocol.AuditEntry{Who: protocol.OperatorUser, Kind: protocol.AuditTaskSent, Agent: t[1], What: task.ID, Trace: protocol.TraceIDOf(h.Get(protocol.HeaderTraceparent))}, true
 	case t[0] == "tasks" && len(t) == 3 && t[1] == "pool":
 		var task struct {
 			ID string `json:"id"`
@@ -133,19 +133,10 @@ func (d *deriver) ledgerChange(agent string, data []byte) (protocol.AuditEntry, 
 	return protocol.AuditEntry{Who: who, Kind: protocol.AuditBudgetChange, Agent: agent, Outcome: outcome}, true
 }
 
-// traceIn is the trace ID of a message's traceparent header ("": none).
-func traceIn(h nats.Header) string {
-	tp, err := protocol.ParseTraceparent(h.Get(protocol.HeaderTraceparent))
-	if err != nil {
-		return ""
-	}
-	return tp.Trace()
-}
-
-// traceID keeps a trace ID a body names only if it is one (32 lowercase
-// hex digits): an agent's result cannot put anything else in an entry.
+// traceID keeps a trace ID a body names only if it is one: an agent's
+// result cannot put anything else in an entry.
 func traceID(s string) string {
-	if len(s) != 32 || strings.Trim(s, "0123456789abcdef") != "" {
+	if !protocol.ValidTraceID(s) {
 		return ""
 	}
 	return s

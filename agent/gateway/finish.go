@@ -164,12 +164,8 @@ func (g *Handler) span(agent, upstream string, r *http.Request, status int, star
 }
 
 // traceOf is the trace ID of the call's traceparent header: the agent's
-// task's trace when its program passes TRACEPARENT on ("" when it does
-// not, or the header is malformed: the gateway does not guess).
+// task's trace when its program passes TRACEPARENT on, or the one it was
+// tied to (withSpan); "" when none or malformed.
 func traceOf(r *http.Request) string {
-	tp, err := protocol.ParseTraceparent(r.Header.Get(protocol.HeaderTraceparent))
-	if err != nil {
-		return ""
-	}
-	return tp.Trace()
+	return protocol.TraceIDOf(r.Header.Get(protocol.HeaderTraceparent))
 }

@@ -139,8 +139,7 @@ type warning struct {
 	log      *slog.Logger
 	endpoint string
 	e        *Exporter
-	mu       sync.Mutex
-	last     time.Time
+	every    paced
 }
 
 func (w *warning) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
@@ -150,10 +149,7 @@ func (w *warning) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan
 		return nil
 	}
 	w.e.failed.Add(uint64(len(spans)))
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if time.Since(w.last) >= warnEvery {
-		w.last = time.Now()
+	if w.every.due() {
 		w.log.Warn("spans not exported: the OTLP endpoint did not take them (tasks and calls go on; spans are dropped)",
 			"endpoint", w.endpoint, "spans", len(spans), "failed_so_far", w.e.failed.Load(), "err", err)
 	}
@@ -162,6 +158,23 @@ func (w *warning) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan
 
 func (w *warning) Shutdown(ctx context.Context) error {
 	return w.exporter.Shutdown(ctx)
+}
+
+// paced says yes at most once per warnEvery: a fault that repeats is one
+// warning a minute, not a log flood.
+type paced struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (p *paced) due() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.last.IsZero() && time.Since(p.last) < warnEvery {
+		return false
+	}
+	p.last = time.Now()
+	return true
 }
 
 func sortedKeys(m map[string]string) []string {

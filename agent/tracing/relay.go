@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -16,7 +15,7 @@ import (
 // dropped all the same, and counted in one warning a minute.
 func Relay(nc *nats.Conn, e *Exporter, log *slog.Logger) (func(), error) {
 	var bad atomic.Uint64
-	var last atomic.Int64
+	var every paced
 	sub, err := nc.Subscribe(protocol.SpansSubject, func(m *nats.Msg) {
 		var b protocol.SpanBatch
 		err := json.Unmarshal(m.Data, &b)
@@ -27,8 +26,7 @@ func Relay(nc *nats.Conn, e *Exporter, log *slog.Logger) (func(), error) {
 		}
 		if err != nil {
 			bad.Add(1)
-			if now := time.Now().UnixNano(); now-last.Load() >= int64(time.Minute) {
-				last.Store(now)
+			if every.due() {
 				log.Warn("spans from the bus dropped", "subject", protocol.SpansSubject, "bad_messages_so_far", bad.Load(), "err", err)
 			}
 		}
