@@ -227,8 +227,8 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 		}
 	})
 
-	t.Run("cannot subscribe to agent-2's subjects", func(t *testing.T) {
-		for _, subj := range []string{"agent.agent-2.>", protocol.InboxOf("agent-2"), protocol.InboxSubject("agent-2", "agent-1"), "agent.*.inbox.*", "agent.>", ">"} {
+	t.Run("cannot subscribe to agent-2's subjects, nor to the flock's spans", func(t *testing.T) {
+		for _, subj := range []string{"agent.agent-2.>", protocol.InboxOf("agent-2"), protocol.InboxSubject("agent-2", "agent-1"), "agent.*.inbox.*", "agent.>", protocol.SpansSubject, ">"} {
 			sub, _ := a1.SubscribeSync(subj)
 			a1.denied(t, "subscription", subj)
 			_ = a2.Publish(protocol.EventsSubject("agent-2"), []byte("private"))
