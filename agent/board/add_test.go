@@ -11,6 +11,7 @@ import (
 // new ID, needing tasks of the plan; prompt tasks for anyone, run tasks for
 // itself only; within its quota.
 func TestAddSubtasks(t *testing.T) {
+	t.Parallel()
 	e := start(t, 2)
 	a1, a2 := e.agent(t, "agent-1"), e.agent(t, "agent-2")
 	e.apply(t, plan("p", prompt("a"), prompt("b"), prompt("later", "b")))
@@ -56,6 +57,7 @@ func TestAddSubtasks(t *testing.T) {
 
 // Adds past the quota (counted over every plan) are refused.
 func TestAddQuota(t *testing.T) {
+	t.Parallel()
 	e := start(t, 1)
 	a1 := e.agent(t, "agent-1")
 	e.setBoard(t, func(c *protocol.BoardConfig) { setAgent(c, protocol.BoardAgent{ID: "agent-1", AddQuota: quota(3)}) })
@@ -79,6 +81,7 @@ func TestAddQuota(t *testing.T) {
 
 // A quota of 0 (flock:board.addQuota: 0) is none at all, not the default.
 func TestAddQuotaZeroIsNone(t *testing.T) {
+	t.Parallel()
 	e := start(t, 1)
 	a1 := e.agent(t, "agent-1")
 	e.setBoard(t, func(c *protocol.BoardConfig) { setAgent(c, protocol.BoardAgent{ID: "agent-1", AddQuota: quota(0)}) })

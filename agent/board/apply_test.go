@@ -12,6 +12,7 @@ import (
 // tasks) and blocked otherwise; applying the same file again changes
 // nothing, not even a revision, and publishes no event.
 func TestApplyCreatesThenChangesNothing(t *testing.T) {
+	t.Parallel()
 	e := start(t, 1)
 	p := plan("build", prompt("a"), prompt("b", "a"), protocol.BoardTaskSpec{ID: "c", Run: []string{"make"}, Needs: []string{"a", "b"}, Labels: []string{"go"}})
 	changes := e.apply(t, p)
@@ -55,6 +56,7 @@ func TestApplyCreatesThenChangesNothing(t *testing.T) {
 // longer has are cancelled when not started and kept otherwise, and a
 // removed task put back is revived.
 func TestApplyEditSemantics(t *testing.T) {
+	t.Parallel()
 	e := start(t, 2)
 	a1 := e.agent(t, "agent-1")
 	e.apply(t, plan("p", prompt("a"), prompt("b", "a"), prompt("c"), prompt("d"), prompt("e"), prompt("f")))
@@ -127,6 +129,7 @@ func TestApplyEditSemantics(t *testing.T) {
 // A plan with problems is refused whole: nothing is written, and the error
 // names every problem by its field.
 func TestApplyRefusesABadPlanWhole(t *testing.T) {
+	t.Parallel()
 	e := start(t, 1)
 	bad := plan("p",
 		prompt("a", "b"), prompt("b", "a"), // a cycle
@@ -155,6 +158,7 @@ func TestApplyRefusesABadPlanWhole(t *testing.T) {
 // Subtasks agents added are not the file's: applying the file again leaves
 // them as they are.
 func TestApplyLeavesSubtasks(t *testing.T) {
+	t.Parallel()
 	e := start(t, 1)
 	a1 := e.agent(t, "agent-1")
 	p := plan("p", prompt("a"))

@@ -13,6 +13,7 @@ import (
 // needs that task gets them, and so does the operator; nobody else learns
 // they exist; they leave with their plan.
 func TestArtifactsPassToTheTasksThatNeedThem(t *testing.T) {
+	t.Parallel()
 	e := start(t, 3)
 	a1, a2, a3 := e.agent(t, "agent-1"), e.agent(t, "agent-2"), e.agent(t, "agent-3")
 	e.apply(t, plan("p", prompt("build"), prompt("test", "build"), prompt("other")))

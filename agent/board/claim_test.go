@@ -11,6 +11,7 @@ import (
 // under a lease of the task's timeout, counts an attempt, and carries the
 // results of the tasks it needs (without their prompts).
 func TestClaimTakesTheOldestReadyWithItsContext(t *testing.T) {
+	t.Parallel()
 	e := start(t, 2)
 	a1, a2 := e.agent(t, "agent-1"), e.agent(t, "agent-2")
 	e.apply(t, plan("p", prompt("z"), prompt("y"), protocol.BoardTaskSpec{ID: "x", Prompt: "merge", Needs: []string{"z", "y"}, Timeout: protocol.Duration(time.Minute)}))
@@ -54,6 +55,7 @@ func TestClaimTakesTheOldestReadyWithItsContext(t *testing.T) {
 // nobody, whose labels it all has; a named task must be ready; and never
 // more than its claim limit at once. The operator does not claim.
 func TestClaimRules(t *testing.T) {
+	t.Parallel()
 	e := start(t, 2)
 	a1 := e.agent(t, "agent-1")
 	e.setBoard(t, func(c *protocol.BoardConfig) {

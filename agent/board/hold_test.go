@@ -11,6 +11,7 @@ import (
 // Only the holder renews, completes, fails or releases, and only a claimed
 // task; a refused request changes nothing.
 func TestOnlyTheHolderWorksATask(t *testing.T) {
+	t.Parallel()
 	e := start(t, 2)
 	a1, a2 := e.agent(t, "agent-1"), e.agent(t, "agent-2")
 	e.apply(t, plan("p", protocol.BoardTaskSpec{ID: "a", Prompt: "x", Timeout: protocol.Duration(time.Minute)}, prompt("b")))
@@ -45,6 +46,7 @@ func TestOnlyTheHolderWorksATask(t *testing.T) {
 // all done; fail keeps the reason and the result, and the tasks that need
 // the failed one stay blocked, saying so.
 func TestCompleteAndFail(t *testing.T) {
+	t.Parallel()
 	e := start(t, 1)
 	a1 := e.agent(t, "agent-1")
 	e.apply(t, plan("p", prompt("a"), prompt("b"), prompt("c", "a", "b"), prompt("d", "c"), prompt("f"), prompt("g", "f")))
@@ -90,6 +92,7 @@ func TestCompleteAndFail(t *testing.T) {
 // release hands the task back: ready, holder cleared, the attempt given
 // back (a release is not a failure).
 func TestRelease(t *testing.T) {
+	t.Parallel()
 	e := start(t, 2)
 	a1, a2 := e.agent(t, "agent-1"), e.agent(t, "agent-2")
 	ready := listen(t, e.f.Connect(t, "agent-2"), protocol.SubjectBoardReady)

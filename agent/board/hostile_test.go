@@ -14,6 +14,7 @@ import (
 // Bodies the service cannot take are answered with an error naming what
 // was wrong, and it keeps serving.
 func TestMalformedRequests(t *testing.T) {
+	t.Parallel()
 	e := start(t, 1)
 	nc := e.f.Connect(t, "agent-1")
 	ask := func(op string, body []byte) protocol.BoardReply {
@@ -57,6 +58,7 @@ func TestMalformedRequests(t *testing.T) {
 // completing another's task, adding a run task for another agent, adding
 // past its quota. Each is refused by code, and nothing changes.
 func TestHostileAgent(t *testing.T) {
+	t.Parallel()
 	e := start(t, 2)
 	evil, good := e.agent(t, "agent-1"), e.agent(t, "agent-2")
 	var specs []protocol.BoardTaskSpec
@@ -114,6 +116,7 @@ func TestHostileAgent(t *testing.T) {
 // result outside its labels. The refusal is the one for a task that does not
 // exist, and a need it may see is taken.
 func TestAddCannotNeedATaskOutsideItsLabels(t *testing.T) {
+	t.Parallel()
 	e := start(t, 2)
 	a1 := e.agent(t, "agent-1")
 	e.setBoard(t, func(c *protocol.BoardConfig) {

@@ -45,6 +45,7 @@ func (c *conn) denied(t *testing.T, what, subject string) {
 // its own: agent-1 cannot ask as agent-2 or as the operator, write the
 // board's bucket, or watch the board's events.
 func TestAnAgentIsItselfOnly(t *testing.T) {
+	t.Parallel()
 	e := start(t, 2)
 	e.apply(t, plan("p", prompt("a")))
 	c := dial(t, e, "agent-1")
@@ -78,6 +79,7 @@ func TestAnAgentIsItselfOnly(t *testing.T) {
 // giving another subject as its reply (here agent-2's task subject, which
 // the task stream stores) gets nothing sent there in the bus's name.
 func TestRepliesGoOnlyToTheCallersInbox(t *testing.T) {
+	t.Parallel()
 	e := start(t, 2)
 	js, err := e.nc.JetStream()
 	if err != nil {

@@ -92,6 +92,7 @@ func testCtx(t *testing.T) context.Context {
 // claim the one ready task at once: compare-and-set on the entry's revision
 // lets exactly one win, round after round.
 func TestTwoNodesGiveATaskOnce(t *testing.T) {
+	t.Parallel()
 	b := startBare(t)
 	b.node(t, Options{})
 	b.node(t, Options{})
@@ -147,6 +148,7 @@ func TestTwoNodesGiveATaskOnce(t *testing.T) {
 // leaves them blocked with every need done: the sweeper promotes them. An
 // expired lease swept by two nodes at once moves once.
 func TestTheSweeperRepairsAndMovesOnce(t *testing.T) {
+	t.Parallel()
 	b := startBare(t)
 	clk := struct {
 		sync.Mutex
@@ -213,6 +215,7 @@ func TestTheSweeperRepairsAndMovesOnce(t *testing.T) {
 // Stop answers the requests already taken, then stops; the connection is
 // the caller's and stays open.
 func TestStopDrains(t *testing.T) {
+	t.Parallel()
 	b := startBare(t)
 	s := b.node(t, Options{})
 	op := NewOperatorClient(b.conn(t, protocol.OperatorUser))

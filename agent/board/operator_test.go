@@ -11,6 +11,7 @@ import (
 // by its needs, attempts, holder, lease and result cleared. Both are the
 // operator's.
 func TestCancelAndRetry(t *testing.T) {
+	t.Parallel()
 	e := start(t, 1)
 	a1 := e.agent(t, "agent-1")
 	e.apply(t, plan("p", prompt("a"), prompt("b", "a"), prompt("c"), prompt("d")))

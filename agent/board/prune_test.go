@@ -12,6 +12,7 @@ import (
 // cancelled), never one with a task still open, and never as an agent; the
 // plan's ID is free again after.
 func TestRemoveAFinishedPlan(t *testing.T) {
+	t.Parallel()
 	e := start(t, 1)
 	a1 := e.agent(t, "agent-1")
 	e.apply(t, plan("p", prompt("a"), prompt("b", "a"), prompt("c")))
@@ -58,6 +59,7 @@ func TestRemoveAFinishedPlan(t *testing.T) {
 // flock:board.keepFinished, and keeps an open plan, however old, and a
 // finished one still within the keep.
 func TestFinishedPlansArePruned(t *testing.T) {
+	t.Parallel()
 	e := start(t, 1)
 	e.setBoard(t, func(c *protocol.BoardConfig) { c.KeepFinished = protocol.Duration(time.Hour) })
 	e.apply(t, plan("old", prompt("a")))

@@ -60,6 +60,7 @@ func race(t testing.TB, clients []*board.Client, p string) (won []protocol.Board
 // 50 agents claim the one ready task at once, 20 times over: each time
 // exactly one wins, and every other is told there is nothing for it.
 func TestFiftyAgentsRaceForOneTask(t *testing.T) {
+	t.Parallel()
 	e := start(t, 50)
 	clients := e.agents(t, 50)
 	for round := range 20 {
@@ -81,6 +82,7 @@ func TestFiftyAgentsRaceForOneTask(t *testing.T) {
 
 // 50 agents race for 50 tasks: each gets one, no task is given twice.
 func TestFiftyAgentsShareFiftyTasks(t *testing.T) {
+	t.Parallel()
 	e := start(t, 50)
 	clients := e.agents(t, 50)
 	var specs []protocol.BoardTaskSpec
@@ -108,6 +110,7 @@ func TestFiftyAgentsShareFiftyTasks(t *testing.T) {
 // board whose sweeper does not run: once both replies are back, the task
 // is ready (the completions promoted it, once: no ready event twice).
 func TestConcurrentCompletionsPromoteTheirDependent(t *testing.T) {
+	t.Parallel()
 	clk := &clock{t: time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)}
 	f := bustest.Start(t, bustest.Agents(2), bustest.WithBoard(board.Options{Now: clk.Now, SweepEvery: time.Hour}))
 	nc := f.Connect(t, protocol.OperatorUser)
@@ -164,6 +167,7 @@ func TestConcurrentCompletionsPromoteTheirDependent(t *testing.T) {
 // workers answer them side by side, and still exactly 2 claims and 5 adds
 // pass.
 func TestOneAgentsConcurrentClaimsAndAddsKeepItsLimits(t *testing.T) {
+	t.Parallel()
 	e := start(t, 1)
 	a1 := e.agent(t, "agent-1")
 	e.setBoard(t, func(c *protocol.BoardConfig) {

@@ -11,6 +11,7 @@ import (
 // last attempt's lease running out fails it, and the tasks that need it
 // stay blocked, saying why. A renewed lease does not run out.
 func TestLeaseExpiry(t *testing.T) {
+	t.Parallel()
 	e := start(t, 2)
 	a1, a2 := e.agent(t, "agent-1"), e.agent(t, "agent-2")
 	e.apply(t, plan("p", protocol.BoardTaskSpec{ID: "slow", Prompt: "x", Attempts: 2, Timeout: protocol.Duration(time.Minute)}, prompt("after", "slow")))

@@ -15,6 +15,7 @@ import (
 // tasks it could take (labels, assignee), holds or added, and is told a
 // task it may not see does not exist.
 func TestWhoSeesWhat(t *testing.T) {
+	t.Parallel()
 	e := start(t, 2)
 	e.setBoard(t, func(c *protocol.BoardConfig) {
 		setAgent(c, protocol.BoardAgent{ID: "agent-1", Labels: []string{"gpu"}})
@@ -61,6 +62,7 @@ func TestWhoSeesWhat(t *testing.T) {
 // Every transition is published on the task's event subject (the operator
 // watches them); a task that becomes ready rings the bell agents hear.
 func TestEventsAndTheReadyBell(t *testing.T) {
+	t.Parallel()
 	e := start(t, 1)
 	a1 := e.agent(t, "agent-1")
 	events := listen(t, e.nc, protocol.SubjectBoardEvents)

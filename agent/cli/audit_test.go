@@ -18,6 +18,7 @@ import (
 // The operator reads the trail as JSON lines, filtered, and verifies it;
 // an entry deleted through the JetStream API fails the verification.
 func TestAuditExportsAndVerifiesTheTrail(t *testing.T) {
+	t.Parallel()
 	e := liveFlock(t, 2)
 	self, _ := os.Executable()
 	if code, _, errOut := e.run(t, "task", "--agent", "agent-2", "--id", "audited-1", "--", self, "tool", "exit", "3"); code != cli.ExitTaskFailed {

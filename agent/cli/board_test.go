@@ -328,6 +328,7 @@ func TestBoardAgentCommands(t *testing.T) {
 // put sends a file's bytes as an artifact of a held task, named after the
 // file unless --name says; get writes an artifact's bytes to stdout or -o.
 func TestBoardArtifactCommands(t *testing.T) {
+	t.Parallel()
 	e := startBoard(t)
 	e.fake.Handle(func(r boardtest.Request) protocol.BoardReply {
 		switch r.Op {

@@ -94,6 +94,7 @@ func TestPlanWaitExitsOneWhenNothingLeftCanRun(t *testing.T) {
 // reading the board again: plan wait still ends, without its timeout.
 // Not parallel: it shortens RelistEvery for its run.
 func TestPlanWaitFindsALostLastTransition(t *testing.T) {
+	t.Parallel()
 	defer func(d time.Duration) { cli.RelistEvery = d }(cli.RelistEvery)
 	cli.RelistEvery = 100 * time.Millisecond
 	e := startBoard(t)

@@ -20,6 +20,7 @@ func tk(id, status string, needs ...string) protocol.BoardTask {
 }
 
 func TestCriticalPathLeftCountsTheLongestChainNotDone(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		tasks map[string]protocol.BoardTask
@@ -40,6 +41,7 @@ func TestCriticalPathLeftCountsTheLongestChainNotDone(t *testing.T) {
 }
 
 func TestVerdict(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name     string
 		tasks    map[string]protocol.BoardTask

@@ -16,6 +16,7 @@ import (
 // The operator sees, raises and resets budgets from the CLI; bad input is
 // refused naming the rule.
 func TestBudgetCommand(t *testing.T) {
+	t.Parallel()
 	f := bustest.Start(t, bustest.Agents(2))
 	e := &flockEnv{f: f, env: map[string]string{"FLOCK_NATS_URL": f.URL, "FLOCK_NKEY_FILE": f.SeedFile(t, protocol.OperatorUser)}}
 	gw, err := ledger.NewBus(f.Connect(t, protocol.GatewayUser), nil)

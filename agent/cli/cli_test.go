@@ -78,6 +78,7 @@ func (e *flockEnv) run(t *testing.T, args ...string) (code int, stdout, stderr s
 }
 
 func TestOperatorCommands(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	self, _ := os.Executable()
 
@@ -210,6 +211,7 @@ type safeBuf struct{ b *bytes.Buffer }
 func (s *safeBuf) Write(p []byte) (int, error) { return s.b.Write(p) }
 
 func TestHealthCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	status := filepath.Join(dir, "status")
 	env := map[string]string{"STATUS_FILE": status}

@@ -72,6 +72,7 @@ func (e *flockEnv) spend(t *testing.T, id string, spent, budget int64) {
 }
 
 func TestLogsAsksTheAgentOverTheBus(t *testing.T) {
+	t.Parallel()
 	e := liveFlock(t, 2)
 	code, out, errOut := e.run(t, "logs", "agent-1", "--lines", "5")
 	if code != cli.ExitOK || !strings.Contains(out, `"msg":"agent ready"`) || !strings.Contains(out, `"agent":"agent-1"`) || strings.Contains(out, `"agent":"agent-2"`) {
@@ -94,6 +95,7 @@ func TestLogsAsksTheAgentOverTheBus(t *testing.T) {
 
 // top --once (what a pipe gets): one frame with what the bus says.
 func TestTopOnceShowsTheFlock(t *testing.T) {
+	t.Parallel()
 	e := liveFlock(t, 3)
 	self, _ := os.Executable()
 	e.spend(t, "agent-2", 600, 1000)
@@ -114,6 +116,7 @@ func TestTopOnceShowsTheFlock(t *testing.T) {
 // The dashboard as a person uses it: in a terminal (tmux), reading the
 // screen, pressing keys.
 func TestTopInATerminal(t *testing.T) {
+	t.Parallel()
 	testkit.SkipInShort(t, "runs the dashboard in tmux")
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
@@ -232,6 +235,7 @@ func TestTopInATerminal(t *testing.T) {
 // not stored again: the CLI says so at once, naming the ID, instead of
 // waiting out a result that will not come.
 func TestATaskIDUsedAgainIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
 	e := liveFlock(t, 1)
 	if code, _, errOut := e.run(t, "task", "--agent", "agent-1", "--id", "once", "--kind", "echo", "--", "x"); code != cli.ExitOK {
 		t.Fatalf("the first: exit %d: %s", code, errOut)
@@ -249,6 +253,7 @@ func TestATaskIDUsedAgainIsRefusedAtOnce(t *testing.T) {
 // On a three-node bus the dashboard's bus line names the task stream's
 // nodes and leader, and a node lost shows as one not current.
 func TestTopShowsTheBusNodes(t *testing.T) {
+	t.Parallel()
 	testkit.SkipInShort(t, "starts a three-node bus")
 	f := bustest.StartCluster(t, bustest.Agents(1))
 	e := &flockEnv{f: f, shared: t.TempDir()}

@@ -22,6 +22,7 @@ import (
 // task in its trace: the agent runs it in the same trace; a malformed one
 // is a warning, and the task runs in a trace of its own.
 func TestTaskCarriesTheCallersTrace(t *testing.T) {
+	t.Parallel()
 	e := liveFlock(t, 1)
 	self, _ := os.Executable()
 	parent := protocol.NewTrace()
@@ -47,6 +48,7 @@ func TestTaskCarriesTheCallersTrace(t *testing.T) {
 // publish them, and the gateway's relay (here, as the gateway's bus user)
 // exports them. An agent cannot publish spans of its own.
 func TestATracedTasksSpansAreExported(t *testing.T) {
+	t.Parallel()
 	e := liveFlock(t, 1, bustest.WithSpans())
 	recv := otlprecv.Start(t)
 	exp, err := tracing.New(recv.URL, "flock-gateway", slog.New(slog.DiscardHandler))

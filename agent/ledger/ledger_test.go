@@ -15,6 +15,7 @@ var day = Budget{Tokens: 1000, Window: protocol.WindowDay}
 // Reservations are admitted while spent and reserved tokens are below the
 // limit: the batch overshoots by at most the last admitted bound.
 func TestApplyAdmitsBelowTheLimitOnly(t *testing.T) {
+	t.Parallel()
 	var e protocol.LedgerEntry
 	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	ops := []*reserveOp{{bound: 400}, {bound: 400}, {bound: 400}, {bound: 1}}
@@ -46,6 +47,7 @@ func TestApplyAdmitsBelowTheLimitOnly(t *testing.T) {
 // operator's reset) is charged its cost in the new period, not corrected
 // against a bound the new period never held.
 func TestApplyChargesOldReservationsTheirCost(t *testing.T) {
+	t.Parallel()
 	var e protocol.LedgerEntry
 	before := time.Date(2026, 11, 26, 23, 59, 0, 0, time.UTC)
 	op := &reserveOp{bound: 500}
@@ -68,6 +70,7 @@ func TestApplyChargesOldReservationsTheirCost(t *testing.T) {
 }
 
 func TestApplySaturates(t *testing.T) {
+	t.Parallel()
 	e := protocol.LedgerEntry{Spent: math.MaxInt64 - 1}
 	owed := map[int64]carry{noEpoch: {cost: math.MaxInt64}}
 	apply(&e, "a", time.Now(), Budget{}, owed, nil)
@@ -85,6 +88,7 @@ func TestApplySaturates(t *testing.T) {
 // Memory: 40 concurrent calls of bound 100 against 1,000 tokens left 950
 // spent: exactly one is admitted.
 func TestMemoryConcurrentReservations(t *testing.T) {
+	t.Parallel()
 	m := NewMemory()
 	b := Budget{Tokens: 1000}
 	r, _ := m.Reserve(context.Background(), "agent-1", b, 950)
@@ -118,6 +122,7 @@ func TestMemoryConcurrentReservations(t *testing.T) {
 
 // The memory ledger's window starts over at midnight UTC.
 func TestMemoryWindow(t *testing.T) {
+	t.Parallel()
 	m := NewMemory()
 	now := time.Date(2026, 11, 26, 23, 0, 0, 0, time.UTC)
 	m.now = func() time.Time { return now }

@@ -27,6 +27,7 @@ func plan(id string, tasks ...protocol.BoardTaskSpec) protocol.BoardPlan {
 // their ready file is fresh; stopped, nobody answers again, and what was
 // written stays in the bus for the next start.
 func TestTheServicesServeTheBoard(t *testing.T) {
+	t.Parallel()
 	f := bustest.Start(t, bustest.Agents(1), bustest.WithoutServices())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -72,6 +73,7 @@ func TestTheServicesServeTheBoard(t *testing.T) {
 // to an agent in the stack's config reaches the running board through the
 // bus's reload, with no restart of the services.
 func TestTheServicesFollowTheTopology(t *testing.T) {
+	t.Parallel()
 	cfg := bustest.Agents(2)
 	f := bustest.Start(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -107,6 +109,7 @@ func TestTheServicesFollowTheTopology(t *testing.T) {
 // The services outlive a restart of the bus: they reconnect, their views
 // of the buckets follow again, and the board answers from what it held.
 func TestTheServicesSurviveABusRestart(t *testing.T) {
+	t.Parallel()
 	f := bustest.Start(t, bustest.Agents(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -143,6 +146,7 @@ func TestTheServicesSurviveABusRestart(t *testing.T) {
 }
 
 func TestHealthNeedsAFreshReadyFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "ready")
 	if err := services.CheckReady(p, time.Minute); err == nil {
@@ -164,6 +168,7 @@ func TestHealthNeedsAFreshReadyFile(t *testing.T) {
 }
 
 func TestStartNeedsAKey(t *testing.T) {
+	t.Parallel()
 	_, err := services.Start(context.Background(), services.Config{URL: "nats://127.0.0.1:1"})
 	if err == nil || !strings.Contains(err.Error(), protocol.EnvServicesNkeyFile) || !strings.Contains(err.Error(), protocol.EnvServicesNkey) {
 		t.Fatalf("no key: %v", err)

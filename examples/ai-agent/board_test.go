@@ -113,6 +113,7 @@ func promptTask(plan, id, prompt string, timeout time.Duration) protocol.BoardTa
 // task, a slow model has the lease renewed, SIGTERM releases the task in
 // hand.
 func TestRunWorksTheBoardsPromptTasks(t *testing.T) {
+	t.Parallel()
 	fake, base := startFake(t)
 	t.Cleanup(func() { close(fake.release) }) // before the fake stops: its slow answers wait for it
 	b := startBoard(t)
@@ -219,6 +220,7 @@ func TestRunWorksTheBoardsPromptTasks(t *testing.T) {
 
 // AI_AGENT_BOARD=off: the board is never asked; a bad value is refused.
 func TestRunWithTheBoardOff(t *testing.T) {
+	t.Parallel()
 	b := startBoard(t)
 	env := map[string]string{"FLOCK_AGENT_ID": "agent-1", "FLOCK_AGENT_DIR": t.TempDir(), "FLOCK_NATS_URL": b.url, "FLOCK_NKEY_FILE": b.seed, "AI_AGENT_BOARD": "off"}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -249,6 +251,7 @@ func readAll(t *testing.T, p string) string {
 // first, is answered by agent-1's `ai-agent run` to done, the second asked
 // with the first's answer.
 func TestRunWorksAPromptPlanOnTheRealBoard(t *testing.T) {
+	t.Parallel()
 	fake, base := startFake(t)
 	f, shared := startFlock(t, 2)
 	dir := filepath.Join(shared, "agents", "agent-1")

@@ -158,6 +158,7 @@ func noKeyIn(t *testing.T, g *running, secrets ...string) {
 // dev: the caller is known by its network; the upstream gets the real key
 // and not the agent's dummy; the call's usage is on agent.agent-1.usage.
 func TestNetworkCallerGetsTheAnswerAndUsageOnTheBus(t *testing.T) {
+	t.Parallel()
 	f := bustest.Start(t, bustest.Agents(2))
 	op := f.Connect(t, protocol.OperatorUser)
 	sub, err := op.SubscribeSync(protocol.UsageSubject("agent-1"))
@@ -232,6 +233,7 @@ func TestNetworkCallerGetsTheAnswerAndUsageOnTheBus(t *testing.T) {
 // upstream, a wrong one is refused with a JSON error, CONNECT takes it as
 // the proxy password.
 func TestTokenCallers(t *testing.T) {
+	t.Parallel()
 	const tokA, tokB = "flock-tok-AAAA-1234", "flock-tok-BBBB-5678"
 	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 	fm, upURL := fakeUpstream(t, fakemodel.Options{RequireKey: realKey})
@@ -353,6 +355,7 @@ func runOnce(t *testing.T, env map[string]string) (int, string) {
 }
 
 func TestBadConfigNamesEveryProblem(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	key := writeFile(t, dir, "key", realKey)
 	env := configEnv(t, map[string]any{
@@ -435,6 +438,7 @@ func TestBadConfigNamesEveryProblem(t *testing.T) {
 // A key that cannot be read is named by its upstream and its file or
 // variable; no key's text is printed, not even one that was read.
 func TestKeyProblemsNameTheUpstreamNeverTheKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	up := func(name, file, env string) protocol.GatewayUpstream {
 		return protocol.GatewayUpstream{Name: name, URL: "https://api.example.com", KeyHeader: "x-api-key", KeyFile: file, KeyEnv: env}
@@ -472,6 +476,7 @@ func TestKeyProblemsNameTheUpstreamNeverTheKey(t *testing.T) {
 
 // aws: the config arrives in the environment parts, the key in a variable.
 func TestConfigFromTheEnvironment(t *testing.T) {
+	t.Parallel()
 	fm, upURL := fakeUpstream(t, fakemodel.Options{RequireKey: realKey})
 	tok := "flock-tok-env"
 	h := sha256.Sum256([]byte(tok))
@@ -550,6 +555,7 @@ func TestBusDownNeverFailsACall(t *testing.T) {
 // health answers 0 while the gateway runs; SIGTERM lets a stream in flight
 // finish, then run exits 0 and health answers 1.
 func TestHealthAndGracefulStop(t *testing.T) {
+	t.Parallel()
 	_, upURL := fakeUpstream(t, fakemodel.Options{Slow: time.Second})
 	env := configEnv(t, protocol.GatewayConfig{V: 1, Callers: "network",
 		Upstreams: []protocol.GatewayUpstream{{Name: "anthropic", URL: upURL, KeyHeader: "x-api-key", KeyEnv: "K"}},
@@ -613,6 +619,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // agent keeps what it spent (its new, lower budget is already used up); a
 // config with problems is refused and the one in use kept.
 func TestReloadOnSIGHUPKeepsWhatAgentsSpent(t *testing.T) {
+	t.Parallel()
 	_, upURL := fakeUpstream(t, fakemodel.Options{RequireKey: realKey})
 	dir := t.TempDir()
 	cfg := protocol.GatewayConfig{V: 1, Flock: "test", Callers: protocol.CallersByNetwork,
