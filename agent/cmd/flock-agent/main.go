@@ -6,17 +6,13 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/ai-flock/ai-flock/agent/cli"
+	"github.com/ai-flock/ai-flock/agent/cmd/internal/command"
 )
 
-// main is the same in every binary of the flock: SIGTERM and SIGINT cancel
-// the context run works under, and run's result is the exit code.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := cli.Main(ctx, os.Args[1:], os.Getenv, cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
-	stop()
-	os.Exit(code)
+	command.Main(func(ctx context.Context) int {
+		return cli.Main(ctx, os.Args[1:], os.Getenv, cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	})
 }

@@ -13,6 +13,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -25,58 +26,37 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/bus"
+	"github.com/ai-flock/ai-flock/agent/cmd/internal/command"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
-// main is the same in every binary of the flock: SIGTERM and SIGINT cancel
-// the context run works under, and run's result is the exit code.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	command.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr) })
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
-	cmd := "run"
-	if len(args) > 0 {
-		cmd = args[0]
-	}
-	switch cmd {
-	case "run":
+	readyFile := cmp.Or(getenv("FLOCK_BUS_READY_FILE"), protocol.BusReadyFile)
+	serveBus := func() int {
 		log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "flock-bus")
 		cfg := bus.Config{
-			ConfigFile:   env("FLOCK_BUS_CONFIG", protocol.BusConfigFile),
-			TopologyFile: env("FLOCK_BUS_TOPOLOGY", protocol.BusTopologyFile),
+			ConfigFile:   cmp.Or(getenv("FLOCK_BUS_CONFIG"), protocol.BusConfigFile),
+			TopologyFile: cmp.Or(getenv("FLOCK_BUS_TOPOLOGY"), protocol.BusTopologyFile),
 			Logger:       log,
 		}
-		if err := serve(ctx, cfg, env("FLOCK_BUS_READY_FILE", protocol.BusReadyFile), getenv); err != nil {
+		if err := serve(ctx, cfg, readyFile, getenv); err != nil {
 			log.Error("bus failed", "err", err)
 			return 1
 		}
 		return 0
-	case "health":
-		addr := env("FLOCK_BUS_HEALTH_ADDR", net.JoinHostPort("127.0.0.1", strconv.Itoa(protocol.ClientPort)))
-		if err := bus.Probe(addr, 2*time.Second); err != nil {
-			fmt.Fprintln(stderr, "unhealthy:", err)
-			return 1
-		}
-		if err := bus.CheckReady(env("FLOCK_BUS_READY_FILE", protocol.BusReadyFile), bus.ReadyMaxAge); err != nil {
-			fmt.Fprintln(stderr, "unhealthy:", err)
-			return 1
-		}
-		fmt.Fprintln(stdout, "healthy")
-		return 0
-	default:
-		fmt.Fprintf(stderr, "usage: flock-bus [run|health]\n")
-		return 2
 	}
+	health := func() error {
+		addr := cmp.Or(getenv("FLOCK_BUS_HEALTH_ADDR"), net.JoinHostPort("127.0.0.1", strconv.Itoa(protocol.ClientPort)))
+		if err := bus.Probe(addr, 2*time.Second); err != nil {
+			return err
+		}
+		return bus.CheckReady(readyFile, bus.ReadyMaxAge)
+	}
+	return command.Service("flock-bus", args, stdout, stderr, serveBus, health)
 }
 
 // serve runs the bus until ctx ends; SIGHUP reloads its files.

@@ -18,7 +18,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -27,6 +26,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/ai-flock/ai-flock/agent/cmd/internal/command"
 	"github.com/ai-flock/ai-flock/agent/gateway/service"
 	"github.com/ai-flock/ai-flock/protocol"
 )
@@ -37,23 +37,13 @@ const (
 	envHealthAddr = "FLOCK_GATEWAY_HEALTH_ADDR"
 )
 
-// main is the same in every binary of the flock: SIGTERM and SIGINT cancel
-// the context run works under, and run's result is the exit code.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	command.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr) })
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	healthAddr := cmp.Or(getenv(envHealthAddr), net.JoinHostPort("127.0.0.1", strconv.Itoa(protocol.GatewayHealthPort)))
-	cmd := "run"
-	if len(args) > 0 {
-		cmd = args[0]
-	}
-	switch cmd {
-	case "run":
+	serve := func() int {
 		log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "flock-gateway")
 		s, err := service.Load(getenv)
 		if err != nil {
@@ -74,15 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return 1
 		}
 		return 0
-	case "health":
-		if err := service.Probe(healthAddr); err != nil {
-			fmt.Fprintln(stderr, "unhealthy:", err)
-			return 1
-		}
-		fmt.Fprintln(stdout, "healthy")
-		return 0
-	default:
-		fmt.Fprintln(stderr, "usage: flock-gateway [run|health]")
-		return 2
 	}
+	health := func() error { return service.Probe(healthAddr) }
+	return command.Service("flock-gateway", args, stdout, stderr, serve, health)
 }

@@ -15,43 +15,27 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/ai-flock/ai-flock/agent/cmd/internal/command"
 	"github.com/ai-flock/ai-flock/agent/services"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
-// main is the same in every binary of the flock: SIGTERM and SIGINT cancel
-// the context run works under, and run's result is the exit code.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	command.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr) })
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
-	cmd := "run"
-	if len(args) > 0 {
-		cmd = args[0]
-	}
-	ready := env(protocol.EnvServicesReady, protocol.ServicesReadyFile)
-	switch cmd {
-	case "run":
+	ready := cmp.Or(getenv(protocol.EnvServicesReady), protocol.ServicesReadyFile)
+	serveServices := func() int {
 		// One writer for the log's lines and the EMF documents', each whole.
 		out := &lockedWriter{w: stdout}
 		log := slog.New(slog.NewJSONHandler(out, nil)).With("service", "flock-services")
@@ -87,17 +71,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return 1
 		}
 		return 0
-	case "health":
-		if err := services.CheckReady(ready, services.ReadyMaxAge); err != nil {
-			fmt.Fprintln(stderr, "unhealthy:", err)
-			return 1
-		}
-		fmt.Fprintln(stdout, "healthy")
-		return 0
-	default:
-		fmt.Fprintf(stderr, "usage: flock-services [run|health]\n")
-		return 2
 	}
+	health := func() error { return services.CheckReady(ready, services.ReadyMaxAge) }
+	return command.Service("flock-services", args, stdout, stderr, serveServices, health)
 }
 
 // serve runs the services until ctx ends, or until they can no longer serve.
