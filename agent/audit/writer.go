@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -351,7 +352,7 @@ func (w *Writer) append(ctx context.Context, entries []protocol.AuditEntry) {
 			return
 		}
 		if try > 0 {
-			if !sleep(ctx, time.Duration(min(try, 10))*200*time.Millisecond) {
+			if !pace.Sleep(ctx, time.Duration(min(try, 10))*200*time.Millisecond) {
 				w.log.Error("audit: entries not appended: stopping", "entries", len(entries))
 				return
 			}
@@ -382,15 +383,4 @@ func readAnchor(ctx context.Context, kv jetstream.KeyValue, key string) (*protoc
 		return nil, fmt.Errorf("audit: %s unreadable: %w", key, err)
 	}
 	return &a, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

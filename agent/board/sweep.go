@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -12,16 +13,7 @@ import (
 // writes are compare-and-set, so a task two nodes sweep at once moves once.
 func (s *Service) sweepLoop(ctx context.Context) {
 	defer s.bg.Done()
-	t := time.NewTicker(s.opt.SweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.sweep(ctx)
-		}
-	}
+	pace.Every(ctx, s.opt.SweepEvery, func() bool { s.sweep(ctx); return true })
 }
 
 // sweep takes back the tasks whose lease ran out (ready again, or failed

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -87,7 +88,7 @@ func (s *Server) poolLoop() {
 	for ctx.Err() == nil {
 		if !s.dispatching() || len(s.Topology().Pool.Agents) == 0 {
 			cons, free = nil, nil
-			sleepOrStop(ctx, poolNotLeader)
+			pace.Sleep(ctx, poolNotLeader)
 			continue
 		}
 		if time.Since(lastSweep) >= poolSweep {
@@ -100,7 +101,7 @@ func (s *Server) poolLoop() {
 			c, err := s.js.Consumer(ctx, protocol.StreamTasks, protocol.ConsumerPool)
 			if err != nil {
 				note(fmt.Errorf("pool consumer: %w", err))
-				sleepOrStop(ctx, poolNotLeader)
+				pace.Sleep(ctx, poolNotLeader)
 				continue
 			}
 			cons = c
@@ -110,7 +111,7 @@ func (s *Server) poolLoop() {
 			f, err := s.freeSlots(ctx)
 			if err != nil {
 				note(fmt.Errorf("agents' consumers: %w", err))
-				sleepOrStop(ctx, poolIdle)
+				pace.Sleep(ctx, poolIdle)
 				continue
 			}
 			free, listedAt = f, time.Now()
@@ -136,7 +137,7 @@ func (s *Server) poolLoop() {
 		if err != nil && ctx.Err() == nil {
 			note(fmt.Errorf("fetch: %w", err))
 			cons, free = nil, nil
-			sleepOrStop(ctx, poolIdle)
+			pace.Sleep(ctx, poolIdle)
 			continue
 		}
 		lastErr = ""
@@ -313,13 +314,4 @@ func (s *Server) copyFor(msg jetstream.Msg, free *freeSlots) (uint64, string, je
 	}
 	s.log.Debug("pool task given", "seq", seq, "attempt", attempt, "agent", agent)
 	return seq, agent, f, nil
-}
-
-func sleepOrStop(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

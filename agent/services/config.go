@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -27,7 +28,7 @@ func (s *Services) watchConfig(ctx, run context.Context, js jetstream.JetStream)
 			}
 		}
 		s.log.Info("waiting for the bus's services bucket", "bucket", protocol.ServicesBucket, "err", err)
-		if !sleep(ctx, retryEvery) {
+		if !pace.Sleep(ctx, retryEvery) {
 			return nil, fmt.Errorf("services: bucket %s: %w", protocol.ServicesBucket, err)
 		}
 	}

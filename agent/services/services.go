@@ -23,6 +23,7 @@ import (
 	"github.com/ai-flock/ai-flock/agent/audit"
 	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/agent/metrics"
+	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/agent/tracing"
 	"github.com/ai-flock/ai-flock/protocol"
 )
@@ -154,7 +155,7 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 			break
 		}
 		log.Info("board service not started yet: waiting for the bus", "err", err)
-		if !sleep(ctx, retryEvery) {
+		if !pace.Sleep(ctx, retryEvery) {
 			s.Stop()
 			return nil, fmt.Errorf("services: board: %w", err)
 		}
@@ -189,7 +190,7 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 				break
 			}
 			log.Info("audit writer not started yet: waiting for the bus", "err", err)
-			if !sleep(ctx, retryEvery) {
+			if !pace.Sleep(ctx, retryEvery) {
 				s.Stop()
 				return nil, fmt.Errorf("services: %w", err)
 			}
@@ -240,18 +241,12 @@ func (s *Services) supervise(run context.Context, readyFile string) {
 // writeEMF writes the metrics every e.Every until run ends.
 func (s *Services) writeEMF(run context.Context, w *metrics.EMFWriter, e EMF) {
 	defer s.bg.Done()
-	t := time.NewTicker(e.Every)
-	defer t.Stop()
-	for {
-		select {
-		case <-run.Done():
-			return
-		case now := <-t.C:
-			if err := w.Write(e.Out, now); err != nil {
-				s.log.Warn("metrics not written", "err", err)
-			}
+	pace.Every(run, e.Every, func() bool {
+		if err := w.Write(e.Out, time.Now()); err != nil {
+			s.log.Warn("metrics not written", "err", err)
 		}
-	}
+		return true
+	})
 }
 
 func (s *Services) fail(why string) {
@@ -308,15 +303,4 @@ func nkeyOption(cfg Config) (nats.Option, error) {
 		return opt, nil
 	}
 	return nil, fmt.Errorf("services: no nkey (%s or %s)", protocol.EnvServicesNkeyFile, protocol.EnvServicesNkey)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -174,7 +175,7 @@ func watchKey(ctx context.Context, file, pub string, period time.Duration, rotat
 	if period <= 0 {
 		period = DefaultKeyCheck
 	}
-	every(ctx, period, func() bool {
+	pace.Every(ctx, period, func() bool {
 		if now, err := filePublicKey(file); err == nil && now != pub {
 			rotated()
 			return false

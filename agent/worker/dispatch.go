@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -29,7 +30,7 @@ func (a *Agent) ownLoop(ctx context.Context, cons jetstream.Consumer) {
 		it, err := cons.Messages(jetstream.PullMaxMessages(a.cfg.Concurrency))
 		if err != nil {
 			a.log.Warn("own consumer unavailable", "err", err)
-			if !sleepCtx(ctx, backoff) {
+			if !pace.Sleep(ctx, backoff) {
 				return
 			}
 			backoff = min(backoff*2, 5*time.Second)
@@ -54,7 +55,7 @@ func (a *Agent) ownLoop(ctx context.Context, cons jetstream.Consumer) {
 						cons = c
 					}
 				}
-				sleepCtx(ctx, backoff)
+				pace.Sleep(ctx, backoff)
 				break
 			}
 			if !a.slots.acquire(ctx, keep, func() { _ = msg.InProgress() }) {
@@ -105,15 +106,4 @@ func (d jsDelivery) Meta() (uint64, int) {
 		return m.Sequence.Stream, int(m.NumDelivered)
 	}
 	return 0, 0
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

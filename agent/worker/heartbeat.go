@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -27,24 +28,7 @@ func (a *Agent) heartbeat() {
 }
 
 func (a *Agent) heartbeatLoop(ctx context.Context) {
-	every(ctx, a.cfg.Heartbeat, func() bool { a.heartbeat(); return true })
-}
-
-// every calls fn each period (the first time one period from now) until ctx
-// ends or fn returns false.
-func every(ctx context.Context, period time.Duration, fn func() (again bool)) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if !fn() {
-				return
-			}
-		}
-	}
+	pace.Every(ctx, a.cfg.Heartbeat, func() bool { a.heartbeat(); return true })
 }
 
 // event publishes a lifecycle event on agent.<id>.events.
@@ -60,16 +44,8 @@ func (a *Agent) event(typ, ref, detail string) {
 // file says the runtime is alive, and how its bus is.
 func (a *Agent) statusLoop(ctx context.Context) {
 	every := min(StatusEvery, max(a.cfg.Heartbeat, 100*time.Millisecond))
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		a.confirm()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	a.confirm()
+	pace.Every(ctx, every, func() bool { a.confirm(); return true })
 }
 
 // confirm pings the bus if the agent is connected (remembering when it

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -32,7 +33,7 @@ func (a *Agent) mailLoop(ctx context.Context) {
 		it, err := cons.Messages(jetstream.PullMaxMessages(protocol.MailPerSender))
 		if err != nil {
 			a.log.Warn("mailbox unavailable", "err", err)
-			if !sleepCtx(ctx, backoff) {
+			if !pace.Sleep(ctx, backoff) {
 				return
 			}
 			backoff = min(backoff*2, 5*time.Second)
@@ -47,7 +48,7 @@ func (a *Agent) mailLoop(ctx context.Context) {
 					return // unacked mail goes back to the mailbox
 				}
 				a.log.Warn("mailbox interrupted", "err", err)
-				sleepCtx(ctx, backoff)
+				pace.Sleep(ctx, backoff)
 				break
 			}
 			a.takeMail(msg)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ai-flock/ai-flock/agent/board"
+	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -63,7 +64,7 @@ func (a *agent) workBoard(ctx context.Context) {
 		wait      time.Duration
 	)
 	for ctx.Err() == nil {
-		if quiet := boardQuiet - time.Since(lastEmpty); quiet > 0 && !sleep(ctx, quiet) {
+		if quiet := boardQuiet - time.Since(lastEmpty); quiet > 0 && !pace.Sleep(ctx, quiet) {
 			return
 		}
 		cctx, cancel := context.WithTimeout(ctx, boardAsk)
@@ -169,14 +170,7 @@ func (a *agent) boardTask(ctx context.Context, cl *board.Client, rep *protocol.B
 // renewWhile renews the lease every period until ctx ends; lost is called
 // (and renewing stops) when the board says the agent no longer holds it.
 func (a *agent) renewWhile(ctx context.Context, cl *board.Client, t *protocol.BoardTask, period time.Duration, lost func(error), log *slog.Logger) {
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	pace.Every(ctx, period, func() bool {
 		rctx, cancel := context.WithTimeout(ctx, min(period, boardAsk))
 		_, err := cl.Renew(rctx, t.Plan, t.ID)
 		cancel()
@@ -186,11 +180,12 @@ func (a *agent) renewWhile(ctx context.Context, cl *board.Client, t *protocol.Bo
 			log.Debug("board: lease renewed")
 		case errors.As(err, &be) && be.Code != protocol.BoardErrConflict && be.Code != protocol.BoardErrInternal && be.Code != protocol.BoardErrInvalid:
 			lost(err)
-			return
+			return false
 		case ctx.Err() == nil:
 			log.Warn("board: lease not renewed: trying again", "err", err)
 		}
-	}
+		return true
+	})
 }
 
 func (a *agent) boardFail(cl *board.Client, t *protocol.BoardTask, reason string, log *slog.Logger) {
@@ -274,15 +269,4 @@ func (a *agent) artifactRef(file string) string {
 		}
 	}
 	return filepath.Base(file)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

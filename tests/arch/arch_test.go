@@ -36,9 +36,9 @@ var allowed = map[string][]string{
 
 	"protocol": {},
 
-	"agent/audit":                {"protocol"},
-	"agent/board":                {"protocol"},
-	"agent/bus":                  {"protocol"},
+	"agent/audit":                {"agent/pace", "protocol"},
+	"agent/board":                {"agent/pace", "protocol"},
+	"agent/bus":                  {"agent/pace", "protocol"},
 	"agent/cli":                  {"agent/audit", "agent/board", "agent/ledger", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/tool", "agent/top", "agent/worker", "protocol"},
 	"agent/cmd/flock-agent":      {"agent/cli", "agent/cmd/internal/command"},
 	"agent/cmd/flock-bus":        {"agent/bus", "agent/cmd/internal/command", "protocol"},
@@ -52,11 +52,12 @@ var allowed = map[string][]string{
 	"agent/mailbox":              {"protocol"},
 	"agent/metrics":              {"protocol"},
 	"agent/mcpserver":            {"agent/board", "agent/mailbox", "agent/operator", "agent/worker", "protocol"},
+	"agent/pace":                 {},
 	"agent/operator":             {"agent/ledger", "agent/mailbox", "protocol"},
 	"agent/tool":                 {},
 	"agent/top":                  {"agent/board", "agent/operator", "protocol"},
-	"agent/services":             {"agent/audit", "agent/board", "agent/metrics", "agent/tracing", "protocol"},
-	"agent/worker":               {"agent/board", "agent/logfile", "protocol"},
+	"agent/services":             {"agent/audit", "agent/board", "agent/metrics", "agent/pace", "agent/tracing", "protocol"},
+	"agent/worker":               {"agent/board", "agent/logfile", "agent/pace", "protocol"},
 	"agent/tracing":              {"protocol"},
 
 	"infra/awsflock":      {"infra/awsrules", "infra/flock", "infra/gatewayconfig", "protocol"},
@@ -72,7 +73,7 @@ var allowed = map[string][]string{
 
 	"stacks": {"infra/awsflock", "infra/busconfig", "infra/credentials", "infra/dockerflock", "infra/flock", "protocol"},
 
-	"examples/ai-agent": {"agent/board", "protocol"},
+	"examples/ai-agent": {"agent/board", "agent/pace", "protocol"},
 }
 
 // side is the layer a package belongs to, for the rules its tests keep.
