@@ -28,7 +28,7 @@ const applyWorkers = 8
 func (s *Service) apply(ctx context.Context, req protocol.BoardRequest) (*protocol.BoardReply, error) {
 	plan := protocol.BoardPlan{Plan: req.Plan, Tasks: req.Tasks}
 	if err := plan.Validate(); err != nil {
-		return nil, refuse(protocol.BoardErrInvalid, "the plan is not applied: %d problem(s):\n%s", countJoined(err), err)
+		return nil, refuse(protocol.BoardErrInvalid, "the plan is not applied: %d problem(s):\n%s", len(protocol.Problems(err)), err)
 	}
 	// The file's order is the order of creation: claims take the oldest
 	// first, so a plan's ready tasks go in the order they are written.
@@ -161,12 +161,4 @@ func (s *Service) removeTask(ctx context.Context, key string) (protocol.BoardCha
 		c.Change, c.Why = protocol.BoardKept, fmt.Sprintf("not in the plan any more, but %s: kept", t.Status)
 	}
 	return c, nil
-}
-
-// countJoined is how many errors err joins.
-func countJoined(err error) int {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return len(j.Unwrap())
-	}
-	return 1
 }

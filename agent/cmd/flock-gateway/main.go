@@ -47,7 +47,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log := slog.New(slog.NewJSONHandler(stdout, nil)).With("service", "flock-gateway")
 		s, err := service.Load(getenv)
 		if err != nil {
-			errs := service.Problems(err)
+			errs := protocol.Problems(err)
 			for _, err := range errs {
 				log.Error("bad configuration", "err", err.Error())
 			}

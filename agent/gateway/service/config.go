@@ -60,18 +60,6 @@ func Load(getenv func(string) string) (*Setup, error) {
 	return check(c, getenv)
 }
 
-// Problems lists the problems err joins: one for an error that joins none,
-// none for nil.
-func Problems(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
 // check validates c and reads its keys.
 func check(c protocol.GatewayConfig, getenv func(string) string) (*Setup, error) {
 	var errs []error

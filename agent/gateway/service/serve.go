@@ -119,7 +119,7 @@ wait:
 			break wait
 		case <-hup:
 			next, rerr := reload()
-			errs := Problems(rerr)
+			errs := protocol.Problems(rerr)
 			if rerr == nil {
 				next.gw.Logger, next.gw.Ledger = log, gw.Load().Ledger()
 				if pub != nil {
