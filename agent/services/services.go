@@ -202,6 +202,11 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 			return nil, fmt.Errorf("services: spans: %w", err)
 		}
 	}
+	// The server has every subscription before Start returns: what is
+	// published after it is heard (the audit trail misses no task).
+	if err := nc.FlushTimeout(10 * time.Second); err != nil && ctx.Err() == nil {
+		log.Warn("the bus did not confirm the services' subscriptions", "err", err)
+	}
 	// Serving from here: the ready file says so before Start returns (the
 	// supervisor keeps it fresh).
 	if cfg.ReadyFile != "" {
