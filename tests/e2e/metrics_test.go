@@ -43,10 +43,7 @@ type promServer struct{ base string }
 
 func startPrometheus(t *testing.T, bin string) *promServer {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(root, "observability", "prometheus.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := readFile(t, filepath.Join(root, "observability", "prometheus.yml"))
 	var cfg map[string]any
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
 		t.Fatal(err)
