@@ -313,7 +313,7 @@ func Startup(ctx context.Context, agentBin string, runs int, idle time.Duration)
 		case <-time.After(idle):
 		case <-ctx.Done():
 		}
-		rss, err := rssOf(cmd.Process.Pid)
+		rss, err := RSS(cmd.Process.Pid)
 		if err == nil {
 			rssKiB = append(rssKiB, rss)
 		}
@@ -326,7 +326,8 @@ func Startup(ctx context.Context, agentBin string, runs int, idle time.Duration)
 	return firstHB, rssKiB, nil
 }
 
-func rssOf(pid int) (int64, error) {
+// RSS is a process's resident set in KiB, from /proc/<pid>/status.
+func RSS(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -336,7 +337,7 @@ func rssOf(pid int) (int64, error) {
 			return strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 		}
 	}
-	return 0, errors.New("no VmRSS")
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
 
 // ModuleRoot is the directory of the go.mod this package belongs to.

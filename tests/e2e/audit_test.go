@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -14,8 +13,7 @@ import (
 // agent-1 and agent-1's answer, taken from the bus, and the trail whole.
 func TestTheAuditTrailRecordsTheFlock(t *testing.T) {
 	cl := operatorClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	id := taskID(t, "audit")
 	if _, err := cl.Run(ctx, operator.Target{Agent: "agent-1"}, taskExec(id, "exit", "0"), nil); err != nil {
 		t.Fatalf("the task: %v", err)

@@ -46,9 +46,7 @@ func boardOperator(t *testing.T) *board.Client {
 }
 
 func boardCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+	return testContext(t, 15*time.Second)
 }
 
 // applyBoard applies p and wants every task created.
@@ -212,10 +210,7 @@ func TestBoardPlanRunsOnTheFlock(t *testing.T) {
 		t.Errorf("b's summary %q, want its task directory %q", summary("b"), want)
 	}
 	// d printed its context: b's and c's results.
-	file, err := os.ReadFile(filepath.Join(dirs["d"], "context.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := readFile(t, filepath.Join(dirs["d"], "context.json"))
 	printed := strings.TrimSpace(string(file))
 	if len(printed) > protocol.MaxBoardSummary-utf8.UTFMax { // the summary is its end
 		printed = printed[len(printed)-len(summary("d")):]

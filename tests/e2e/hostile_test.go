@@ -273,10 +273,7 @@ func TestHostileLogFill(t *testing.T) {
 		if r := got[last][0]; !r.OK() {
 			t.Fatalf("agent-1's task %d after the log fill: %+v", i, r)
 		}
-		b, err := os.ReadFile(hostLog)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := readFile(t, hostLog)
 		if _, after, ok := bytes.Cut(b, []byte("truncated in place")); ok && bytes.Contains(after, []byte(`"task":"`+last+`"`)) {
 			t.Logf("agent-1's runtime met the full log after %d tasks, truncated it (%d bytes now) and logged on", i+1, len(b))
 			break

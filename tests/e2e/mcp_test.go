@@ -32,11 +32,7 @@ func TestAgentsMessageOverMCP(t *testing.T) {
 			t.Fatalf("%s on %s: %+v", tool, agent, r)
 		}
 		if r.Truncated { // a result carries 32 KiB inline; the task's directory has it all
-			b, err := os.ReadFile(filepath.Join(f.sharedRoot, "agents", agent, "tasks", id, "stdout"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return string(b)
+			return string(readFile(t, filepath.Join(f.sharedRoot, "agents", agent, "tasks", id, "stdout")))
 		}
 		return r.Stdout
 	}
@@ -95,11 +91,7 @@ func TestAgentsMessageOverMCP(t *testing.T) {
 
 func readJSONFile(t *testing.T, path string, v any) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := json.Unmarshal(readFile(t, path), v); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 }

@@ -43,10 +43,7 @@ type promServer struct{ base string }
 
 func startPrometheus(t *testing.T, bin string) *promServer {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(root, "observability", "prometheus.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := readFile(t, filepath.Join(root, "observability", "prometheus.yml"))
 	var cfg map[string]any
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
 		t.Fatal(err)
@@ -93,15 +90,21 @@ func startPrometheus(t *testing.T, bin string) *promServer {
 	return p
 }
 
-// query evaluates an instant query; it returns the single value, or
-// ok=false when the result is empty.
-func (p *promServer) query(t *testing.T, q string) (float64, bool) {
+// getJSON GETs path from the server's API and decodes its answer into v.
+func (p *promServer) getJSON(t *testing.T, path string, v any) error {
 	t.Helper()
-	res, err := http.Get(p.base + "/api/v1/query?query=" + url.QueryEscape(q))
+	res, err := http.Get(p.base + path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
+	return json.NewDecoder(res.Body).Decode(v)
+}
+
+// query evaluates an instant query; it returns the single value, or
+// ok=false when the result is empty.
+func (p *promServer) query(t *testing.T, q string) (float64, bool) {
+	t.Helper()
 	var body struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
@@ -111,7 +114,7 @@ func (p *promServer) query(t *testing.T, q string) (float64, bool) {
 			} `json:"result"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(res.Body).Decode(&body); err != nil || body.Status != "success" {
+	if err := p.getJSON(t, "/api/v1/query?query="+url.QueryEscape(q), &body); err != nil || body.Status != "success" {
 		t.Fatalf("query %q: %v %s", q, err, body.Error)
 	}
 	switch len(body.Data.Result) {
@@ -130,15 +133,10 @@ func (p *promServer) query(t *testing.T, q string) (float64, bool) {
 
 func (p *promServer) names(t *testing.T) []string {
 	t.Helper()
-	res, err := http.Get(p.base + "/api/v1/label/__name__/values")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
 	var body struct {
 		Data []string `json:"data"`
 	}
-	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+	if err := p.getJSON(t, "/api/v1/label/__name__/values", &body); err != nil {
 		t.Fatal(err)
 	}
 	return body.Data

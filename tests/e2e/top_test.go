@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +14,7 @@ import (
 // its heartbeat, as the dashboard shows it.
 func TestTopReadsTheAgentsInTheirContainers(t *testing.T) {
 	cl := operatorClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 
 	rep, err := cl.Logs(ctx, "agent-1", 20)
 	if err != nil {

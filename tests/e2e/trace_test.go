@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,8 +25,7 @@ func TestATraceCrossesOperatorAgentAndGateway(t *testing.T) {
 	f := needGateway(t)
 	_, usage := watchUsage(t, f, programAgent)
 	cl := operatorClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	ctx := testContext(t, 90*time.Second)
 	parent := protocol.NewTrace()
 	id := taskID(t, "trace")
 	task := protocol.Task{ID: id, Kind: protocol.KindExec, Command: "/shared/common/bin/ai-agent", Args: []string{"ask", "What is a trace?"}}

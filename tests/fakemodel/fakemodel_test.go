@@ -29,6 +29,12 @@ func post(t *testing.T, url, key, body string) *http.Response {
 	if key != "" {
 		req.Header.Set("X-Api-Key", key)
 	}
+	return do(t, req)
+}
+
+// do sends req; its answer's body is closed when the test ends.
+func do(t *testing.T, req *http.Request) *http.Response {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -199,11 +205,7 @@ func TestOpenAIChat(t *testing.T) {
 	f, url := start(t, Options{RequireKey: "sk-open"})
 	req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-x","messages":[]}`))
 	req.Header.Set("Authorization", "Bearer sk-open")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := do(t, req)
 	var c struct {
 		Object  string `json:"object"`
 		Model   string `json:"model"`

@@ -6,13 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/bench"
 )
 
 // BenchmarkIdleRSS starts the built binary with 3 agents and one upstream
@@ -48,7 +48,7 @@ func BenchmarkIdleRSS(b *testing.B) {
 			b.Fatal(err)
 		}
 		time.Sleep(2 * time.Second)
-		n, err := vmRSS(cmd.Process.Pid)
+		n, err := bench.RSS(cmd.Process.Pid)
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		if werr := cmd.Wait(); err != nil || werr != nil || !strings.Contains(out.String(), `"msg":"listening"`) {
 			b.Fatalf("rss %v, exit %v:\n%s", err, werr, out.String())
@@ -56,18 +56,4 @@ func BenchmarkIdleRSS(b *testing.B) {
 		rss = n
 	}
 	b.ReportMetric(float64(rss), "rss-KiB")
-}
-
-// vmRSS is a process's resident set in KiB, from /proc/<pid>/status.
-func vmRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			return strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }

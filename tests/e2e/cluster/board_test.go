@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/ai-flock/ai-flock/agent/board"
@@ -131,11 +130,8 @@ func waitDone(t *testing.T, cl *board.Client, plan string, n int, d time.Duratio
 // used more claims than it allows.
 func TestBoardPlanSurvivesANodeLoss(t *testing.T) {
 	needHealthy(t)
-	nc, _ := operatorClient(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, op := operatorClient(t)
+	js := op.JetStream()
 	cl := board.NewOperatorClient(nc)
 	plan := fmt.Sprintf("survive-%d", time.Now().Unix())
 	events := watchBoardEvents(t, plan)

@@ -166,10 +166,7 @@ func (g *heartbeatGap) backAfter(t *testing.T, since time.Time, d time.Duration)
 func TestNodeLossAndRollingRestartLoseNoTask(t *testing.T) {
 	needHealthy(t)
 	nc, cl := operatorClient(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := cl.JetStream()
 	beats := watchHeartbeats(t, nc)
 	s := &bustest.Sender{JS: js}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)

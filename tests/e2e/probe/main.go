@@ -60,11 +60,7 @@ func main() {
 		c.Close()
 		ok("a route exists")
 	case "routes":
-		b, err := os.ReadFile("/proc/net/route")
-		if err != nil {
-			fail(err)
-		}
-		fmt.Print(string(b))
+		printFile("/proc/net/route")
 	case "write":
 		p := arg(2)
 		if err := os.WriteFile(p, []byte("probe\n"), 0o600); err != nil {
@@ -87,11 +83,7 @@ func main() {
 		ok("read")
 	case "kernel":
 		// The kernel the agent sees: the host's, or gVisor's own.
-		b, err := os.ReadFile("/proc/version")
-		if err != nil {
-			fail(err)
-		}
-		fmt.Print(string(b))
+		printFile("/proc/version")
 	case "id":
 		status, _ := os.ReadFile("/proc/self/status")
 		out := map[string]string{"uid": strconv.Itoa(os.Getuid()), "euid": strconv.Itoa(os.Geteuid()), "gid": strconv.Itoa(os.Getgid())}
@@ -204,6 +196,15 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|board-claim|board-hostile|mcp|http|connect|flood|latency ...")
 	os.Exit(2)
+}
+
+// printFile prints a file of the container's as it is.
+func printFile(path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fail(err)
+	}
+	fmt.Print(string(b))
 }
 
 func ok(msg string) { fmt.Println("OK", msg); os.Exit(0) }
