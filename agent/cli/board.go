@@ -158,16 +158,7 @@ func (b *boardCmd) run(ctx context.Context, limit time.Duration, fn func(context
 		return code
 	}
 	defer nc.Close()
-	if limit > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, limit)
-		defer cancel()
-	}
-	code, err := fn(ctx, board.NewAgentClient(nc, cfg.ID), nc)
-	if err != nil {
-		return exitFor(err, b.sio)
-	}
-	return code
+	return within(ctx, limit, b.sio, func(ctx context.Context) (int, error) { return fn(ctx, board.NewAgentClient(nc, cfg.ID), nc) })
 }
 
 // printed prints a task the board returned: a line, or its JSON.
