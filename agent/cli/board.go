@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -161,14 +162,27 @@ func (b *boardCmd) run(ctx context.Context, limit time.Duration, fn func(context
 	return within(ctx, limit, b.sio, func(ctx context.Context) (int, error) { return fn(ctx, board.NewAgentClient(nc, cfg.ID), nc) })
 }
 
-// printed prints a task the board returned: a line, or its JSON.
-func (b *boardCmd) printed(verb string, t *protocol.BoardTask) int {
-	if b.c.json {
-		printJSON(b.sio.Out, t)
-	} else {
-		fmt.Fprintf(b.sio.Out, "%s %s\n", verb, taskLine(*t))
-	}
-	return ExitOK
+// ask runs one request to the board (under boardWait) and prints its
+// answer: its JSON with --json, else as text writes it.
+func ask[T any](ctx context.Context, b *boardCmd, req func(context.Context, *board.Client) (T, error), text func(io.Writer, T)) int {
+	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
+		v, err := req(ctx, bc)
+		if err != nil {
+			return 0, err
+		}
+		if b.c.json {
+			printJSON(b.sio.Out, v)
+		} else {
+			text(b.sio.Out, v)
+		}
+		return ExitOK, nil
+	})
+}
+
+// did writes a task the board returned as what was done to it (verb) and
+// its line.
+func did(verb string) func(io.Writer, *protocol.BoardTask) {
+	return func(w io.Writer, t *protocol.BoardTask) { fmt.Fprintf(w, "%s %s\n", verb, taskLine(*t)) }
 }
 
 func boardCmdMain(ctx context.Context, args []string, env Env, sio IO) int {
@@ -246,18 +260,9 @@ func boardShow(ctx context.Context, args []string, env Env, sio IO) int {
 	if code, ok := b.parse(args, 2, "board show PLAN TASK [--as-agent | --operator]"); !ok {
 		return code
 	}
-	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
-		t, err := bc.Show(ctx, b.pos[0], b.pos[1])
-		if err != nil {
-			return 0, err
-		}
-		if b.c.json {
-			printJSON(sio.Out, t)
-		} else {
-			printTask(sio.Out, *t)
-		}
-		return ExitOK, nil
-	})
+	return ask(ctx, b, func(ctx context.Context, bc *board.Client) (*protocol.BoardTask, error) {
+		return bc.Show(ctx, b.pos[0], b.pos[1])
+	}, func(w io.Writer, t *protocol.BoardTask) { printTask(w, *t) })
 }
 
 func boardCancelRetry(ctx context.Context, op string, args []string, env Env, sio IO) int {
@@ -271,17 +276,10 @@ func boardCancelRetry(ctx context.Context, op string, args []string, env Env, si
 	if code, ok := b.parse(args, 2, usage); !ok {
 		return code
 	}
-	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
-		var t *protocol.BoardTask
-		var err error
+	return ask(ctx, b, func(ctx context.Context, bc *board.Client) (*protocol.BoardTask, error) {
 		if op == "cancel" {
-			t, err = bc.Cancel(ctx, b.pos[0], b.pos[1], *reason)
-		} else {
-			t, err = bc.Retry(ctx, b.pos[0], b.pos[1])
+			return bc.Cancel(ctx, b.pos[0], b.pos[1], *reason)
 		}
-		if err != nil {
-			return 0, err
-		}
-		return b.printed(map[string]string{"cancel": "cancelled", "retry": "retried"}[op], t), nil
-	})
+		return bc.Retry(ctx, b.pos[0], b.pos[1])
+	}, did(map[string]string{"cancel": "cancelled", "retry": "retried"}[op]))
 }
