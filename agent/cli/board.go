@@ -185,14 +185,23 @@ func did(verb string) func(io.Writer, *protocol.BoardTask) {
 	return func(w io.Writer, t *protocol.BoardTask) { fmt.Fprintf(w, "%s %s\n", verb, taskLine(*t)) }
 }
 
+// groupHelp answers a command group (board, plan) called with no command or
+// for help: its usage, on stderr and a usage error when no command came.
+func groupHelp(args []string, usage string, sio IO) (int, bool) {
+	if len(args) == 0 {
+		fmt.Fprint(sio.Err, usage)
+		return ExitUsage, true
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(sio.Out, usage)
+		return ExitOK, true
+	}
+	return 0, false
+}
+
 func boardCmdMain(ctx context.Context, args []string, env Env, sio IO) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		if len(args) == 0 {
-			fmt.Fprint(sio.Err, boardUsage)
-			return ExitUsage
-		}
-		fmt.Fprint(sio.Out, boardUsage)
-		return ExitOK
+	if code, ok := groupHelp(args, boardUsage, sio); ok {
+		return code
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
