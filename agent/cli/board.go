@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -158,36 +159,49 @@ func (b *boardCmd) run(ctx context.Context, limit time.Duration, fn func(context
 		return code
 	}
 	defer nc.Close()
-	if limit > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, limit)
-		defer cancel()
-	}
-	code, err := fn(ctx, board.NewAgentClient(nc, cfg.ID), nc)
-	if err != nil {
-		return exitFor(err, b.sio)
-	}
-	return code
+	return within(ctx, limit, b.sio, func(ctx context.Context) (int, error) { return fn(ctx, board.NewAgentClient(nc, cfg.ID), nc) })
 }
 
-// printed prints a task the board returned: a line, or its JSON.
-func (b *boardCmd) printed(verb string, t *protocol.BoardTask) int {
-	if b.c.json {
-		printJSON(b.sio.Out, t)
-	} else {
-		fmt.Fprintf(b.sio.Out, "%s %s\n", verb, taskLine(*t))
+// ask runs one request to the board (under boardWait) and prints its
+// answer: its JSON with --json, else as text writes it.
+func ask[T any](ctx context.Context, b *boardCmd, req func(context.Context, *board.Client) (T, error), text func(io.Writer, T)) int {
+	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
+		v, err := req(ctx, bc)
+		if err != nil {
+			return 0, err
+		}
+		if b.c.json {
+			printJSON(b.sio.Out, v)
+		} else {
+			text(b.sio.Out, v)
+		}
+		return ExitOK, nil
+	})
+}
+
+// did writes a task the board returned as what was done to it (verb) and
+// its line.
+func did(verb string) func(io.Writer, *protocol.BoardTask) {
+	return func(w io.Writer, t *protocol.BoardTask) { fmt.Fprintf(w, "%s %s\n", verb, taskLine(*t)) }
+}
+
+// groupHelp answers a command group (board, plan) called with no command or
+// for help: its usage, on stderr and a usage error when no command came.
+func groupHelp(args []string, usage string, sio IO) (int, bool) {
+	if len(args) == 0 {
+		fmt.Fprint(sio.Err, usage)
+		return ExitUsage, true
 	}
-	return ExitOK
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(sio.Out, usage)
+		return ExitOK, true
+	}
+	return 0, false
 }
 
 func boardCmdMain(ctx context.Context, args []string, env Env, sio IO) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		if len(args) == 0 {
-			fmt.Fprint(sio.Err, boardUsage)
-			return ExitUsage
-		}
-		fmt.Fprint(sio.Out, boardUsage)
-		return ExitOK
+	if code, ok := groupHelp(args, boardUsage, sio); ok {
+		return code
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
@@ -255,18 +269,9 @@ func boardShow(ctx context.Context, args []string, env Env, sio IO) int {
 	if code, ok := b.parse(args, 2, "board show PLAN TASK [--as-agent | --operator]"); !ok {
 		return code
 	}
-	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
-		t, err := bc.Show(ctx, b.pos[0], b.pos[1])
-		if err != nil {
-			return 0, err
-		}
-		if b.c.json {
-			printJSON(sio.Out, t)
-		} else {
-			printTask(sio.Out, *t)
-		}
-		return ExitOK, nil
-	})
+	return ask(ctx, b, func(ctx context.Context, bc *board.Client) (*protocol.BoardTask, error) {
+		return bc.Show(ctx, b.pos[0], b.pos[1])
+	}, func(w io.Writer, t *protocol.BoardTask) { printTask(w, *t) })
 }
 
 func boardCancelRetry(ctx context.Context, op string, args []string, env Env, sio IO) int {
@@ -280,17 +285,10 @@ func boardCancelRetry(ctx context.Context, op string, args []string, env Env, si
 	if code, ok := b.parse(args, 2, usage); !ok {
 		return code
 	}
-	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
-		var t *protocol.BoardTask
-		var err error
+	return ask(ctx, b, func(ctx context.Context, bc *board.Client) (*protocol.BoardTask, error) {
 		if op == "cancel" {
-			t, err = bc.Cancel(ctx, b.pos[0], b.pos[1], *reason)
-		} else {
-			t, err = bc.Retry(ctx, b.pos[0], b.pos[1])
+			return bc.Cancel(ctx, b.pos[0], b.pos[1], *reason)
 		}
-		if err != nil {
-			return 0, err
-		}
-		return b.printed(map[string]string{"cancel": "cancelled", "retry": "retried"}[op], t), nil
-	})
+		return bc.Retry(ctx, b.pos[0], b.pos[1])
+	}, did(map[string]string{"cancel": "cancelled", "retry": "retried"}[op]))
 }

@@ -37,17 +37,10 @@ func boardPut(ctx context.Context, args []string, env Env, sio IO) int {
 	if *name == "" {
 		*name = filepath.Base(b.pos[2])
 	}
-	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
-		a, err := bc.Put(ctx, b.pos[0], b.pos[1], *name, data)
-		if err != nil {
-			return 0, err
-		}
-		if b.c.json {
-			printJSON(sio.Out, a)
-		} else {
-			fmt.Fprintf(sio.Out, "put %s/%s/%s (%d bytes)\n", a.Plan, a.Task, a.Name, a.Size)
-		}
-		return ExitOK, nil
+	return ask(ctx, b, func(ctx context.Context, bc *board.Client) (*protocol.BoardArtifact, error) {
+		return bc.Put(ctx, b.pos[0], b.pos[1], *name, data)
+	}, func(w io.Writer, a *protocol.BoardArtifact) {
+		fmt.Fprintf(w, "put %s/%s/%s (%d bytes)\n", a.Plan, a.Task, a.Name, a.Size)
 	})
 }
 

@@ -75,24 +75,17 @@ func boardHeld(ctx context.Context, op string, args []string, env Env, sio IO) i
 		return ExitUsage
 	}
 	plan, task := b.pos[0], b.pos[1]
-	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
-		var t *protocol.BoardTask
-		var err error
+	return ask(ctx, b, func(ctx context.Context, bc *board.Client) (*protocol.BoardTask, error) {
 		switch op {
 		case "renew":
-			t, err = bc.Renew(ctx, plan, task)
+			return bc.Renew(ctx, plan, task)
 		case "release":
-			t, err = bc.Release(ctx, plan, task, *reason)
+			return bc.Release(ctx, plan, task, *reason)
 		case "fail":
-			t, err = bc.Fail(ctx, plan, task, *reason, nil)
-		case "complete":
-			t, err = bc.Complete(ctx, plan, task, protocol.BoardResult{Summary: *summary, Artifacts: artifacts})
+			return bc.Fail(ctx, plan, task, *reason, nil)
 		}
-		if err != nil {
-			return 0, err
-		}
-		return b.printed(map[string]string{"renew": "renewed", "release": "released", "fail": "failed", "complete": "completed"}[op], t), nil
-	})
+		return bc.Complete(ctx, plan, task, protocol.BoardResult{Summary: *summary, Artifacts: artifacts})
+	}, did(map[string]string{"renew": "renewed", "release": "released", "fail": "failed", "complete": "completed"}[op]))
 }
 
 func boardAdd(ctx context.Context, args []string, env Env, sio IO) int {
@@ -127,13 +120,9 @@ func boardAdd(ctx context.Context, args []string, env Env, sio IO) int {
 		return ExitUsage
 	}
 	spec.Run, spec.Needs, spec.Labels, spec.Timeout = b.rest, splitList(*needs), splitList(*labels), protocol.Duration(*timeout)
-	return b.run(ctx, boardWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
-		t, err := bc.Add(ctx, b.pos[0], b.pos[1], spec)
-		if err != nil {
-			return 0, err
-		}
-		return b.printed("added", t), nil
-	})
+	return ask(ctx, b, func(ctx context.Context, bc *board.Client) (*protocol.BoardTask, error) {
+		return bc.Add(ctx, b.pos[0], b.pos[1], spec)
+	}, did("added"))
 }
 
 func splitList(s string) []string {

@@ -224,6 +224,21 @@ func parse(fs *flag.FlagSet, args []string) (int, bool) {
 	return 0, true
 }
 
+// within calls fn under a time limit (0: none) and returns its exit code,
+// or the one exitFor prints and maps its error to.
+func within(ctx context.Context, limit time.Duration, sio IO, fn func(context.Context) (int, error)) int {
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	code, err := fn(ctx)
+	if err != nil {
+		return exitFor(err, sio)
+	}
+	return code
+}
+
 type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }

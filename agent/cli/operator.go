@@ -48,16 +48,7 @@ func (o *operatorCmd) run(ctx context.Context, limit time.Duration, fn func(cont
 		return ExitBus
 	}
 	defer cl.Close()
-	if limit > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, limit)
-		defer cancel()
-	}
-	code, err := fn(ctx, cl)
-	if err != nil {
-		return exitFor(err, o.sio)
-	}
-	return code
+	return within(ctx, limit, o.sio, func(ctx context.Context) (int, error) { return fn(ctx, cl) })
 }
 
 // exitFor maps an operator error to an exit code and prints it.

@@ -34,13 +34,8 @@ title, needs: [IDs], labels: [...], assignee, attempts, timeout (30s, 5m).
 `
 
 func planCmdMain(ctx context.Context, args []string, env Env, sio IO) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		if len(args) == 0 {
-			fmt.Fprint(sio.Err, planUsage)
-			return ExitUsage
-		}
-		fmt.Fprint(sio.Out, planUsage)
-		return ExitOK
+	if code, ok := groupHelp(args, planUsage, sio); ok {
+		return code
 	}
 	switch args[0] {
 	case "apply":

@@ -18,11 +18,11 @@ func addBoardAgentTools(s *mcp.Server, bc *board.Client) {
 	b := boardTools{bc: bc}
 	mcp.AddTool(s, &mcp.Tool{Name: "board_list", Description: "The board's tasks this agent may see (of a plan, of some statuses)."}, b.list)
 	mcp.AddTool(s, &mcp.Tool{Name: "board_claim", Description: "Take a ready task from the board (of a plan, a task, a kind), under a lease: returns it and the results of the tasks it needs. claimed is false when nothing is ready for this agent."}, b.claim)
-	mcp.AddTool(s, &mcp.Tool{Name: "board_renew", Description: "Extend the lease on a task this agent holds (before it runs out, or the task goes back to the board)."}, b.renew)
-	mcp.AddTool(s, &mcp.Tool{Name: "board_complete", Description: "Mark a task this agent holds done, with a summary (the tasks that need it read it) and references to what it produced."}, b.complete)
-	mcp.AddTool(s, &mcp.Tool{Name: "board_fail", Description: "Mark a task this agent holds failed, saying why."}, b.fail)
-	mcp.AddTool(s, &mcp.Tool{Name: "board_release", Description: "Hand a task this agent holds back to the board for another claim."}, b.release)
-	mcp.AddTool(s, &mcp.Tool{Name: "board_add", Description: "Add a subtask (a run or a prompt task) to the plan, under a task this agent holds."}, b.add)
+	mcp.AddTool(s, &mcp.Tool{Name: "board_renew", Description: "Extend the lease on a task this agent holds (before it runs out, or the task goes back to the board)."}, taskTool(b.renew))
+	mcp.AddTool(s, &mcp.Tool{Name: "board_complete", Description: "Mark a task this agent holds done, with a summary (the tasks that need it read it) and references to what it produced."}, taskTool(b.complete))
+	mcp.AddTool(s, &mcp.Tool{Name: "board_fail", Description: "Mark a task this agent holds failed, saying why."}, taskTool(b.fail))
+	mcp.AddTool(s, &mcp.Tool{Name: "board_release", Description: "Hand a task this agent holds back to the board for another claim."}, taskTool(b.release))
+	mcp.AddTool(s, &mcp.Tool{Name: "board_add", Description: "Add a subtask (a run or a prompt task) to the plan, under a task this agent holds."}, taskTool(b.add))
 	addBoardArtifactPut(s, b)
 	addBoardArtifactGet(s, b)
 }
@@ -67,10 +67,8 @@ func (b boardTools) claim(ctx context.Context, _ *mcp.CallToolRequest, in BoardC
 	return nil, out, nil
 }
 
-func (b boardTools) renew(ctx context.Context, _ *mcp.CallToolRequest, in BoardTaskIn) (*mcp.CallToolResult, BoardTaskOut, error) {
-	ctx, cancel := context.WithTimeout(ctx, boardWait)
-	defer cancel()
-	return boardTask(b.bc.Renew(ctx, in.Plan, in.Task))
+func (b boardTools) renew(ctx context.Context, in BoardTaskIn) (*protocol.BoardTask, error) {
+	return b.bc.Renew(ctx, in.Plan, in.Task)
 }
 
 // BoardCompleteIn is the board_complete tool's input.
@@ -81,10 +79,8 @@ type BoardCompleteIn struct {
 	Artifacts []string `json:"artifacts,omitempty" jsonschema:"references to what it produced (names in the board's artifact store)"`
 }
 
-func (b boardTools) complete(ctx context.Context, _ *mcp.CallToolRequest, in BoardCompleteIn) (*mcp.CallToolResult, BoardTaskOut, error) {
-	ctx, cancel := context.WithTimeout(ctx, boardWait)
-	defer cancel()
-	return boardTask(b.bc.Complete(ctx, in.Plan, in.Task, protocol.BoardResult{Summary: in.Summary, Artifacts: in.Artifacts}))
+func (b boardTools) complete(ctx context.Context, in BoardCompleteIn) (*protocol.BoardTask, error) {
+	return b.bc.Complete(ctx, in.Plan, in.Task, protocol.BoardResult{Summary: in.Summary, Artifacts: in.Artifacts})
 }
 
 // BoardFailIn is the board_fail tool's input.
@@ -94,10 +90,8 @@ type BoardFailIn struct {
 	Reason string `json:"reason" jsonschema:"why it failed"`
 }
 
-func (b boardTools) fail(ctx context.Context, _ *mcp.CallToolRequest, in BoardFailIn) (*mcp.CallToolResult, BoardTaskOut, error) {
-	ctx, cancel := context.WithTimeout(ctx, boardWait)
-	defer cancel()
-	return boardTask(b.bc.Fail(ctx, in.Plan, in.Task, in.Reason, nil))
+func (b boardTools) fail(ctx context.Context, in BoardFailIn) (*protocol.BoardTask, error) {
+	return b.bc.Fail(ctx, in.Plan, in.Task, in.Reason, nil)
 }
 
 // BoardReleaseIn is the board_release tool's input.
@@ -107,10 +101,8 @@ type BoardReleaseIn struct {
 	Reason string `json:"reason,omitempty" jsonschema:"why it is handed back"`
 }
 
-func (b boardTools) release(ctx context.Context, _ *mcp.CallToolRequest, in BoardReleaseIn) (*mcp.CallToolResult, BoardTaskOut, error) {
-	ctx, cancel := context.WithTimeout(ctx, boardWait)
-	defer cancel()
-	return boardTask(b.bc.Release(ctx, in.Plan, in.Task, in.Reason))
+func (b boardTools) release(ctx context.Context, in BoardReleaseIn) (*protocol.BoardTask, error) {
+	return b.bc.Release(ctx, in.Plan, in.Task, in.Reason)
 }
 
 // BoardAddIn is the board_add tool's input.
@@ -120,8 +112,6 @@ type BoardAddIn struct {
 	BoardSpecIn
 }
 
-func (b boardTools) add(ctx context.Context, _ *mcp.CallToolRequest, in BoardAddIn) (*mcp.CallToolResult, BoardTaskOut, error) {
-	ctx, cancel := context.WithTimeout(ctx, boardWait)
-	defer cancel()
-	return boardTask(b.bc.Add(ctx, in.Plan, in.Under, in.spec()))
+func (b boardTools) add(ctx context.Context, in BoardAddIn) (*protocol.BoardTask, error) {
+	return b.bc.Add(ctx, in.Plan, in.Under, in.spec())
 }

@@ -16,9 +16,9 @@ func addBoardOperatorTools(s *mcp.Server, bc *board.Client) {
 	b := boardTools{bc: bc}
 	mcp.AddTool(s, &mcp.Tool{Name: "board_apply", Description: "Write a plan (its ID and its tasks, with their dependencies) to the board. Tasks new to the plan are created, changed ones updated (unless an agent holds or finished them: kept), ones no longer in it cancelled; returns what happened to each. A bad plan is refused whole, every problem named."}, b.apply)
 	mcp.AddTool(s, &mcp.Tool{Name: "board_list", Description: "The board's tasks (of a plan, of some statuses) with their status, holder and attempts."}, b.list)
-	mcp.AddTool(s, &mcp.Tool{Name: "board_show", Description: "One task of the board, everything about it, its result too."}, b.show)
-	mcp.AddTool(s, &mcp.Tool{Name: "board_cancel", Description: "Cancel a task that is not done (its holder's lease ends)."}, b.cancel)
-	mcp.AddTool(s, &mcp.Tool{Name: "board_retry", Description: "Put a failed or cancelled task back on the board, its attempts reset."}, b.retry)
+	mcp.AddTool(s, &mcp.Tool{Name: "board_show", Description: "One task of the board, everything about it, its result too."}, taskTool(b.show))
+	mcp.AddTool(s, &mcp.Tool{Name: "board_cancel", Description: "Cancel a task that is not done (its holder's lease ends)."}, taskTool(b.cancel))
+	mcp.AddTool(s, &mcp.Tool{Name: "board_retry", Description: "Put a failed or cancelled task back on the board, its attempts reset."}, taskTool(b.retry))
 	addBoardArtifactGet(s, b)
 	mcp.AddTool(s, &mcp.Tool{Name: "board_remove_plan", Description: "Delete every task of a finished plan (all done, failed or cancelled) from the board, freeing its room; refused while a task of it is open."}, b.removePlan)
 }
@@ -88,14 +88,10 @@ type BoardCancelIn struct {
 	Reason string `json:"reason,omitempty" jsonschema:"why (kept on the task)"`
 }
 
-func (b boardTools) cancel(ctx context.Context, _ *mcp.CallToolRequest, in BoardCancelIn) (*mcp.CallToolResult, BoardTaskOut, error) {
-	ctx, cancel := context.WithTimeout(ctx, boardWait)
-	defer cancel()
-	return boardTask(b.bc.Cancel(ctx, in.Plan, in.Task, in.Reason))
+func (b boardTools) cancel(ctx context.Context, in BoardCancelIn) (*protocol.BoardTask, error) {
+	return b.bc.Cancel(ctx, in.Plan, in.Task, in.Reason)
 }
 
-func (b boardTools) retry(ctx context.Context, _ *mcp.CallToolRequest, in BoardTaskIn) (*mcp.CallToolResult, BoardTaskOut, error) {
-	ctx, cancel := context.WithTimeout(ctx, boardWait)
-	defer cancel()
-	return boardTask(b.bc.Retry(ctx, in.Plan, in.Task))
+func (b boardTools) retry(ctx context.Context, in BoardTaskIn) (*protocol.BoardTask, error) {
+	return b.bc.Retry(ctx, in.Plan, in.Task)
 }

@@ -1,13 +1,11 @@
 package mcpserver_test
 
 import (
-	"context"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/mcpserver"
-	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/boardtest"
 )
@@ -109,17 +107,7 @@ func TestAgentBoardTools(t *testing.T) {
 func TestOperatorBoardTools(t *testing.T) {
 	t.Parallel()
 	f := boardtest.Start(t)
-	cl, err := operator.New(f.Connect(t, protocol.OperatorUser))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	srv, err := mcpserver.NewOperator(ctx, cl, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	op := client(t, srv.Server)
+	op := operatorClient(t, f.Connect(t, protocol.OperatorUser))
 	done := boardTask("p", "build", protocol.BoardDone)
 	done.Result = &protocol.BoardResult{Summary: "built"}
 	f.Handle(func(r boardtest.Request) protocol.BoardReply {

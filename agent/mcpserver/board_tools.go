@@ -71,12 +71,18 @@ func tasksOut(ts []protocol.BoardTask) []BoardTaskOut {
 	return out
 }
 
-// boardTask turns the client's answer into a tool's.
-func boardTask(t *protocol.BoardTask, err error) (*mcp.CallToolResult, BoardTaskOut, error) {
-	if err != nil {
-		return nil, BoardTaskOut{}, err
+// taskTool makes a tool of a board request that answers with one task: the
+// request is bounded by boardWait, and the task returned as the tools show it.
+func taskTool[In any](req func(context.Context, In) (*protocol.BoardTask, error)) mcp.ToolHandlerFor[In, BoardTaskOut] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, BoardTaskOut, error) {
+		ctx, cancel := context.WithTimeout(ctx, boardWait)
+		defer cancel()
+		t, err := req(ctx, in)
+		if err != nil {
+			return nil, BoardTaskOut{}, err
+		}
+		return nil, taskOut(*t), nil
 	}
-	return nil, taskOut(*t), nil
 }
 
 // BoardListIn is the board_list tool's input.
@@ -115,10 +121,8 @@ func (b boardTools) list(ctx context.Context, _ *mcp.CallToolRequest, in BoardLi
 	return nil, BoardListOut{Tasks: tasksOut(ts)}, nil
 }
 
-func (b boardTools) show(ctx context.Context, _ *mcp.CallToolRequest, in BoardTaskIn) (*mcp.CallToolResult, BoardTaskOut, error) {
-	ctx, cancel := context.WithTimeout(ctx, boardWait)
-	defer cancel()
-	return boardTask(b.bc.Show(ctx, in.Plan, in.Task))
+func (b boardTools) show(ctx context.Context, in BoardTaskIn) (*protocol.BoardTask, error) {
+	return b.bc.Show(ctx, in.Plan, in.Task)
 }
 
 // BoardSpecIn is a task as a tool states it (a plan's for board_apply, a

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/agent/mcpserver"
@@ -19,9 +20,11 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
-func operatorServer(t *testing.T, tf *testFlock) *mcp.ClientSession {
+// operatorClient serves the operator's tools on nc (a connection as the
+// operator) and returns a client of them.
+func operatorClient(t *testing.T, nc *nats.Conn) *mcp.ClientSession {
 	t.Helper()
-	cl, err := operator.New(tf.f.Connect(t, protocol.OperatorUser))
+	cl, err := operator.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +40,7 @@ func operatorServer(t *testing.T, tf *testFlock) *mcp.ClientSession {
 func TestOperatorServerDrivesTheFlock(t *testing.T) {
 	t.Parallel()
 	tf := startFlock(t, 2)
-	op := operatorServer(t, tf)
+	op := operatorClient(t, tf.f.Connect(t, protocol.OperatorUser))
 	if got, want := toolNames(t, op), []string{"board_apply", "board_cancel", "board_get_artifact", "board_list", "board_remove_plan", "board_retry", "board_show", "broadcast", "budgets", "dead_letters", "list_agents", "recent_events", "run_task", "send"}; !slices.Equal(got, want) {
 		t.Fatalf("tools %v, want %v", got, want)
 	}
