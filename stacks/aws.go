@@ -48,10 +48,7 @@ func (awsTarget) Deploy(ctx *pulumi.Context, s Settings, keys Keys) (Outputs, er
 	if args.BusTopology, err = busconfig.RenderTopology(s.Model, uncounted...); err != nil {
 		return nil, err
 	}
-	args.Seeds = map[string]string{}
-	for id, k := range keys.Agents {
-		args.Seeds[id] = k.Seed
-	}
+	args.Seeds = keys.AgentSeeds()
 	args.OperatorSeed = keys.Operator.Seed
 	// The flock's services (the board) connect as their own bus user; the
 	// component keeps the seed a Pulumi secret, in Secrets Manager.

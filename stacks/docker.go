@@ -46,10 +46,7 @@ func (dockerTarget) Deploy(ctx *pulumi.Context, s Settings, keys Keys) (Outputs,
 	if err != nil {
 		return nil, err
 	}
-	args.Seeds = map[string]string{}
-	for id, k := range keys.Agents {
-		args.Seeds[id] = k.Seed
-	}
+	args.Seeds = keys.AgentSeeds()
 	args.BusTopology = topology
 	args.GatewaySeed, args.GatewayKeys = keys.Gateway.Seed, s.GatewayKeys
 	args.ServicesSeed = keys.Services.Seed

@@ -93,6 +93,16 @@ func (k Keys) PublicKeys() busconfig.PublicKeys {
 	return p
 }
 
+// AgentSeeds are the agents' seeds (agent ID -> seed), which the flock
+// components keep secret.
+func (k Keys) AgentSeeds() map[string]string {
+	seeds := map[string]string{}
+	for id, key := range k.Agents {
+		seeds[id] = key.Seed
+	}
+	return seeds
+}
+
 // exportCommon exports what every target shares: the agents and the
 // operator's credential (a secret: `pulumi stack output operatorSeed --show-secrets`).
 func exportCommon(ctx *pulumi.Context, m flock.Model, keys Keys) {

@@ -28,11 +28,19 @@ const (
 // security group rule descriptions (EC2-VPC).
 const ec2Chars = `a-zA-Z0-9 ._\-:/()#,@\[\]+=&;{}!$*`
 
-// IAM names: [\w+=,.@-] (\w is [A-Za-z0-9_]).
-const iamNameChars = `\w+=,.@-`
+// iamName is the rule of an IAM name of at most maxLen characters: [\w+=,.@-]
+// (\w is [A-Za-z0-9_]).
+func iamName(what, typ, input, field string, maxLen int, ref string) Rule {
+	return Rule{What: what, Type: typ, Input: input, Field: field,
+		Min: 1, Max: maxLen, Chars: chars(`\w+=,.@-`), Allowed: `[\w+=,.@-]`, Ref: ref}
+}
 
-// ECS names: letters, digits, hyphens and underscores.
-const ecsNameChars = `A-Za-z0-9_-`
+// ecsName is the rule of an ECS name: up to 255 letters, digits, hyphens
+// and underscores.
+func ecsName(what, typ, input, field, ref string) Rule {
+	return Rule{What: what, Type: typ, Input: input, Field: field,
+		Min: 1, Max: 255, Chars: chars(`A-Za-z0-9_-`), Allowed: "letters, digits, _ and -", Ref: ref}
+}
 
 // The rules. Each names the AWS reference it comes from; the facts were
 // checked in those references (or the SDK and CloudFormation docs that
@@ -66,19 +74,11 @@ var (
 	}
 	// IAM API Reference, CreateRole, RoleName: length 1 to 64, pattern
 	// [\w+=,.@-]+.
-	IAMRoleName = Rule{
-		What: "IAM role name", Type: TypeRole, Input: "name", Field: "CreateRole RoleName",
-		Min: 1, Max: 64, Chars: chars(iamNameChars), Allowed: `[\w+=,.@-]`,
-		Ref: "IAM API Reference, CreateRole, RoleName",
-	}
+	IAMRoleName = iamName("IAM role name", TypeRole, "name", "CreateRole RoleName", 64, "IAM API Reference, CreateRole, RoleName")
 	// Not an AWS rule: the provider (terraform-provider-aws, under
 	// pulumi-aws) adds a 26-character unique suffix to a role's namePrefix
 	// and refuses a prefix longer than 64 - 26 = 38. Characters as RoleName.
-	IAMRoleNamePrefix = Rule{
-		What: "IAM role name prefix", Type: TypeRole, Input: "namePrefix", Field: "CreateRole RoleName (prefix)",
-		Min: 1, Max: 38, Chars: chars(iamNameChars), Allowed: `[\w+=,.@-]`,
-		Ref: "IAM API Reference, CreateRole, RoleName, less the provider's 26-character unique suffix (not verified in the search tool's corpus)",
-	}
+	IAMRoleNamePrefix = iamName("IAM role name prefix", TypeRole, "namePrefix", "CreateRole RoleName (prefix)", 38, "IAM API Reference, CreateRole, RoleName, less the provider's 26-character unique suffix (not verified in the search tool's corpus)")
 	// IAM API Reference, CreateRole, Description: "Maximum length of 1000.
 	// Pattern: [\u0009\u000A\u000D\u0020-\u007E\u00A1-\u00FF]*".
 	IAMRoleDescription = Rule{
@@ -89,43 +89,23 @@ var (
 	// IAM API Reference, PutRolePolicy, PolicyName: length 1 to 128,
 	// pattern [\w+=,.@-]+ (the characters verified; the length from the
 	// reference's policyNameType, not shown by the search tool).
-	IAMRolePolicyName = Rule{
-		What: "IAM role policy name", Type: TypeRolePolicy, Input: "name", Field: "PutRolePolicy PolicyName",
-		Min: 1, Max: 128, Chars: chars(iamNameChars), Allowed: `[\w+=,.@-]`,
-		Ref: "IAM API Reference, PutRolePolicy, PolicyName",
-	}
+	IAMRolePolicyName = iamName("IAM role policy name", TypeRolePolicy, "name", "PutRolePolicy PolicyName", 128, "IAM API Reference, PutRolePolicy, PolicyName")
 	// ECS API Reference, RegisterTaskDefinition, family: "Up to 255 letters
 	// (uppercase and lowercase), numbers, underscores, and hyphens are
 	// allowed."
-	ECSTaskFamily = Rule{
-		What: "ECS task definition family", Type: TypeTaskDefinition, Input: "family", Field: "RegisterTaskDefinition family",
-		Min: 1, Max: 255, Chars: chars(ecsNameChars), Allowed: "letters, digits, _ and -",
-		Ref: "ECS API Reference, RegisterTaskDefinition, family",
-	}
+	ECSTaskFamily = ecsName("ECS task definition family", TypeTaskDefinition, "family", "RegisterTaskDefinition family", "ECS API Reference, RegisterTaskDefinition, family")
 	// ECS API Reference, ContainerDefinition, name: "Up to 255 letters
 	// (uppercase and lowercase), numbers, underscores, and hyphens are
 	// allowed."
-	ECSContainerName = Rule{
-		What: "ECS container name", Type: TypeTaskDefinition, Input: "containerDefinitions[].name", Field: "ContainerDefinition name",
-		Min: 1, Max: 255, Chars: chars(ecsNameChars), Allowed: "letters, digits, _ and -",
-		Ref: "ECS API Reference, ContainerDefinition, name",
-	}
+	ECSContainerName = ecsName("ECS container name", TypeTaskDefinition, "containerDefinitions[].name", "ContainerDefinition name", "ECS API Reference, ContainerDefinition, name")
 	// ECS API Reference, CreateService, serviceName: "Up to 255 letters
 	// (uppercase and lowercase), numbers, underscores, and hyphens are
 	// allowed." (verified as the pulumi-aws docs quote it).
-	ECSServiceName = Rule{
-		What: "ECS service name", Type: TypeService, Input: "name", Field: "CreateService serviceName",
-		Min: 1, Max: 255, Chars: chars(ecsNameChars), Allowed: "letters, digits, _ and -",
-		Ref: "ECS API Reference, CreateService, serviceName",
-	}
+	ECSServiceName = ecsName("ECS service name", TypeService, "name", "CreateService serviceName", "ECS API Reference, CreateService, serviceName")
 	// ECS API Reference, CreateCluster, clusterName: "Up to 255 letters
 	// (uppercase and lowercase), numbers, underscores, and hyphens are
 	// allowed." (not verified in the search tool's corpus).
-	ECSClusterName = Rule{
-		What: "ECS cluster name", Type: TypeCluster, Input: "name", Field: "CreateCluster clusterName",
-		Min: 1, Max: 255, Chars: chars(ecsNameChars), Allowed: "letters, digits, _ and -",
-		Ref: "ECS API Reference, CreateCluster, clusterName",
-	}
+	ECSClusterName = ecsName("ECS cluster name", TypeCluster, "name", "CreateCluster clusterName", "ECS API Reference, CreateCluster, clusterName")
 	// Cloud Map API Reference, CreateService, Name: at most 127 characters,
 	// dot-separated labels of up to 63. A service of a DNS namespace names
 	// the records <name>.<namespace>: the flock's are A records, one label,

@@ -231,35 +231,31 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 		Storage: jetstream.FileStorage, MaxBytes: m.Audit.MaxBytes, MaxMsgSize: int32(min(64<<10, b.MaxPayloadBytes)), Replicas: b.Replicas,
 		Metadata: map[string]string{protocol.AuditRetentionMeta: m.Audit.Retention.String()},
 	})
-	t.KeyValues = append(t.KeyValues, jetstream.KeyValueConfig{
-		Bucket: protocol.AuditAnchorsBucket, Description: "the audit trail's anchored head and retention checkpoint (the audit writer's)",
-		History: 8, MaxBytes: protocol.AuditAnchorsBytes, MaxValueSize: 1 << 10,
-		Storage: jetstream.FileStorage, Replicas: b.Replicas,
-	})
+	// Every key-value bucket is on file storage, replicated like the streams.
+	bucket := func(name, description string, history uint8, maxBytes int64, maxValueSize int32) {
+		t.KeyValues = append(t.KeyValues, jetstream.KeyValueConfig{
+			Bucket: name, Description: description,
+			History: history, MaxBytes: maxBytes, MaxValueSize: maxValueSize,
+			Storage: jetstream.FileStorage, Replicas: b.Replicas,
+		})
+	}
+	bucket(protocol.AuditAnchorsBucket, "the audit trail's anchored head and retention checkpoint (the audit writer's)",
+		8, protocol.AuditAnchorsBytes, 1<<10)
 	// The spending ledger: one entry per agent, replicated like the
 	// streams, so a gateway that restarts (or a second one) continues from
 	// the same totals.
-	t.KeyValues = append(t.KeyValues, jetstream.KeyValueConfig{
-		Bucket: protocol.LedgerBucket, Description: "tokens each agent spent against its budget (the model gateway's ledger)",
-		History: 1, MaxBytes: protocol.LedgerBucketBytes, MaxValueSize: 4 << 10,
-		Storage: jetstream.FileStorage, Replicas: b.Replicas,
-	})
+	bucket(protocol.LedgerBucket, "tokens each agent spent against its budget (the model gateway's ledger)",
+		1, protocol.LedgerBucketBytes, 4<<10)
 	// The board: the flock's shared task list, one entry per task, written
 	// only by the board service the flock's services run (agents ask it; they have no
 	// permission on the bucket). What it knows of each agent (labels,
 	// limits) comes from here, never from the agent.
-	t.KeyValues = append(t.KeyValues, jetstream.KeyValueConfig{
-		Bucket: protocol.BoardBucket, Description: "the board: the flock's shared tasks, their claims and results (the board service's)",
-		History: 1, MaxBytes: protocol.BoardBucketBytes, MaxValueSize: protocol.BoardValueBytes,
-		Storage: jetstream.FileStorage, Replicas: b.Replicas,
-	})
+	bucket(protocol.BoardBucket, "the board: the flock's shared tasks, their claims and results (the board service's)",
+		1, protocol.BoardBucketBytes, protocol.BoardValueBytes)
 	// What the flock's services know of the agents: written by the bus
 	// from this topology, read by the services (their own bus user).
-	t.KeyValues = append(t.KeyValues, jetstream.KeyValueConfig{
-		Bucket: protocol.ServicesBucket, Description: "the flock services' configuration: what the board knows of each agent (written by the bus)",
-		History: 1, MaxBytes: protocol.ServicesBucketBytes, MaxValueSize: 16 << 10,
-		Storage: jetstream.FileStorage, Replicas: b.Replicas,
-	})
+	bucket(protocol.ServicesBucket, "the flock services' configuration: what the board knows of each agent (written by the bus)",
+		1, protocol.ServicesBucketBytes, 16<<10)
 	// The board's artifacts: what tasks leave for the tasks that need
 	// them, written and read only through the board service.
 	t.ObjectStores = append(t.ObjectStores, jetstream.ObjectStoreConfig{

@@ -86,11 +86,7 @@ func (d *declarer) declareGateway() error {
 	if err != nil {
 		return fmt.Errorf("egress network: %w", err)
 	}
-	own, err := d.ownNetwork("gateway-net", m.Gateway.Net, protocol.RoleGateway)
-	if err != nil {
-		return fmt.Errorf("gateway network: %w", err)
-	}
-	links, err := d.busLinks("gateway", d.n("gateway-net"), m.Gateway.Net, own)
+	own, links, err := d.ownNetwork("gateway", m.Gateway.Net, protocol.RoleGateway)
 	if err != nil {
 		return err
 	}
@@ -120,12 +116,13 @@ func (d *declarer) declareGateway() error {
 	return d.pidsLimit("gateway", c, m.Gateway.Limits.Pids)
 }
 
-// ownNetwork declares an internal network of the flock's own services (the
-// gateway's to the bus, the services'): no route out (inhibit_ipv4), the
-// bus nodes joined to it by busLinks.
-func (d *declarer) ownNetwork(key string, subnet netip.Prefix, role string) (*docker.Network, error) {
-	return docker.NewNetwork(d.ctx, d.n(key), &docker.NetworkArgs{
-		Name:     pulumi.String(d.n(key)),
+// ownNetwork declares the internal network <owner>-net of one of the
+// flock's own services (the gateway's to the bus, the services'): no route
+// out (inhibit_ipv4), the bus nodes joined to it by the links it returns.
+func (d *declarer) ownNetwork(owner string, subnet netip.Prefix, role string) (*docker.Network, []pulumi.Resource, error) {
+	name := d.n(owner + "-net")
+	network, err := docker.NewNetwork(d.ctx, name, &docker.NetworkArgs{
+		Name:     pulumi.String(name),
 		Driver:   pulumi.String("bridge"),
 		Internal: pulumi.Bool(true),
 		IpamConfigs: docker.NetworkIpamConfigArray{docker.NetworkIpamConfigArgs{
@@ -134,6 +131,14 @@ func (d *declarer) ownNetwork(key string, subnet netip.Prefix, role string) (*do
 		Options: pulumi.StringMap{"com.docker.network.bridge.inhibit_ipv4": pulumi.String("true")},
 		Labels:  d.netLabels(role, ""),
 	}, d.parent)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s network: %w", owner, err)
+	}
+	links, err := d.busLinks(owner, name, subnet, network)
+	if err != nil {
+		return nil, nil, err
+	}
+	return network, links, nil
 }
 
 // gatewayLink joins the gateway to agent a's network at its fixed address

@@ -56,11 +56,7 @@ func (d *declarer) declareServices() error {
 	if err != nil {
 		return fmt.Errorf("services key: %w", err)
 	}
-	own, err := d.ownNetwork("services-net", m.Services.Net, protocol.RoleServices)
-	if err != nil {
-		return fmt.Errorf("services network: %w", err)
-	}
-	links, err := d.busLinks("services", d.n("services-net"), m.Services.Net, own)
+	own, links, err := d.ownNetwork("services", m.Services.Net, protocol.RoleServices)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 
+	"github.com/ai-flock/ai-flock/infra/policy/pack"
 	"github.com/ai-flock/ai-flock/infra/policy/rules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -28,18 +29,12 @@ func urnOf(stack string, r capture.Resource) string {
 	return string(resource.NewURN(tokens.QName(stack), "ai-flock", parentType, tokens.Type(r.Type), r.Name))
 }
 
-// toRules is what the pack sees of captured resources: the same conversion
-// (engine property map -> plain values) the pack applies to what the engine sends.
+// toRules is what the pack sees of captured resources: the engine's view
+// (analyzerResources) through the conversion the pack applies to it.
 func toRules(stack string, rs []capture.Resource) []rules.Resource {
 	out := make([]rules.Resource, 0, len(rs))
-	for _, r := range rs {
-		out = append(out, rules.Resource{
-			Type:  r.Type,
-			Name:  r.Name,
-			URN:   urnOf(stack, r),
-			Props: rules.FromPropertyMap(resource.FromResourcePropertyMap(r.Inputs)),
-			Deps:  r.Deps,
-		})
+	for _, r := range analyzerResources(stack, rs) {
+		out = append(out, pack.FromAnalyzer(r))
 	}
 	return out
 }

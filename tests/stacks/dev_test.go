@@ -101,6 +101,16 @@ func label(r capture.Resource, key string) string {
 	return ""
 }
 
+// networksJoined is what a container joins, as network@address in its order.
+func networksJoined(c capture.Resource) []string {
+	var joined []string
+	for _, n := range list(c, "networksAdvanced") {
+		m := n.(map[string]any)
+		joined = append(joined, fmt.Sprint(m["name"], "@", m["ipv4Address"]))
+	}
+	return joined
+}
+
 func list(r capture.Resource, key string) []any {
 	v, _ := r.Plain()[key].([]any)
 	return v

@@ -87,11 +87,7 @@ func TestDevGateway(t *testing.T) {
 	if p["user"] != "28191:28191" || p["readOnly"] != true || label(gw, "ai-flock.role") != "gateway" {
 		t.Errorf("gateway: user %v readOnly %v role %q", p["user"], p["readOnly"], label(gw, "ai-flock.role"))
 	}
-	var joined []string
-	for _, n := range p["networksAdvanced"].([]any) {
-		m := n.(map[string]any)
-		joined = append(joined, fmt.Sprint(m["name"], "@", m["ipv4Address"]))
-	}
+	joined := networksJoined(gw)
 	if strings.Join(joined, " ") != "flock-egress@10.210.255.246 flock-gateway-net@10.210.255.254" {
 		t.Errorf("gateway joins %v", joined)
 	}

@@ -37,11 +37,7 @@ func TestDevServices(t *testing.T) {
 			if fmt.Sprint(p["capabilities"]) != "map[drops:[ALL]]" || p["ports"] != nil && len(p["ports"].([]any)) > 0 {
 				t.Errorf("services: capabilities %v, ports %v", p["capabilities"], p["ports"])
 			}
-			var joined []string
-			for _, n := range p["networksAdvanced"].([]any) {
-				m := n.(map[string]any)
-				joined = append(joined, fmt.Sprint(m["name"], "@", m["ipv4Address"]))
-			}
+			joined := networksJoined(c)
 			if strings.Join(joined, " ") != "flock-services-net@10.210.255.238" {
 				t.Errorf("services join %v", joined)
 			}

@@ -126,15 +126,8 @@ func ecsTaskDropAllCapabilities(r Resource) []Finding {
 }
 
 func ecsTaskMemoryLimits(r Resource) []Finding {
-	v := r.get("memory")
-	if isUnknown(v) {
-		return nil
-	}
-	if m, ok := number(v); ok && m > 0 {
-		return nil
-	}
-	return []Finding{r.finding("set the task's memory (MiB) from the agent's memoryMiB limit",
-		"the task has no memory limit (memory is %s)", describe(v))}
+	return r.mustBePositive("memory", "set the task's memory (MiB) from the agent's memoryMiB limit",
+		"the task has no memory limit (memory is %s)")
 }
 
 func ecsTaskLogging(r Resource) []Finding {
@@ -250,12 +243,8 @@ func ecsServiceNoPublicIP(r Resource) []Finding {
 }
 
 func efsEncrypted(r Resource) []Finding {
-	v := r.get("encrypted")
-	if isUnknown(v) || truthy(v) {
-		return nil
-	}
-	return []Finding{r.finding("set encrypted: true (optionally with your own kmsKeyId)",
-		"the file system is not encrypted at rest (encrypted is %s)", describe(v))}
+	return r.mustBeTrue("encrypted", "set encrypted: true (optionally with your own kmsKeyId)",
+		"the file system is not encrypted at rest (encrypted is %s)")
 }
 
 func efsAccessPointPosixUser(r Resource) []Finding {
@@ -339,13 +328,6 @@ func securityGroupNoWorldIngress(r Resource) []Finding {
 }
 
 func logGroupRetention(r Resource) []Finding {
-	v := r.get("retentionInDays")
-	if isUnknown(v) {
-		return nil
-	}
-	if n, ok := number(v); ok && n > 0 {
-		return nil
-	}
-	return []Finding{r.finding("set retentionInDays (for example 30) so logs are kept no longer than needed and their cost is bounded",
-		"keeps logs forever (retentionInDays is %s)", describe(v))}
+	return r.mustBePositive("retentionInDays", "set retentionInDays (for example 30) so logs are kept no longer than needed and their cost is bounded",
+		"keeps logs forever (retentionInDays is %s)")
 }

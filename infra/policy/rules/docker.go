@@ -41,12 +41,8 @@ func containerNonRootUser(r Resource) []Finding {
 }
 
 func containerReadOnlyRootfs(r Resource) []Finding {
-	v := r.get("readOnly")
-	if isUnknown(v) || truthy(v) {
-		return nil
-	}
-	return []Finding{r.finding("set readOnly: true and give writable scratch space as size-capped noexec tmpfs at /tmp and /run",
-		"the root filesystem is writable (readOnly is %s)", describe(v))}
+	return r.mustBeTrue("readOnly", "set readOnly: true and give writable scratch space as size-capped noexec tmpfs at /tmp and /run",
+		"the root filesystem is writable (readOnly is %s)")
 }
 
 func containerDropAllCapabilities(r Resource) []Finding {
@@ -280,10 +276,6 @@ func networkAgentInternal(r Resource) []Finding {
 	if dockerLabels(r)[protocol.LabelRole] != protocol.RoleAgent {
 		return nil
 	}
-	v := r.get("internal")
-	if isUnknown(v) || truthy(v) {
-		return nil
-	}
-	return []Finding{r.finding("set internal: true (and the option com.docker.network.bridge.inhibit_ipv4=true) so the agent's network has no route out and no gateway on the host",
-		"is an agent network that is not internal (internal is %s): the agent can reach the host and the internet", describe(v))}
+	return r.mustBeTrue("internal", "set internal: true (and the option com.docker.network.bridge.inhibit_ipv4=true) so the agent's network has no route out and no gateway on the host",
+		"is an agent network that is not internal (internal is %s): the agent can reach the host and the internet")
 }

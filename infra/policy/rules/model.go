@@ -117,6 +117,29 @@ func (r Resource) finding(fix, format string, a ...any) Finding {
 	return Finding{Type: r.Type, Name: r.Name, URN: r.URN, Problem: fmt.Sprintf(format, a...), Fix: fix}
 }
 
+// mustBeTrue finds the input key unless it is true (or unknown: the engine
+// knows it only at apply); problem shows the value found (%s).
+func (r Resource) mustBeTrue(key, fix, problem string) []Finding {
+	v := r.get(key)
+	if isUnknown(v) || truthy(v) {
+		return nil
+	}
+	return []Finding{r.finding(fix, problem, describe(v))}
+}
+
+// mustBePositive finds the input key unless it is a number above 0 (or
+// unknown); problem shows the value found (%s).
+func (r Resource) mustBePositive(key, fix, problem string) []Finding {
+	v := r.get(key)
+	if isUnknown(v) {
+		return nil
+	}
+	if n, ok := number(v); ok && n > 0 {
+		return nil
+	}
+	return []Finding{r.finding(fix, problem, describe(v))}
+}
+
 // --- reading plain values -------------------------------------------------
 
 func isUnknown(v any) bool { _, ok := v.(Unknown); return ok }

@@ -1,11 +1,6 @@
 package rules
 
-import (
-	"maps"
-	"slices"
-
-	"github.com/ai-flock/ai-flock/protocol"
-)
+import "github.com/ai-flock/ai-flock/protocol"
 
 // stackAWSServicesNoIngress: on aws the flock's services (role services)
 // hold the board's bus user and listen on nothing: their security group
@@ -55,23 +50,7 @@ func stackAWSServicesNoIngress(rs []Resource) []Finding {
 			}
 		}
 	}
-	ids := map[string]string{} // group ID -> resource name
-	for _, name := range slices.Sorted(maps.Keys(groups)) {
-		sg := groups[name]
-		if id := resourceID(sg); id != "" {
-			ids[id] = name
-		}
-		if in := sg.get("ingress"); !isUnknown(in) && len(list(in)) > 0 {
-			out = append(out, sg.finding(fix, "is the flock services' security group with %d ingress rules: something could reach the board's bus user's process", len(list(in))))
-		}
-	}
-	for _, r := range append(byTypeSorted(rs, TypeSGIngressRule), byTypeSorted(rs, TypeSecurityGroupRule)...) {
-		if r.Type == TypeSecurityGroupRule && str(r.get("type")) != "ingress" {
-			continue
-		}
-		if name, ok := ids[str(r.get("securityGroupId"))]; ok {
-			out = append(out, r.finding(fix, "adds ingress to the flock services' security group %q: they listen on nothing, and nothing may reach them", name))
-		}
-	}
-	return out
+	return append(out, groupsNoIngress(rs, groups, fix,
+		"is the flock services' security group with %d ingress rules: something could reach the board's bus user's process",
+		"adds ingress to the flock services' security group %q: they listen on nothing, and nothing may reach them")...)
 }

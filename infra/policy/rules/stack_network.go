@@ -94,23 +94,33 @@ func stackAgentOwnNetwork(rs []Resource) []Finding {
 			}
 		}
 	}
-	const fix = "give agents' security groups no ingress at all (egress only to the bus, EFS and the AWS endpoints); the bus and EFS groups admit the agents' group instead"
-	agentSGIDs := map[string]string{}
-	for _, name := range slices.Sorted(maps.Keys(agentSG)) {
-		sg := agentSG[name]
+	return append(out, groupsNoIngress(rs, agentSG,
+		"give agents' security groups no ingress at all (egress only to the bus, EFS and the AWS endpoints); the bus and EFS groups admit the agents' group instead",
+		"is an agents' security group with %d ingress rules: agents could reach each other",
+		"adds ingress to the agents' security group %q: agents could be reached")...)
+}
+
+// groupsNoIngress finds the ingress of security groups (by resource name)
+// that must admit nothing: their inline rules (inline says how many, %d)
+// and the rules of their own that add some (byRule names the group, %q).
+func groupsNoIngress(rs []Resource, groups map[string]Resource, fix, inline, byRule string) []Finding {
+	var out []Finding
+	ids := map[string]string{} // group ID -> resource name
+	for _, name := range slices.Sorted(maps.Keys(groups)) {
+		sg := groups[name]
 		if id := resourceID(sg); id != "" {
-			agentSGIDs[id] = name
+			ids[id] = name
 		}
 		if in := sg.get("ingress"); !isUnknown(in) && len(list(in)) > 0 {
-			out = append(out, sg.finding(fix, "is an agents' security group with %d ingress rules: agents could reach each other", len(list(in))))
+			out = append(out, sg.finding(fix, inline, len(list(in))))
 		}
 	}
 	for _, rule := range append(byTypeSorted(rs, TypeSGIngressRule), byTypeSorted(rs, TypeSecurityGroupRule)...) {
 		if rule.Type == TypeSecurityGroupRule && str(rule.get("type")) != "ingress" {
 			continue
 		}
-		if sg, ok := agentSGIDs[str(rule.get("securityGroupId"))]; ok {
-			out = append(out, rule.finding(fix, "adds ingress to the agents' security group %q: agents could be reached", sg))
+		if name, ok := ids[str(rule.get("securityGroupId"))]; ok {
+			out = append(out, rule.finding(fix, byRule, name))
 		}
 	}
 	return out
