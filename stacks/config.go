@@ -16,6 +16,7 @@ import (
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/dockerflock"
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Settings is everything a stack needs besides the flock model.
@@ -98,7 +99,7 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	case c.Target == string(flock.TargetAWS) && awsOK:
 		s.AWS, targetErr = awsConf.Validate(ctx.Stack(), m, err == nil)
 	}
-	errs = append(errs, flock.Problems(targetErr)...)
+	errs = append(errs, protocol.Problems(targetErr)...)
 	secret, err := busSecret(ctx)
 	if err != nil {
 		errs = append(errs, err)

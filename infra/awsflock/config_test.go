@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // validate validates model (flock: keys as JSON) and flock:aws as the stack does.
@@ -26,7 +27,7 @@ func validate(t *testing.T, model, aws string) (Args, []error, error) {
 	}
 	m, merr := mc.Validate()
 	a, err := c.Validate("aws", m, merr == nil)
-	errs := flock.Problems(err)
+	errs := protocol.Problems(err)
 	return a, errs, merr
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // validateOn validates model and flock:aws as the stack named stack does.
@@ -25,7 +26,7 @@ func validateOn(t *testing.T, stack, model, aws string) []error {
 		t.Fatalf("the model itself was refused: %v", err)
 	}
 	_, err = c.Validate(stack, m, true)
-	return flock.Problems(err)
+	return protocol.Problems(err)
 }
 
 func messages(errs []error) string {

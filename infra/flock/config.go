@@ -169,17 +169,6 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Key + ": " + e.Rule }
 
-// Problems lists the problems a Validate error joins (none for nil).
-func Problems(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
 type errs []error
 
 func (es *errs) add(key, format string, a ...any) {

@@ -114,7 +114,7 @@ func TestValidateRules(t *testing.T) {
 				t.Fatalf("accepted; want an error on %s", tc.key)
 			}
 			var found bool
-			for _, e := range Problems(err) {
+			for _, e := range protocol.Problems(err) {
 				var fe *Error
 				if errors.As(e, &fe) && fe.Key == tc.key && strings.Contains(fe.Rule, tc.rule) {
 					found = true
@@ -136,7 +136,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		c.Board.ClaimLimit = ip(0)
 	})
 	_, err := c.Validate()
-	if n := len(Problems(err)); n != 4 {
+	if n := len(protocol.Problems(err)); n != 4 {
 		t.Fatalf("got %d errors, want 4: %v", n, err)
 	}
 }
@@ -391,7 +391,7 @@ func TestAgentLabelRules(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.cfg.Validate()
-			ps := Problems(err)
+			ps := protocol.Problems(err)
 			var fe *Error
 			if len(ps) != 1 || !errors.As(ps[0], &fe) || fe.Key != tc.key || !strings.Contains(fe.Rule, tc.rule) {
 				t.Fatalf("want one problem, %s: …%s…\n got: %v", tc.key, tc.rule, err)
@@ -403,7 +403,7 @@ func TestAgentLabelRules(t *testing.T) {
 	c.Agents = append(c.Agents, AgentConfig{ID: "Bad_ID", Slot: ip(9), Labels: []string{"x.y"}})
 	_, err := c.Validate()
 	var got []string
-	for _, e := range Problems(err) {
+	for _, e := range protocol.Problems(err) {
 		got = append(got, e.Error())
 	}
 	want := []string{
