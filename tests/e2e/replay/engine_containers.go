@@ -156,3 +156,20 @@ func (e *Engine) Pause(ctx context.Context, id string) error {
 func (e *Engine) Unpause(ctx context.Context, id string) error {
 	return e.do(ctx, "POST", "/containers/"+url.PathEscape(id)+"/unpause", nil, nil)
 }
+
+// HealthyNames lists the names (without the leading /) of the running
+// containers carrying label (k=v) whose health check passes.
+func (e *Engine) HealthyNames(ctx context.Context, label string) ([]string, error) {
+	f, _ := json.Marshal(map[string][]string{"label": {label}, "health": {"healthy"}})
+	var out []struct{ Names []string }
+	if err := e.do(ctx, "GET", "/containers/json?filters="+url.QueryEscape(string(f)), nil, &out); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, c := range out {
+		for _, n := range c.Names {
+			names = append(names, strings.TrimPrefix(n, "/"))
+		}
+	}
+	return names, nil
+}
