@@ -23,6 +23,14 @@ import (
 	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
+// startTwoAgents starts a bus of two agents and connects the operator,
+// agent-1 and agent-2 to it, each recording the server's refusals.
+func startTwoAgents(t *testing.T) (f *bustest.Bus, op, a1, a2 *bustest.RecordedConn) {
+	t.Helper()
+	f = bustest.Start(t, bustest.Agents(2))
+	return f, f.ConnectRecorded(t, protocol.OperatorUser), f.ConnectRecorded(t, "agent-1"), f.ConnectRecorded(t, "agent-2")
+}
+
 // listen subscribes (as a privileged watcher) and returns what arrives.
 func listen(t *testing.T, nc *nats.Conn, subject string) chan *nats.Msg {
 	t.Helper()
@@ -81,10 +89,7 @@ func got(t *testing.T, ch chan *nats.Msg, why string) *nats.Msg {
 
 func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 	t.Parallel()
-	f := bustest.Start(t, bustest.Agents(2))
-	op := f.ConnectRecorded(t, protocol.OperatorUser)
-	a1 := f.ConnectRecorded(t, "agent-1")
-	a2 := f.ConnectRecorded(t, "agent-2")
+	_, op, a1, a2 := startTwoAgents(t)
 
 	t.Run("cannot publish as agent-2", func(t *testing.T) {
 		for _, subj := range []string{protocol.ResultSubject("agent-2"), protocol.EventsSubject("agent-2"), protocol.HeartbeatSubject("agent-2")} {

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/protocol"
-	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
 // An agent's recent log lines are the operator's to ask for, and the
@@ -14,10 +13,7 @@ import (
 // services ask for none.
 func TestOnlyTheOperatorAsksAndOnlyTheAgentAnswersForLogs(t *testing.T) {
 	t.Parallel()
-	f := bustest.Start(t, bustest.Agents(2))
-	op := f.ConnectRecorded(t, protocol.OperatorUser)
-	a1 := f.ConnectRecorded(t, "agent-1")
-	a2 := f.ConnectRecorded(t, "agent-2")
+	f, op, a1, a2 := startTwoAgents(t)
 
 	// agent-1 listens on its own subject; the operator's request reaches it.
 	got1 := listen(t, a1.Conn, protocol.LogsSubject("agent-1"))
