@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // These tests run the service on a bare nats-server (no users, no
@@ -107,34 +108,10 @@ func TestTwoNodesGiveATaskOnce(t *testing.T) {
 		if _, err := op.Apply(testCtx(t), protocol.BoardPlan{Plan: p, Tasks: []protocol.BoardTaskSpec{{ID: "prize", Prompt: "x"}}}); err != nil {
 			t.Fatal(err)
 		}
-		var (
-			mu      sync.Mutex
-			wg      sync.WaitGroup
-			winners []int
-			others  = map[string]int{}
-			start   = make(chan struct{})
-		)
-		for i, c := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				_, err := c.Claim(testCtx(t), p, "", "")
-				mu.Lock()
-				defer mu.Unlock()
-				var be *protocol.BoardError
-				switch {
-				case err == nil:
-					winners = append(winners, i)
-				case errors.As(err, &be):
-					others[be.Code]++
-				default:
-					t.Errorf("claim: %v", err)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
+		_, errs := testkit.AtOnce(len(clients), func(i int) (*protocol.BoardReply, error) {
+			return clients[i].Claim(testCtx(t), p, "", "")
+		})
+		winners, others := testkit.Refusals(t, errs)
 		if len(winners) != 1 || others[protocol.BoardErrNothing] != 49 {
 			t.Fatalf("round %d: winners %v, refusals %v", round, winners, others)
 		}

@@ -2,15 +2,14 @@ package board_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // agents connects agent-1 … agent-n, each on its own connection.
@@ -27,33 +26,13 @@ func (e *env) agents(t testing.TB, n int) []*board.Client {
 // refusals' codes.
 func race(t testing.TB, clients []*board.Client, p string) (won []protocol.BoardTask, codes map[string]int) {
 	t.Helper()
-	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-	)
-	codes = map[string]int{}
-	for i, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			rep, err := c.Claim(ctxT(t), p, "", "")
-			mu.Lock()
-			defer mu.Unlock()
-			var be *protocol.BoardError
-			switch {
-			case err == nil:
-				won = append(won, *rep.Task)
-			case errors.As(err, &be):
-				codes[be.Code]++
-			default:
-				t.Errorf("agent-%d: %v", i+1, err)
-			}
-		}()
+	reps, errs := testkit.AtOnce(len(clients), func(i int) (*protocol.BoardReply, error) {
+		return clients[i].Claim(ctxT(t), p, "", "")
+	})
+	passed, codes := testkit.Refusals(t, errs)
+	for _, i := range passed {
+		won = append(won, *reps[i].Task)
 	}
-	close(start)
-	wg.Wait()
 	return won, codes
 }
 
@@ -122,20 +101,15 @@ func TestConcurrentCompletionsPromoteTheirDependent(t *testing.T) {
 		e.apply(t, plan(p, prompt("a"), prompt("b"), prompt("c", "a", "b")))
 		claim(t, clients[0], p, "a")
 		claim(t, clients[1], p, "b")
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i, id := range []string{"a", "b"} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				if _, err := clients[i].Complete(ctxT(t), p, id, protocol.BoardResult{}); err != nil {
-					t.Errorf("complete %s: %v", id, err)
-				}
-			}()
+		done := []string{"a", "b"}
+		_, errs := testkit.AtOnce(len(done), func(i int) (*protocol.BoardTask, error) {
+			return clients[i].Complete(ctxT(t), p, done[i], protocol.BoardResult{})
+		})
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("complete %s: %v", done[i], err)
+			}
 		}
-		close(start)
-		wg.Wait()
 		e.status(t, p, "c", protocol.BoardReady)
 	}
 	// Every event of a round's c: blocked when applied, ready once.
@@ -178,49 +152,32 @@ func TestOneAgentsConcurrentClaimsAndAddsKeepItsLimits(t *testing.T) {
 		specs = append(specs, prompt(fmt.Sprintf("t%d", i)))
 	}
 	e.apply(t, plan("p", specs...))
-	at := func(n int, do func(i int) error) (passed int) {
-		var (
-			mu    sync.Mutex
-			wg    sync.WaitGroup
-			start = make(chan struct{})
-		)
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				err := do(i)
-				mu.Lock()
-				defer mu.Unlock()
-				if err == nil {
-					passed++
-					return
-				}
-				refused(t, err, protocol.BoardErrLimit)
-			}()
+	// Every call refused is refused for the limit: each passed the rest.
+	limited := func(errs []error) int {
+		t.Helper()
+		passed, codes := testkit.Refusals(t, errs)
+		if codes[protocol.BoardErrLimit] != len(errs)-len(passed) {
+			t.Fatalf("refusals %v, want only %q", codes, protocol.BoardErrLimit)
 		}
-		close(start)
-		wg.Wait()
-		return passed
+		return len(passed)
 	}
-	var mu sync.Mutex
-	var held []string
-	claims := at(30, func(int) error {
-		rep, err := a1.Claim(ctxT(t), "p", "", "")
-		if err == nil {
-			mu.Lock()
-			held = append(held, rep.Task.ID)
-			mu.Unlock()
-		}
-		return err
+	reps, errs := testkit.AtOnce(30, func(int) (*protocol.BoardReply, error) {
+		return a1.Claim(ctxT(t), "p", "", "")
 	})
+	claims := limited(errs)
+	var held []string
+	for i, rep := range reps {
+		if errs[i] == nil {
+			held = append(held, rep.Task.ID)
+		}
+	}
 	if n := len(must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), "p", protocol.BoardClaimed))); claims != 2 || n != 2 {
 		t.Fatalf("%d claims passed, %d tasks claimed on the board; the limit is 2", claims, n)
 	}
-	adds := at(30, func(i int) error {
-		_, err := a1.Add(ctxT(t), "p", held[i%2], prompt(fmt.Sprintf("s%d", i)))
-		return err
+	_, errs = testkit.AtOnce(30, func(i int) (*protocol.BoardTask, error) {
+		return a1.Add(ctxT(t), "p", held[i%2], prompt(fmt.Sprintf("s%d", i)))
 	})
+	adds := limited(errs)
 	if n := len(must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), "p"))); adds != 5 || n != 15 {
 		t.Fatalf("%d adds passed, %d tasks on the board; the quota is 5", adds, n)
 	}

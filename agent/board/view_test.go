@@ -70,20 +70,11 @@ func TestEventsAndTheReadyBell(t *testing.T) {
 	e.apply(t, plan("p", prompt("a"), prompt("b", "a")))
 	next := func(want string) protocol.BoardTask {
 		t.Helper()
-		select {
-		case m := <-events:
-			var task protocol.BoardTask
-			if err := json.Unmarshal(m.Data, &task); err != nil {
-				t.Fatal(err)
-			}
-			if m.Subject != protocol.BoardEventSubject(task.Plan, task.ID) || task.Key()+" "+task.Status != want {
-				t.Fatalf("event %s %s %s, want %s", m.Subject, task.Key(), task.Status, want)
-			}
-			return task
-		case <-time.After(2 * time.Second):
-			t.Fatalf("no event %s", want)
+		subject, task := nextEvent(t, events, want)
+		if subject != protocol.BoardEventSubject(task.Plan, task.ID) || task.Key()+" "+task.Status != want {
+			t.Fatalf("event %s %s %s, want %s", subject, task.Key(), task.Status, want)
 		}
-		return protocol.BoardTask{}
+		return task
 	}
 	ring := func() {
 		t.Helper()
@@ -98,8 +89,8 @@ func TestEventsAndTheReadyBell(t *testing.T) {
 	}
 	got := map[string]bool{}
 	for range 2 { // written side by side: either order
-		task := next2(t, events)
-		got[task] = true
+		_, task := nextEvent(t, events, "of the apply")
+		got[task.Key()+" "+task.Status] = true
 	}
 	if !got["p.a ready"] || !got["p.b blocked"] {
 		t.Fatalf("apply events %v", got)
@@ -113,7 +104,9 @@ func TestEventsAndTheReadyBell(t *testing.T) {
 	ring()
 }
 
-func next2(t *testing.T, events chan *nats.Msg) string {
+// nextEvent is the next board event on events, with its subject; the test
+// fails if none comes within 2 s.
+func nextEvent(t *testing.T, events chan *nats.Msg, what string) (string, protocol.BoardTask) {
 	t.Helper()
 	select {
 	case m := <-events:
@@ -121,9 +114,9 @@ func next2(t *testing.T, events chan *nats.Msg) string {
 		if err := json.Unmarshal(m.Data, &task); err != nil {
 			t.Fatal(err)
 		}
-		return task.Key() + " " + task.Status
+		return m.Subject, task
 	case <-time.After(2 * time.Second):
-		t.Fatal("no event")
+		t.Fatalf("no event %s", what)
 	}
-	return ""
+	return "", protocol.BoardTask{}
 }

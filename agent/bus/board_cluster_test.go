@@ -2,9 +2,7 @@ package bus_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,34 +35,10 @@ func TestTheBoardOnAClusteredBus(t *testing.T) {
 		if _, err := op.Apply(ctx, protocol.BoardPlan{Plan: p, Tasks: []protocol.BoardTaskSpec{{ID: "prize", Prompt: "x"}}}); err != nil {
 			t.Fatal(err)
 		}
-		var (
-			mu      sync.Mutex
-			wg      sync.WaitGroup
-			winners []int
-			codes   = map[string]int{}
-			start   = make(chan struct{})
-		)
-		for i, c := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				_, err := c.Claim(ctx, p, "", "")
-				mu.Lock()
-				defer mu.Unlock()
-				var be *protocol.BoardError
-				switch {
-				case err == nil:
-					winners = append(winners, i)
-				case errors.As(err, &be):
-					codes[be.Code]++
-				default:
-					t.Errorf("agent-%d: %v", i+1, err)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
+		_, errs := testkit.AtOnce(len(clients), func(i int) (*protocol.BoardReply, error) {
+			return clients[i].Claim(ctx, p, "", "")
+		})
+		winners, codes := testkit.Refusals(t, errs)
 		// A node whose view lags may see the task ready and lose the
 		// write (conflict), or already see it claimed (nothing).
 		if len(winners) != 1 || codes[protocol.BoardErrNothing]+codes[protocol.BoardErrNotReady]+codes[protocol.BoardErrConflict] != agents-1 {

@@ -23,45 +23,12 @@ import (
 	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
-// conn is a test connection that records the server's permission errors.
-type conn struct {
-	*nats.Conn
-	errs chan error
-}
-
-func connect(t *testing.T, f *bustest.Bus, user string) *conn {
+// startTwoAgents starts a bus of two agents and connects the operator,
+// agent-1 and agent-2 to it, each recording the server's refusals.
+func startTwoAgents(t *testing.T) (f *bustest.Bus, op, a1, a2 *bustest.RecordedConn) {
 	t.Helper()
-	c := &conn{errs: make(chan error, 64)}
-	c.Conn = f.Connect(t, user, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.errs <- err }))
-	return c
-}
-
-// denied asserts the server refused something on subject (publish or subscribe).
-func (c *conn) denied(t *testing.T, what, subject string) {
-	t.Helper()
-	_ = c.Flush()
-	timeout := time.After(2 * time.Second)
-	for {
-		select {
-		case err := <-c.errs:
-			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(strings.ToLower(err.Error()), strings.ToLower(what)) && strings.Contains(err.Error(), `"`+subject+`"`) {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("server did not refuse %s on %q", what, subject)
-		}
-	}
-}
-
-// noErrors asserts the server refused nothing so far.
-func (c *conn) noErrors(t *testing.T) {
-	t.Helper()
-	_ = c.Flush()
-	select {
-	case err := <-c.errs:
-		t.Fatalf("unexpected error: %v", err)
-	case <-time.After(100 * time.Millisecond):
-	}
+	f = bustest.Start(t, bustest.Agents(2))
+	return f, f.ConnectRecorded(t, protocol.OperatorUser), f.ConnectRecorded(t, "agent-1"), f.ConnectRecorded(t, "agent-2")
 }
 
 // listen subscribes (as a privileged watcher) and returns what arrives.
@@ -122,16 +89,13 @@ func got(t *testing.T, ch chan *nats.Msg, why string) *nats.Msg {
 
 func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 	t.Parallel()
-	f := bustest.Start(t, bustest.Agents(2))
-	op := connect(t, f, protocol.OperatorUser)
-	a1 := connect(t, f, "agent-1")
-	a2 := connect(t, f, "agent-2")
+	_, op, a1, a2 := startTwoAgents(t)
 
 	t.Run("cannot publish as agent-2", func(t *testing.T) {
 		for _, subj := range []string{protocol.ResultSubject("agent-2"), protocol.EventsSubject("agent-2"), protocol.HeartbeatSubject("agent-2")} {
 			ch := listen(t, op.Conn, subj)
 			_ = a1.Publish(subj, []byte("forged"))
-			a1.denied(t, "publish", subj)
+			a1.Denied(t, "publish", subj)
 			nothing(t, ch, "forged message delivered")
 			// Control: agent-2 itself may.
 			_ = a2.Publish(subj, []byte("real"))
@@ -141,7 +105,7 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 		ch := listen(t, op.Conn, protocol.HeartbeatSubject("agent-1"))
 		_ = a1.Publish(protocol.HeartbeatSubject("agent-1"), []byte("{}"))
 		got(t, ch, "agent-1's own heartbeat")
-		a1.noErrors(t)
+		a1.NoErrors(t, 100*time.Millisecond)
 	})
 
 	t.Run("sends only as itself", func(t *testing.T) {
@@ -149,11 +113,11 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 		for _, as := range []string{"agent-2", protocol.OperatorUser, "agent-3"} {
 			subj := protocol.InboxSubject("agent-2", as)
 			_ = a1.Publish(subj, []byte("forged sender"))
-			a1.denied(t, "publish", subj)
+			a1.Denied(t, "publish", subj)
 			nothing(t, inbox, "a message agent-1 sent as "+as)
 		}
 		_ = op.Publish(protocol.InboxSubject("agent-2", "agent-1"), []byte("forged sender"))
-		op.denied(t, "publish", protocol.InboxSubject("agent-2", "agent-1"))
+		op.Denied(t, "publish", protocol.InboxSubject("agent-2", "agent-1"))
 		nothing(t, inbox, "a message the operator sent as agent-1")
 		// Control: each may send as itself, and the subject names it.
 		_ = a1.Publish(protocol.InboxSubject("agent-2", "agent-1"), []byte("from agent-1"))
@@ -162,8 +126,8 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 		}
 		_ = op.Publish(protocol.InboxSubject("agent-2", protocol.OperatorUser), []byte("from the operator"))
 		got(t, inbox, "the operator as itself")
-		a1.noErrors(t)
-		op.noErrors(t)
+		a1.NoErrors(t, 100*time.Millisecond)
+		op.NoErrors(t, 100*time.Millisecond)
 	})
 
 	t.Run("replies only into reply inboxes", func(t *testing.T) {
@@ -190,7 +154,7 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 		if err := <-sent; err != nil {
 			t.Fatalf("agent-1's receipt into agent-2's reply inbox: %v", err)
 		}
-		a1.noErrors(t)
+		a1.NoErrors(t, 100*time.Millisecond)
 		for _, reply := range []string{protocol.TaskSubject("agent-2"), protocol.HeartbeatSubject("agent-2"), "$JS.API.STREAM.PURGE." + protocol.StreamTasks, "$KV.x.y", "$SYS.REQ.SERVER.PING"} {
 			watch := listen(t, op.Conn, reply)
 			if strings.HasPrefix(reply, "$") {
@@ -205,7 +169,7 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 			m := got(t, mail, "agent-2's message naming "+reply)
 			_ = a1.Publish(m.Header.Get(protocol.HeaderReceipt), []byte("answer"))
 			_ = a1.Flush()
-			a1.denied(t, "publish", reply)
+			a1.Denied(t, "publish", reply)
 			if watch != nil {
 				nothing(t, watch, "agent-1's answer on "+reply)
 			}
@@ -223,14 +187,14 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 		}
 		for _, subj := range []string{protocol.SubjectHeartbeats, protocol.SubjectEvents, protocol.SubjectResults} {
 			_, _ = a1.SubscribeSync(subj)
-			a1.denied(t, "subscription", subj)
+			a1.Denied(t, "subscription", subj)
 		}
 	})
 
 	t.Run("cannot subscribe to agent-2's subjects, nor to the flock's spans", func(t *testing.T) {
 		for _, subj := range []string{"agent.agent-2.>", protocol.InboxOf("agent-2"), protocol.InboxSubject("agent-2", "agent-1"), "agent.*.inbox.*", "agent.>", protocol.SpansSubject, ">"} {
 			sub, _ := a1.SubscribeSync(subj)
-			a1.denied(t, "subscription", subj)
+			a1.Denied(t, "subscription", subj)
 			_ = a2.Publish(protocol.EventsSubject("agent-2"), []byte("private"))
 			_ = op.Publish(protocol.InboxSubject("agent-2", protocol.OperatorUser), []byte("for agent-2 only"))
 			_ = op.Flush()
@@ -255,7 +219,7 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 			"$JS.API.STREAM.PURGE." + mail,
 		} {
 			_, _ = a1.Request(subj, []byte(`{"batch":1,"seq":1}`), 300*time.Millisecond)
-			a1.denied(t, "publish", subj)
+			a1.Denied(t, "publish", subj)
 		}
 		got(t, mailboxOf(t, a2.Conn, "agent-2"), "agent-2's own mail")
 	})
@@ -263,7 +227,7 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 	t.Run("cannot read agent-2's replies", func(t *testing.T) {
 		for _, subj := range []string{protocol.InboxPrefix("agent-2") + ".>", "_INBOX.>", protocol.InboxPrefix(protocol.OperatorInboxToken) + ".>"} {
 			sub, _ := a1.SubscribeSync(subj)
-			a1.denied(t, "subscription", subj)
+			a1.Denied(t, "subscription", subj)
 			// agent-2 asks JetStream something; the answer goes to its inbox.
 			js2 := bustest.JetStream(t, a2.Conn)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -282,7 +246,7 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 		for _, subj := range []string{protocol.SubjectBroadcast, protocol.TaskSubject("agent-2"), protocol.SubjectTasksAll, protocol.SubjectTasksPool} {
 			ch := listen(t, a2.Conn, protocol.SubjectBroadcast)
 			_ = a1.Publish(subj, []byte("nope"))
-			a1.denied(t, "publish", subj)
+			a1.Denied(t, "publish", subj)
 			nothing(t, ch, "agent broadcast delivered")
 		}
 	})
@@ -306,16 +270,16 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 			t.Fatal("agent-1 read agent-2's consumer")
 		}
 		_ = a1.Publish("$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+".agent-2", []byte(`{"batch":1}`))
-		a1.denied(t, "publish", "$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+".agent-2")
+		a1.Denied(t, "publish", "$JS.API.CONSUMER.MSG.NEXT."+protocol.StreamTasks+".agent-2")
 		// Nor the pool: the bus hands pool tasks out, a slot's worth at a
 		// time; pulling the pool directly took as many as an agent asked for.
 		for _, api := range []string{"MSG.NEXT", "INFO"} {
 			subj := "$JS.API.CONSUMER." + api + "." + protocol.StreamTasks + "." + protocol.ConsumerPool
 			_ = a1.Publish(subj, []byte(`{"batch":50}`))
-			a1.denied(t, "publish", subj)
+			a1.Denied(t, "publish", subj)
 		}
 		_ = a1.Publish("$JS.API.STREAM.PURGE."+protocol.StreamTasks, nil)
-		a1.denied(t, "publish", "$JS.API.STREAM.PURGE."+protocol.StreamTasks)
+		a1.Denied(t, "publish", "$JS.API.STREAM.PURGE."+protocol.StreamTasks)
 	})
 
 	t.Run("cannot pull agent-2's tasks through its ack subjects", func(t *testing.T) {
@@ -336,7 +300,7 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 			msg := nats.NewMsg(subj)
 			msg.Reply, msg.Data = protocol.InboxPrefix("agent-1")+".stolen", []byte("+NXT")
 			_ = a1.PublishMsg(msg)
-			a1.denied(t, "publish", subj)
+			a1.Denied(t, "publish", subj)
 		}
 		nothing(t, steal, "agent-2's task delivered to agent-1")
 		// Control: agent-2 pulls it itself.
@@ -362,7 +326,7 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 	t.Run("operator cannot impersonate an agent", func(t *testing.T) {
 		for _, subj := range []string{protocol.ResultSubject("agent-1"), protocol.HeartbeatSubject("agent-1"), protocol.EventsSubject("agent-1")} {
 			_ = op.Publish(subj, []byte("forged"))
-			op.denied(t, "publish", subj)
+			op.Denied(t, "publish", subj)
 		}
 	})
 }
@@ -374,8 +338,8 @@ func TestAgentPermissionsOnTheRealServer(t *testing.T) {
 func TestAgentJetStreamRoundTripWithItsOwnCredentials(t *testing.T) {
 	t.Parallel()
 	f := bustest.Start(t, bustest.Agents(1))
-	op := connect(t, f, protocol.OperatorUser)
-	a1 := connect(t, f, "agent-1")
+	op := f.ConnectRecorded(t, protocol.OperatorUser)
+	a1 := f.ConnectRecorded(t, "agent-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	jsop := bustest.JetStream(t, op.Conn)
@@ -417,7 +381,7 @@ func TestAgentJetStreamRoundTripWithItsOwnCredentials(t *testing.T) {
 			t.Fatalf("after ack: ack pending %d, ack floor %d", ci.NumAckPending, ci.AckFloor.Stream)
 		}
 	}
-	a1.noErrors(t)
+	a1.NoErrors(t, 100*time.Millisecond)
 	// Interest retention: acked by the only interested consumer, the tasks are gone.
 	s, _ := jsop.Stream(ctx, protocol.StreamTasks)
 	if info, _ := s.Info(ctx); info.State.Msgs != 0 {
@@ -431,7 +395,7 @@ func TestMaxDeliveriesParksTaskOnDeadLetterStream(t *testing.T) {
 	cfg := bustest.Agents(2)
 	cfg.Bus.AckWait, cfg.Bus.MaxDeliver = ptr("1s"), ptr(2)
 	f := bustest.Start(t, cfg)
-	op := connect(t, f, protocol.OperatorUser)
+	op := f.ConnectRecorded(t, protocol.OperatorUser)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	jsop := bustest.JetStream(t, op.Conn)
@@ -444,7 +408,7 @@ func TestMaxDeliveriesParksTaskOnDeadLetterStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	// agent-1 takes both twice and never acks (it "crashes" each time).
-	js1 := bustest.JetStream(t, connect(t, f, "agent-1").Conn)
+	js1 := bustest.JetStream(t, f.ConnectRecorded(t, "agent-1").Conn)
 	cons, err := js1.Consumer(ctx, protocol.StreamTasks, "agent-1")
 	if err != nil {
 		t.Fatal(err)
@@ -507,7 +471,7 @@ func TestMaxDeliveriesParksTaskOnDeadLetterStream(t *testing.T) {
 	if _, err := tasks.GetMsg(ctx, fanout.Sequence); err != nil {
 		t.Fatalf("tasks.all task taken away from agent-2: %v", err)
 	}
-	js2 := bustest.JetStream(t, connect(t, f, "agent-2").Conn)
+	js2 := bustest.JetStream(t, f.ConnectRecorded(t, "agent-2").Conn)
 	c2, _ := js2.Consumer(ctx, protocol.StreamTasks, "agent-2")
 	m, err := c2.Next(jetstream.FetchMaxWait(3 * time.Second))
 	if err != nil || string(m.Data()) != `{"v":1,"id":"fan","kind":"echo"}` {
@@ -521,12 +485,12 @@ func TestMaxDeliveriesParksTaskOnDeadLetterStream(t *testing.T) {
 func TestReloadAddsAndRemovesAgentsWithoutRestart(t *testing.T) {
 	t.Parallel()
 	f := bustest.Start(t, bustest.Agents(2))
-	a1 := connect(t, f, "agent-1")
+	a1 := f.ConnectRecorded(t, "agent-1")
 	if _, err := f.Dial(t, "agent-3"); err == nil {
 		t.Fatal("agent-3 connected before it was added")
 	}
 	f.Rerender(t, bustest.Agents(3))
-	a3 := connect(t, f, "agent-3")
+	a3 := f.ConnectRecorded(t, "agent-3")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	js3 := bustest.JetStream(t, a3.Conn)
@@ -535,16 +499,16 @@ func TestReloadAddsAndRemovesAgentsWithoutRestart(t *testing.T) {
 	}
 	// agent-3 has exactly an agent's rights.
 	_ = a3.Publish(protocol.HeartbeatSubject("agent-1"), nil)
-	a3.denied(t, "publish", protocol.HeartbeatSubject("agent-1"))
+	a3.Denied(t, "publish", protocol.HeartbeatSubject("agent-1"))
 	if !a1.IsConnected() {
 		t.Fatal("reload dropped agent-1's connection")
 	}
-	a1.noErrors(t)
+	a1.NoErrors(t, 100*time.Millisecond)
 
 	// Remove agent-2: its consumer goes, so interest retention no longer
 	// keeps tasks.all tasks for it.
 	f.Rerender(t, flock.Config{Target: "docker", Agents: []flock.AgentConfig{{ID: "agent-1"}, {ID: "agent-3"}}})
-	jsop := bustest.JetStream(t, connect(t, f, protocol.OperatorUser).Conn)
+	jsop := bustest.JetStream(t, f.ConnectRecorded(t, protocol.OperatorUser).Conn)
 	if _, err := jsop.Consumer(ctx, protocol.StreamTasks, "agent-2"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Fatalf("removed agent's consumer: %v", err)
 	}
@@ -596,7 +560,7 @@ func TestProbe(t *testing.T) {
 func TestShutdownIsClean(t *testing.T) {
 	t.Parallel()
 	f := bustest.Start(t, bustest.Agents(1))
-	nc := connect(t, f, "agent-1")
+	nc := f.ConnectRecorded(t, "agent-1")
 	closed := make(chan struct{})
 	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
 	nc.SetReconnectHandler(nil)
@@ -626,7 +590,7 @@ func TestResultsFloodEvictsOnlyTheFlooder(t *testing.T) {
 	share := 4
 	cfg.Bus.ResultsMiBPerAgent = &share
 	f := bustest.Start(t, cfg)
-	a1, a2 := connect(t, f, "agent-1"), connect(t, f, "agent-2")
+	a1, a2 := f.ConnectRecorded(t, "agent-1"), f.ConnectRecorded(t, "agent-2")
 	js1 := bustest.JetStream(t, a1.Conn)
 	js2 := bustest.JetStream(t, a2.Conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

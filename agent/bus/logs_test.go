@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/protocol"
-	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
 // An agent's recent log lines are the operator's to ask for, and the
@@ -14,10 +13,7 @@ import (
 // services ask for none.
 func TestOnlyTheOperatorAsksAndOnlyTheAgentAnswersForLogs(t *testing.T) {
 	t.Parallel()
-	f := bustest.Start(t, bustest.Agents(2))
-	op := connect(t, f, protocol.OperatorUser)
-	a1 := connect(t, f, "agent-1")
-	a2 := connect(t, f, "agent-2")
+	f, op, a1, a2 := startTwoAgents(t)
 
 	// agent-1 listens on its own subject; the operator's request reaches it.
 	got1 := listen(t, a1.Conn, protocol.LogsSubject("agent-1"))
@@ -30,21 +26,21 @@ func TestOnlyTheOperatorAsksAndOnlyTheAgentAnswersForLogs(t *testing.T) {
 	if _, err := a2.SubscribeSync(protocol.LogsSubject("agent-1")); err != nil {
 		t.Fatal(err)
 	}
-	a2.denied(t, "subscription", protocol.LogsSubject("agent-1"))
+	a2.Denied(t, "subscription", protocol.LogsSubject("agent-1"))
 	if _, err := a2.SubscribeSync(protocol.SubjectLogs); err != nil {
 		t.Fatal(err)
 	}
-	a2.denied(t, "subscription", protocol.SubjectLogs)
+	a2.Denied(t, "subscription", protocol.SubjectLogs)
 	// ...nor ask for agent-1's lines, nor its own.
 	for _, subj := range []string{protocol.LogsSubject("agent-1"), protocol.LogsSubject("agent-2")} {
 		_ = a2.Publish(subj, []byte(`{}`))
-		a2.denied(t, "publish", subj)
+		a2.Denied(t, "publish", subj)
 	}
 	nothing(t, got1, "agent-2 asked agent-1 for its logs")
 	for _, user := range []string{protocol.GatewayUser, protocol.ServicesUser} {
-		c := connect(t, f, user)
+		c := f.ConnectRecorded(t, user)
 		_ = c.Publish(protocol.LogsSubject("agent-1"), []byte(`{}`))
-		c.denied(t, "publish", protocol.LogsSubject("agent-1"))
+		c.Denied(t, "publish", protocol.LogsSubject("agent-1"))
 	}
 	select {
 	case m := <-got1:

@@ -141,7 +141,7 @@ func TestPoolHoarderHoldsNoMoreThanItsSlotsNorLongerThanTheTimeout(t *testing.T)
 	f := bustest.Start(t, bustest.Agents(2)) // 2 slots each
 	const grace = time.Second
 	poolGrace(t, f, grace)
-	op := connect(t, f, protocol.OperatorUser)
+	op := f.ConnectRecorded(t, protocol.OperatorUser)
 	jsop := bustest.JetStream(t, op.Conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -152,7 +152,7 @@ func TestPoolHoarderHoldsNoMoreThanItsSlotsNorLongerThanTheTimeout(t *testing.T)
 	// give the hoarder another (under load, agent-2 may not have run them
 	// all by then): at once is what was given within less than that.
 	const n, timeout = 8, time.Second
-	hoarder := hoard(ctx, t, bustest.JetStream(t, connect(t, f, "agent-1").Conn), "agent-1")
+	hoarder := hoard(ctx, t, bustest.JetStream(t, f.ConnectRecorded(t, "agent-1").Conn), "agent-1")
 	hoarder.mu.Lock()
 	hoarder.keep = timeout + grace - 300*time.Millisecond // the hoarder pulls every 300 ms at most
 	hoarder.mu.Unlock()
@@ -167,7 +167,7 @@ func TestPoolHoarderHoldsNoMoreThanItsSlotsNorLongerThanTheTimeout(t *testing.T)
 		sent[ack.Sequence] = time.Now()
 	}
 	time.Sleep(500 * time.Millisecond)
-	answer(ctx, t, bustest.JetStream(t, connect(t, f, "agent-2").Conn), "agent-2")
+	answer(ctx, t, bustest.JetStream(t, f.ConnectRecorded(t, "agent-2").Conn), "agent-2")
 
 	done := map[uint64]protocol.Result{}
 	var slowest time.Duration
@@ -229,12 +229,12 @@ func TestPoolTaskNobodyAnswersIsParked(t *testing.T) {
 	cfg.Bus.MaxDeliver = &two
 	f := bustest.Start(t, cfg)
 	poolGrace(t, f, 500*time.Millisecond)
-	op := connect(t, f, protocol.OperatorUser)
+	op := f.ConnectRecorded(t, protocol.OperatorUser)
 	jsop := bustest.JetStream(t, op.Conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dead := listen(t, op.Conn, protocol.DeadSubject(protocol.ConsumerPool))
-	hoard(ctx, t, bustest.JetStream(t, connect(t, f, "agent-1").Conn), "agent-1")
+	hoard(ctx, t, bustest.JetStream(t, f.ConnectRecorded(t, "agent-1").Conn), "agent-1")
 	b, _ := json.Marshal(protocol.Task{V: 1, ID: "never", Kind: protocol.KindEcho, Timeout: protocol.Duration(time.Second)})
 	ack, err := jsop.Publish(ctx, protocol.SubjectTasksPool, b)
 	if err != nil {
@@ -274,7 +274,7 @@ func TestPoolTaskNobodyAnswersIsParked(t *testing.T) {
 func TestPoolTaskOfARemovedAgentIsGivenToAnother(t *testing.T) {
 	t.Parallel()
 	f := bustest.Start(t, bustest.Agents(2))
-	op := connect(t, f, protocol.OperatorUser)
+	op := f.ConnectRecorded(t, protocol.OperatorUser)
 	jsop := bustest.JetStream(t, op.Conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -284,7 +284,7 @@ func TestPoolTaskOfARemovedAgentIsGivenToAnother(t *testing.T) {
 	for _, id := range []string{"agent-1", "agent-2"} {
 		hctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		hoarders[id], stop[id] = hoard(hctx, t, bustest.JetStream(t, connect(t, f, id).Conn), id), cancel
+		hoarders[id], stop[id] = hoard(hctx, t, bustest.JetStream(t, f.ConnectRecorded(t, id).Conn), id), cancel
 	}
 	b, _ := json.Marshal(protocol.Task{V: 1, ID: "orphan", Kind: protocol.KindEcho})
 	ack, err := jsop.Publish(ctx, protocol.SubjectTasksPool, b)
@@ -309,7 +309,7 @@ func TestPoolTaskOfARemovedAgentIsGivenToAnother(t *testing.T) {
 	stop[stays]() // it answers from now on
 	time.Sleep(400 * time.Millisecond)
 	f.Rerender(t, flock.Config{Target: "docker", Agents: []flock.AgentConfig{{ID: stays}}})
-	answer(ctx, t, bustest.JetStream(t, connect(t, f, stays).Conn), stays)
+	answer(ctx, t, bustest.JetStream(t, f.ConnectRecorded(t, stays).Conn), stays)
 	for {
 		select {
 		case m := <-results:

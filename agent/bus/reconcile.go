@@ -34,43 +34,20 @@ func (s *Server) reconcile(ctx context.Context, topo protocol.Topology) error {
 	defer s.mu.Unlock()
 	var errs []error
 	errs = append(errs, s.removeStaleStreams(ctx, topo)...)
-	for _, sc := range topo.Streams {
-		rctx, cancel := bounded(ctx)
-		_, err := s.js.CreateOrUpdateStream(rctx, sc)
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("stream %s: %w", sc.Name, err))
-		}
-	}
-	for _, kc := range topo.KeyValues {
-		rctx, cancel := bounded(ctx)
-		_, err := s.js.CreateOrUpdateKeyValue(rctx, kc)
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("bucket %s: %w", kc.Bucket, err))
-		}
-	}
-	for _, oc := range topo.ObjectStores {
-		rctx, cancel := bounded(ctx)
-		_, err := s.js.CreateOrUpdateObjectStore(rctx, oc)
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("object store %s: %w", oc.Bucket, err))
-		}
-	}
+	errs = append(errs, createOrUpdateAll(ctx, topo.Streams, func(sc jetstream.StreamConfig) string { return "stream " + sc.Name }, s.js.CreateOrUpdateStream)...)
+	errs = append(errs, createOrUpdateAll(ctx, topo.KeyValues, func(kc jetstream.KeyValueConfig) string { return "bucket " + kc.Bucket }, s.js.CreateOrUpdateKeyValue)...)
+	errs = append(errs, createOrUpdateAll(ctx, topo.ObjectStores, func(oc jetstream.ObjectStoreConfig) string { return "object store " + oc.Bucket }, s.js.CreateOrUpdateObjectStore)...)
 	want := map[string]map[string]bool{} // stream -> consumer names
 	for _, c := range topo.Consumers {
 		if want[c.Stream] == nil {
 			want[c.Stream] = map[string]bool{}
 		}
 		want[c.Stream][c.Config.Durable] = true
-		rctx, cancel := bounded(ctx)
-		_, err := s.js.CreateOrUpdateConsumer(rctx, c.Stream, c.Config)
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("consumer %s/%s: %w", c.Stream, c.Config.Durable, err))
-		}
 	}
+	errs = append(errs, createOrUpdateAll(ctx, topo.Consumers, func(c protocol.Consumer) string { return "consumer " + c.Stream + "/" + c.Config.Durable },
+		func(ctx context.Context, c protocol.Consumer) (jetstream.Consumer, error) {
+			return s.js.CreateOrUpdateConsumer(ctx, c.Stream, c.Config)
+		})...)
 	// Only the task stream's consumers are owned by the topology; other
 	// streams may carry consumers the operator made (e.g. to read results).
 	if slices.ContainsFunc(topo.Streams, func(sc jetstream.StreamConfig) bool { return sc.Name == protocol.StreamTasks }) {
@@ -108,6 +85,22 @@ func (s *Server) reconcile(ctx context.Context, topo protocol.Topology) error {
 		return fmt.Errorf("bus: reconcile: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// createOrUpdateAll creates or updates every item, each request under a
+// bound of its own, and returns the failures, each named by what (a kind
+// and a name: "stream X").
+func createOrUpdateAll[C, R any](ctx context.Context, items []C, what func(C) string, createOrUpdate func(context.Context, C) (R, error)) []error {
+	var errs []error
+	for _, c := range items {
+		rctx, cancel := bounded(ctx)
+		_, err := createOrUpdate(rctx, c)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what(c), err))
+		}
+	}
+	return errs
 }
 
 // removeStaleStreams deletes the results streams the topology no longer has:

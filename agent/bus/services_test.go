@@ -19,8 +19,8 @@ import (
 func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 	t.Parallel()
 	f := bustest.Start(t, bustest.Agents(2))
-	op := connect(t, f, protocol.OperatorUser)
-	svc := connect(t, f, protocol.ServicesUser)
+	op := f.ConnectRecorded(t, protocol.OperatorUser)
+	svc := f.ConnectRecorded(t, protocol.ServicesUser)
 
 	for _, subj := range []string{
 		protocol.TaskSubject("agent-1"), protocol.ResultSubject("agent-1"), protocol.HeartbeatSubject("agent-1"),
@@ -38,7 +38,7 @@ func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 			ch = nil
 		}
 		_ = svc.Publish(subj, []byte("{}"))
-		svc.denied(t, "publish", subj)
+		svc.Denied(t, "publish", subj)
 		if ch != nil {
 			nothing(t, ch, "the services published on "+subj)
 		}
@@ -49,7 +49,7 @@ func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 		if _, err := svc.SubscribeSync(subj); err != nil {
 			t.Fatal(err)
 		}
-		svc.denied(t, "subscription", subj)
+		svc.Denied(t, "subscription", subj)
 	}
 
 	// What they may do: read their configuration, and the board's bucket.
@@ -77,7 +77,7 @@ func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 	if err == nil {
 		t.Fatal("the services read a task")
 	}
-	svc.denied(t, "publish", "$JS.API.STREAM.MSG.GET."+protocol.StreamTasks)
+	svc.Denied(t, "publish", "$JS.API.STREAM.MSG.GET."+protocol.StreamTasks)
 	for _, subj := range []string{protocol.SubjectResults, protocol.SubjectHeartbeats, protocol.SubjectEvents, protocol.SubjectUsage} {
 		if _, err := svc.SubscribeSync(subj); err != nil {
 			t.Fatal(err)
@@ -86,11 +86,7 @@ func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 	if err := svc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-svc.errs:
-		t.Fatalf("an exporter's subscription was refused: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
+	svc.NoErrors(t, 300*time.Millisecond) // the exporter's subscriptions stand
 	// A denied request has no answer: a second is as good as ten to see it.
 	short, stop = context.WithTimeout(ctx, time.Second)
 	_, err = js.KeyValue(short, protocol.LedgerBucket)
@@ -98,7 +94,7 @@ func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 	if err == nil {
 		t.Fatal("the services bound the ledger")
 	}
-	svc.denied(t, "publish", "$JS.API.STREAM.INFO.KV_"+protocol.LedgerBucket)
+	svc.Denied(t, "publish", "$JS.API.STREAM.INFO.KV_"+protocol.LedgerBucket)
 }
 
 // No agent can stand in for the services: it may not hear the board's
@@ -106,18 +102,18 @@ func TestServicesPermissionsOnTheRealServer(t *testing.T) {
 func TestAgentsCannotStandInForTheServices(t *testing.T) {
 	t.Parallel()
 	f := bustest.Start(t, bustest.Agents(2))
-	a1 := connect(t, f, "agent-1")
+	a1 := f.ConnectRecorded(t, "agent-1")
 	for _, subj := range []string{protocol.SubjectBoardAgentRequests, protocol.BoardAgentSubject("agent-2", protocol.BoardOpClaim), protocol.BoardAgentSubject("agent-1", protocol.BoardOpClaim), protocol.SubjectBoardOperator} {
 		if _, err := a1.QueueSubscribeSync(subj, protocol.BoardQueueGroup); err != nil {
 			t.Fatal(err)
 		}
-		a1.denied(t, "subscription", subj)
+		a1.Denied(t, "subscription", subj)
 	}
 	for _, subj := range []string{"$KV." + protocol.BoardBucket + ".p.a", "$KV." + protocol.ServicesBucket + "." + protocol.ServicesAgentKey("agent-1"), "$JS.API.STREAM.INFO." + protocol.ServicesStream, "$JS.API.DIRECT.GET." + protocol.BoardStream,
 		// nor write, read or cut the audit trail and its anchors
 		protocol.AuditSubject, "$KV." + protocol.AuditAnchorsBucket + "." + protocol.AuditHeadKey, "$JS.API.STREAM.INFO." + protocol.AuditStream,
 		"$JS.API.DIRECT.GET." + protocol.AuditStream, "$JS.API.STREAM.PURGE." + protocol.AuditStream, "$JS.API.STREAM.MSG.DELETE." + protocol.AuditStream} {
 		_ = a1.Publish(subj, []byte("{}"))
-		a1.denied(t, "publish", subj)
+		a1.Denied(t, "publish", subj)
 	}
 }

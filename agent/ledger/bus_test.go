@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 var capped = ledger.Budget{Tokens: 1000}
@@ -119,26 +119,10 @@ func TestBusLedgerRaceAcrossGateways(t *testing.T) {
 	adm, _ := gws[0].Reserve(ctx, "agent-1", capped, 995)
 	gws[0].Settle(adm.Reservation, 995)
 	drain(t, gws[0])
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	admitted := 0
-	for i := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			adm, err := gws[i%2].Reserve(ctx, "agent-1", capped, 200)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if adm.OK {
-				admitted++
-			}
-		}()
-	}
-	wg.Wait()
+	admitted := testkit.CountAtOnce(t, 40, func(i int) (bool, error) {
+		adm, err := gws[i%2].Reserve(ctx, "agent-1", capped, 200)
+		return adm.OK, err
+	})
 	if admitted != 1 {
 		t.Errorf("%d of 40 admitted, want 1", admitted)
 	}

@@ -3,11 +3,11 @@ package ledger
 import (
 	"context"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 var day = Budget{Tokens: 1000, Window: protocol.WindowDay}
@@ -93,25 +93,10 @@ func TestMemoryConcurrentReservations(t *testing.T) {
 	b := Budget{Tokens: 1000}
 	r, _ := m.Reserve(context.Background(), "agent-1", b, 950)
 	m.Settle(r.Reservation, 950)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	ok := 0
-	for range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			adm, err := m.Reserve(context.Background(), "agent-1", b, 100)
-			if err != nil {
-				t.Error(err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if adm.OK {
-				ok++
-			}
-		}()
-	}
-	wg.Wait()
+	ok := testkit.CountAtOnce(t, 40, func(int) (bool, error) {
+		adm, err := m.Reserve(context.Background(), "agent-1", b, 100)
+		return adm.OK, err
+	})
 	if ok != 1 {
 		t.Errorf("%d of 40 admitted, want 1", ok)
 	}

@@ -502,15 +502,22 @@ func TestBoardNothingToClaimIsQuiet(t *testing.T) {
 	a.noWarnings(t)
 }
 
+// twoAgentsOnTheBoard runs agent-1 and agent-2 on a real bus, whose board
+// service they take tasks from, and returns the operator's board client.
+func twoAgentsOnTheBoard(t *testing.T) (*env, *board.Client) {
+	t.Helper()
+	e := newEnv(t, flockWith(2, nil))
+	e.start("agent-1")
+	e.start("agent-2")
+	return e, board.NewOperatorClient(e.op)
+}
+
 // The real board service on a real bus (its permissions too): the operator
 // applies a plan of three run tasks, a then b and c, which need a; two
 // agents run it to done, b and c each with a's result in context.json.
 func TestBoardPlanRunsToDoneOnTheRealService(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, flockWith(2, nil))
-	e.start("agent-1")
-	e.start("agent-2")
-	cl := board.NewOperatorClient(e.op)
+	e, cl := twoAgentsOnTheBoard(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	readCtx := []string{self, "tool", "read", "context.json"}
@@ -571,10 +578,7 @@ func TestBoardPlanRunsToDoneOnTheRealService(t *testing.T) {
 // (which needs a) starts, on whichever agent.
 func TestBoardArtifactsPassBetweenRunTasks(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, flockWith(2, nil))
-	e.start("agent-1")
-	e.start("agent-2")
-	cl := board.NewOperatorClient(e.op)
+	_, cl := twoAgentsOnTheBoard(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := cl.Apply(ctx, protocol.BoardPlan{Plan: "art", Tasks: []protocol.BoardTaskSpec{

@@ -62,6 +62,16 @@ func TestMailWaitsForAStoppedAgent(t *testing.T) {
 	if err := a1.stop(t); err != nil {
 		t.Fatal(err)
 	}
+	// restartBus stops the bus and starts it again, and waits until the
+	// operator's connection is back.
+	restartBus := func() {
+		t.Helper()
+		f.Bus.Shutdown()
+		f.RestartBus(t)
+		testkit.WaitFor(t, 10*time.Second, "the operator's connection to come back", func() bool {
+			return e.op.IsConnected() && e.op.FlushTimeout(time.Second) == nil
+		})
+	}
 	ctx := t.Context()
 	var want []string
 	for i := range protocol.MailPerSender {
@@ -82,15 +92,8 @@ func TestMailWaitsForAStoppedAgent(t *testing.T) {
 	}
 	want = append(want, "agent-2's message")
 
-	f.Bus.Shutdown()
-	f.RestartBus(t)
 	// The operator hears agent-1's ready event only once it is back.
-	for deadline := time.Now().Add(10 * time.Second); !e.op.IsConnected() || e.op.FlushTimeout(time.Second) != nil; {
-		if time.Now().After(deadline) {
-			t.Fatal("the operator's connection did not come back")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	restartBus()
 	e.start("agent-1")
 	got := e.inboxBodies("agent-1", len(want), 15*time.Second)
 	if len(got) != len(want) {
@@ -112,14 +115,7 @@ func TestMailWaitsForAStoppedAgent(t *testing.T) {
 	}
 	// The bus restarts under the running agent: its mail comes again once
 	// it is back (queued meanwhile, then delivered).
-	f.Bus.Shutdown()
-	f.RestartBus(t)
-	for deadline := time.Now().Add(10 * time.Second); !e.op.IsConnected() || e.op.FlushTimeout(time.Second) != nil; {
-		if time.Now().After(deadline) {
-			t.Fatal("the operator's connection did not come back")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	restartBus()
 	r, err := e.cl.Send(ctx, "agent-1", protocol.Message{Body: "after the restart"}, 0)
 	if err != nil || r.Status != protocol.ReceiptQueued {
 		t.Fatalf("a message after the bus restarted: %+v %v", r, err)
