@@ -32,55 +32,39 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
+
+	"github.com/ai-flock/ai-flock/tests/bench/benchcmd"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("deploy-up", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	counts := fs.String("agents", "3,20,50", "agent counts, comma-separated")
-	runs := fs.Int("runs", 3, "runs of each row (the median is printed)")
-	parallel := fs.Int("parallel", 16, "pulumi up --parallel, and the floors' parallelism")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	benchcmd.Main("deploy-up", func(fs *flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
+		counts := fs.String("agents", "3,20,50", "agent counts, comma-separated")
+		runs := fs.Int("runs", 3, "runs of each row (the median is printed)")
+		parallel := fs.Int("parallel", 16, "pulumi up --parallel, and the floors' parallelism")
+		return func(ctx context.Context, stdout, stderr io.Writer) error {
+			ns, err := parseCounts(*counts)
+			if err != nil || *runs < 1 || *parallel < 1 {
+				return benchcmd.Usage{Err: fmt.Errorf("-agents wants counts from 1 to 200 (got %q), -runs and -parallel at least 1", *counts)}
+			}
+			if err := ready(); err != nil {
+				return benchcmd.Usage{Err: err}
+			}
+			b, err := newBench(ctx, *parallel, stderr)
+			if err != nil {
+				return err
+			}
+			defer b.close()
+			res, err := b.measure(ctx, ns, *runs)
+			if err != nil {
+				return err
+			}
+			res.print(stdout, b.machine(ctx), *runs, *parallel)
+			return nil
 		}
-		return 2
-	}
-	ns, err := parseCounts(*counts)
-	if err != nil || *runs < 1 || *parallel < 1 {
-		fmt.Fprintf(stderr, "deploy-up: -agents wants counts from 1 to 200 (got %q), -runs and -parallel at least 1\n", *counts)
-		return 2
-	}
-	if err := ready(); err != nil {
-		fmt.Fprintln(stderr, "deploy-up:", err)
-		return 2
-	}
-	b, err := newBench(ctx, *parallel, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "deploy-up:", err)
-		return 1
-	}
-	defer b.close()
-	res, err := b.measure(ctx, ns, *runs)
-	if err != nil {
-		fmt.Fprintln(stderr, "deploy-up:", err)
-		return 1
-	}
-	res.print(stdout, b.machine(ctx), *runs, *parallel)
-	return 0
+	})
 }
 
 func parseCounts(s string) ([]int, error) {
@@ -131,17 +115,4 @@ func grep(text, pattern string) bool {
 		}
 	}
 	return false
-}
-
-// median of the figures (seconds).
-func median(xs []time.Duration) time.Duration {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/ai-flock/ai-flock/tests/bench/benchcmd"
 )
 
 // row is one agent count's figures, a value per run.
@@ -68,14 +70,14 @@ func (res *results) print(w io.Writer, machine string, runs, parallel int) {
 	fmt.Fprintln(w, "| agents | flock: pulumi up to all healthy | (pulumi up ended) | floor 1: containers alone | floor 2: + per-agent work | flock / floor 2 | flock / floor 1 |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range res.rows {
-		f, a, wk := median(r.flock), median(r.alone), median(r.withWork)
-		fmt.Fprintf(w, "| %d | %.1f s | %.1f s | %.1f s | %.1f s | %.2fx | %.2fx |\n", r.n, f.Seconds(), median(r.flockUp).Seconds(), a.Seconds(), wk.Seconds(), ratio(f, wk), ratio(f, a))
+		f, a, wk := benchcmd.Median(r.flock), benchcmd.Median(r.alone), benchcmd.Median(r.withWork)
+		fmt.Fprintf(w, "| %d | %.1f s | %.1f s | %.1f s | %.1f s | %.2fx | %.2fx |\n", r.n, f.Seconds(), benchcmd.Median(r.flockUp).Seconds(), a.Seconds(), wk.Seconds(), ratio(f, wk), ratio(f, a))
 	}
 	last := res.rows[len(res.rows)-1]
 	fmt.Fprintf(w, "\n| with %d agents running | median |\n|---|---:|\n", last.n)
-	fmt.Fprintf(w, "| add one agent (pulumi up to it healthy) | %.1f s |\n", median(last.addOne).Seconds())
-	fmt.Fprintf(w, "| no-change `pulumi up --yes --skip-preview` | %.1f s |\n", median(last.noChange).Seconds())
-	fmt.Fprintf(w, "| `pulumi destroy` (%d+1 agents) | %.1f s |\n", last.n, median(last.destroy).Seconds())
+	fmt.Fprintf(w, "| add one agent (pulumi up to it healthy) | %.1f s |\n", benchcmd.Median(last.addOne).Seconds())
+	fmt.Fprintf(w, "| no-change `pulumi up --yes --skip-preview` | %.1f s |\n", benchcmd.Median(last.noChange).Seconds())
+	fmt.Fprintf(w, "| `pulumi destroy` (%d+1 agents) | %.1f s |\n", last.n, benchcmd.Median(last.destroy).Seconds())
 }
 
 func ratio(a, b time.Duration) float64 {

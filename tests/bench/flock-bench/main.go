@@ -8,49 +8,30 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/ai-flock/ai-flock/tests/bench"
+	"github.com/ai-flock/ai-flock/tests/bench/benchcmd"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
-// main is the same in every binary of the flock: SIGTERM and SIGINT cancel
-// the context run works under, and run's result is the exit code.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Stderr)
-	stop()
-	os.Exit(code)
-}
-
-func run(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("flock-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	tasks := fs.Int("tasks", 20000, "trivial tasks per throughput row")
-	execTasks := fs.Int("exec-tasks", 1000, "tasks for the process-spawning row")
-	concurrency := fs.Int("concurrency", 2, "task slots per agent (the flock default is 2)")
-	docker := fs.String("docker", "auto", "build the scratch image to measure its size: auto, yes, no")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	benchcmd.Main("flock-bench", func(fs *flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
+		tasks := fs.Int("tasks", 20000, "trivial tasks per throughput row")
+		execTasks := fs.Int("exec-tasks", 1000, "tasks for the process-spawning row")
+		concurrency := fs.Int("concurrency", 2, "task slots per agent (the flock default is 2)")
+		docker := fs.String("docker", "auto", "build the scratch image to measure its size: auto, yes, no")
+		return func(ctx context.Context, _, _ io.Writer) error {
+			return measure(ctx, *tasks, *execTasks, *concurrency, *docker)
 		}
-		return 2
-	}
-	if err := measure(ctx, *tasks, *execTasks, *concurrency, *docker); err != nil {
-		fmt.Fprintln(stderr, "flock-bench:", err)
-		return 1
-	}
-	return 0
+	})
 }
 
 func measure(ctx context.Context, tasks, execTasks, concurrency int, docker string) error {

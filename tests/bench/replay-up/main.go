@@ -11,47 +11,29 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/ai-flock/ai-flock/tests/bench/benchcmd"
 	"github.com/ai-flock/ai-flock/tests/capture"
 	"github.com/ai-flock/ai-flock/tests/e2e/replay"
 	"github.com/ai-flock/ai-flock/tests/fargate"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("replay-up", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	counts := fs.String("agents", "3,20", "agent counts, comma-separated")
-	runs := fs.Int("runs", 1, "runs of each row (the median is printed)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	benchcmd.Main("replay-up", func(fs *flag.FlagSet) func(context.Context, io.Writer, io.Writer) error {
+		counts := fs.String("agents", "3,20", "agent counts, comma-separated")
+		runs := fs.Int("runs", 1, "runs of each row (the median is printed)")
+		return func(ctx context.Context, stdout, stderr io.Writer) error {
+			return measure(ctx, *counts, *runs, stdout, stderr)
 		}
-		return 2
-	}
-	if err := measure(ctx, *counts, *runs, stdout, stderr); err != nil {
-		fmt.Fprintln(stderr, "replay-up:", err)
-		return 1
-	}
-	return 0
+	})
 }
 
 func measure(ctx context.Context, counts string, runs int, stdout, stderr io.Writer) error {
@@ -104,16 +86,10 @@ func measure(ctx context.Context, counts string, runs int, stdout, stderr io.Wri
 				}
 			}
 		}
-		md, m3, m1 := median(dev), median(aws3), median(aws1)
+		md, m3, m1 := benchcmd.Median(dev), benchcmd.Median(aws3), benchcmd.Median(aws1)
 		fmt.Fprintf(stdout, "| %d | %.1f s | %.1f s | %.1f s | %.2f |\n", n, md.Seconds(), m3.Seconds(), m1.Seconds(), m3.Seconds()/md.Seconds())
 	}
 	return nil
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // devUp replays the dev stack with n agents and waits until every container
