@@ -51,7 +51,7 @@ deploy: bin program
 ## the build cache): the first build of the SDKs takes minutes
 program:
 	@echo "Compiling the Pulumi program (the first build of the Pulumi SDKs takes about 5 minutes on 2 cores; later ones seconds)..."
-	@start=$$(date +%s); $(GO) build -buildvcs=false -trimpath -ldflags '-w -s' -o /dev/null . && echo "Compiled in $$(( $$(date +%s) - start ))s."
+	@start=$$(date +%s); $(GO) build -buildvcs=false -trimpath -ldflags '-w -s' -o .build/pulumi-program . && echo "Compiled in $$(( $$(date +%s) - start ))s."
 
 ## preview: what a deploy would change, with the policy pack
 preview: bin program

@@ -3,6 +3,7 @@ package stacks_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
@@ -27,6 +28,16 @@ func TestProjectFileLoads(t *testing.T) {
 	}
 	if proj.Runtime.Name() != "go" {
 		t.Errorf("Pulumi.yaml: runtime %q, want go", proj.Runtime.Name())
+	}
+	// make program builds what the language host then finds up to date:
+	// the same file, the same flags (the host's: -trimpath -ldflags '-w -s').
+	target, _ := proj.Runtime.Options()["buildTarget"].(string)
+	makefile, err := os.ReadFile(filepath.Join(repo, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "-buildvcs=false -trimpath -ldflags '-w -s' -o " + target + " ."; target == "" || !strings.Contains(string(makefile), want) {
+		t.Errorf("Pulumi.yaml's runtime.options.buildTarget is %q: the Makefile's program target must build it with %q", target, want)
 	}
 }
 

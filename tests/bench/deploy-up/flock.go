@@ -109,6 +109,7 @@ func (b *bench) close() {
 			fmt.Fprintf(b.log, "deploy-up: %v: destroy it by hand (PULUMI_BACKEND_URL=file://%s/backend, stack dev, in %s)\n", err, b.work, b.repo)
 		}
 	}
+	_ = exec.Command("docker", "image", "rm", floorImage).Run()
 	_ = b.logFile.Close()
 }
 
@@ -226,6 +227,13 @@ func (b *bench) flockRun(ctx context.Context, n int, more bool, r *row) error {
 		if b.tmplNet, err = b.eng.InspectNetwork(ctx, "flock-agent-1-net"); err != nil {
 			return err
 		}
+		// The destroy removes the flock's images: the floors' own tag keeps
+		// the agent image (the same one) for them.
+		cfg, _ := b.tmpl["Config"].(map[string]any)
+		if err := exec.CommandContext(ctx, "docker", "tag", fmt.Sprint(b.tmpl["Image"]), floorImage).Run(); err != nil || cfg == nil {
+			return fmt.Errorf("tag the agent image for the floors: %v", err)
+		}
+		cfg["Image"] = floorImage
 	}
 	if more {
 		if err := b.setAgents(ctx, n+1); err != nil {

@@ -22,6 +22,7 @@ import (
 const (
 	floorLabel  = "ai-flock-bench.floor"
 	floorPrefix = "flockbench"
+	floorImage  = "flockbench-agent:floor"
 )
 
 // floorModel is the flock's model for n agents, with the floor's own host
