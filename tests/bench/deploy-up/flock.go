@@ -137,6 +137,7 @@ func (b *bench) up(ctx context.Context, label string, want []string) (healthy, e
 	d := &deploy{ended: make(chan struct{})}
 	go func() {
 		d.err = b.cmd(ctx, "pulumi", "up", "--yes", "--skip-preview", "--parallel", strconv.Itoa(b.parallel), "-s", "dev")
+		d.took = time.Since(start)
 		close(d.ended)
 	}()
 	healthy, err = b.waitHealthy(ctx, start, label, want, d)
@@ -147,13 +148,15 @@ func (b *bench) up(ctx context.Context, label string, want []string) (healthy, e
 	if err != nil {
 		return 0, 0, err
 	}
-	return healthy, time.Since(start), nil
+	return healthy, d.took, nil
 }
 
-// deploy is a pulumi up under way: ended closes when it ends, with err.
+// deploy is a pulumi up under way: ended closes when it ends, with err,
+// after took.
 type deploy struct {
 	ended chan struct{}
 	err   error
+	took  time.Duration
 }
 
 // waitHealthy polls the engine until every container of want is healthy.

@@ -148,6 +148,7 @@ func (b *bench) floorBus(ctx context.Context, name string) error {
 	}
 	req := b.containerRequest(m, m.Agents[0], net, true)
 	req["Labels"] = map[string]string{floorLabel: "bus"}
+	delete(req["HostConfig"].(map[string]any), "Mounts") // an agent's directories are not the bus's
 	id, err := b.eng.CreateContainer(ctx, name, req)
 	if err != nil {
 		return fmt.Errorf("bus container: %w", err)
