@@ -15,7 +15,7 @@ OPERATOR_KEY ?= $(HOME)/.config/ai-flock/operator.nk
 # engine serialises most container work, but waiting providers hold slots.
 PARALLEL ?= 16
 
-.PHONY: help all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-fargate e2e-gvisor provision-check actionlint bench bench-replay layer3 \
+.PHONY: help all bin program deploy destroy preview operator-key test check deps vet e2e e2e-cluster e2e-fargate e2e-gvisor provision-check actionlint bench bench-replay bench-deploy layer3 \
         vm-up vm-down vm-ssh vm-provision vm-verify vm-deploy vm-shared vm-destroy vm-test flock-test flock-logs flock-watch flock-top flock-budget flock-plan flock-board
 
 ## help: every target and what it does
@@ -139,6 +139,10 @@ layer3:
 ## bench-replay: how long each stack's replay on this engine takes to every agent healthy (3 agents; CI prints it, so a change that slows a deploy shows)
 bench-replay: deps
 	$(GO) run ./tests/bench/replay-up -agents 3 -runs 1
+
+## bench-deploy: the real dev deploy (pulumi up) to every agent healthy beside two floors, 3/20/50 agents, median of 3 (root, the real toolchain; about 20 minutes)
+bench-deploy: deps
+	$(GO) run ./tests/bench/deploy-up -agents 3,20,50 -runs 3
 
 ## bench: every benchmark, with the figures the README quotes
 bench:
