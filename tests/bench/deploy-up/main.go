@@ -93,9 +93,9 @@ func ready() error {
 	if err != nil {
 		return fmt.Errorf("pulumi plugin ls: %w", err)
 	}
-	for _, p := range []string{"docker +resource +4.10.0", "command +resource +1.2.0"} {
-		if !grep(string(out), p) {
-			return fmt.Errorf("the %s plugin is not installed (pulumi plugin ls)", strings.Fields(p)[0])
+	for _, p := range [][2]string{{"docker", "4.10.0"}, {"command", "1.2.0"}} {
+		if !hasPlugin(string(out), p[0], p[1]) {
+			return fmt.Errorf("the %s %s provider plugin is not installed (pulumi plugin ls)", p[0], p[1])
 		}
 	}
 	if out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=ai-flock.flock").Output(); err != nil {
@@ -106,11 +106,11 @@ func ready() error {
 	return nil
 }
 
-func grep(text, pattern string) bool {
-	for _, l := range strings.Split(text, "\n") {
-		f := strings.Fields(l)
-		p := strings.Fields(strings.ReplaceAll(pattern, "+", ""))
-		if len(f) >= 3 && f[0] == p[0] && f[1] == p[1] && f[2] == p[2] {
+// hasPlugin says whether `pulumi plugin ls` lists the resource plugin
+// name at version (its columns: NAME KIND VERSION …).
+func hasPlugin(list, name, version string) bool {
+	for _, l := range strings.Split(list, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == name && f[1] == "resource" && f[2] == version {
 			return true
 		}
 	}
