@@ -17,7 +17,11 @@ for img in "$state"/disks/*.img; do
     continue
   fi
   mountpoint -q "$dir" && continue
-  if mount -o loop,nosuid,nodev "$img" "$dir"; then
+  # noinit_itable: the kernel must not zero inode tables through the loop
+  # device (that punches holes in the image, handing the agent's reserved
+  # blocks back to the host); fallocate fills any hole already punched.
+  fallocate -l "$(stat -c %s "$img")" "$img" || echo "flock-mount-disks: cannot allocate all of $img (is the disk full?)" >&2
+  if mount -o loop,nosuid,nodev,noinit_itable "$img" "$dir"; then
     echo "flock-mount-disks: $img on $dir"
   else
     rc=1

@@ -149,7 +149,8 @@ func AgentScript(m flock.Model, a flock.Agent, seed string) string {
 // diskScript puts a directory ($dir, whose parent is root's) on a filesystem
 // of its own: an ext4 image of want bytes whose root is owner's, allocated in
 // full up front (a write past it fails with ENOSPC there alone, and never
-// takes the host's disk), loop-mounted nosuid,nodev. Under the mount the
+// takes the host's disk) and kept so on every run (holes filled),
+// loop-mounted nosuid,nodev,noinit_itable. Under the mount the
 // directory is root's with mode 0000, so if the image is ever not mounted (a
 // host reboot) nothing can be written there rather than written without a
 // bound. Files of a directory that had none (an older flock) move into the
@@ -167,7 +168,11 @@ if [ ! -e "$img" ]; then
   rm -f "$img.new"
   fallocate -l "$want" "$img.new" || { rm -f "$img.new"; echo "flock: cannot allocate $want bytes for $img (is the disk full?)" >&2; exit 1; }
 `)
-	fmt.Fprintf(&b, "  mkfs.ext4 -q -F -m 0 -E nodiscard,root_owner=%d:%d \"$img.new\"\n", uid, gid)
+	// Inode tables and journal zeroed here (with fallocate's zero-range, which
+	// keeps the blocks), not lazily after the mount: the kernel's lazy zeroing
+	// goes through the loop device, which punches holes in the image and hands
+	// the agent's reserved blocks back to the host.
+	fmt.Fprintf(&b, "  mkfs.ext4 -q -F -m 0 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0,root_owner=%d:%d \"$img.new\"\n", uid, gid)
 	b.WriteString(`  mv -f "$img.new" "$img"
 fi
 # Where provision/flock-mount-disks.sh mounts it again after a reboot.
@@ -178,9 +183,11 @@ if [ "$want" -lt "$have" ]; then
 	fmt.Fprintf(&b, "  echo \"flock: $img is $have bytes and %s asks for $want: a filesystem cannot shrink; set it back to at least $((have / 1048576)) MiB, or move the files out and delete the image\" >&2\n", key)
 	b.WriteString(`  exit 1
 fi
-if [ "$want" -gt "$have" ]; then
-  fallocate -l "$want" "$img" || { echo "flock: cannot allocate $want bytes for $img (is the disk full?)" >&2; exit 1; }
-fi
+# Every run, not only to grow: it also fills any hole punched in the image
+# (by an older flock's lazy inode-table zeroing, or an online resize
+# zeroing through the loop device), so all want bytes stay the agent's.
+allocate() { fallocate -l "$want" "$img" || { echo "flock: cannot allocate $want bytes for $img (is the disk full?)" >&2; exit 1; }; }
+allocate
 if ! mountpoint -q "$dir"; then
   old=""
   if [ -d "$dir" ] && [ -n "$(ls -A "$dir")" ]; then old="$dir.unquoted.$$"; mv "$dir" "$old"; fi
@@ -188,7 +195,7 @@ if ! mountpoint -q "$dir"; then
   if [ "$(fs_bytes)" -lt "$want" ]; then
     { e2fsck -f -p "$img" >/dev/null; [ $? -le 1 ]; } && resize2fs "$img" >/dev/null 2>&1 || { echo "flock: cannot grow the filesystem in $img" >&2; exit 1; }
   fi
-  mount -o loop,nosuid,nodev "$img" "$dir"
+  mount -o loop,nosuid,nodev,noinit_itable "$img" "$dir"
   if [ -n "$old" ]; then
 `)
 	fmt.Fprintf(&b, "    cp -a \"$old/.\" \"$dir/\" || { echo \"flock: the files of $old do not fit in $img ($want bytes): raise %s; they are left in $old\" >&2; exit 1; }\n", key)
@@ -198,6 +205,7 @@ elif [ "$(fs_bytes)" -lt "$want" ]; then
   dev=$(findmnt -n -o SOURCE --target "$dir")
   losetup -c "$dev" && resize2fs "$dev" >/dev/null 2>&1 ||
     echo "flock: this host refuses to grow a mounted filesystem: $dir grows to $want bytes when it is next mounted" >&2
+  allocate
 fi
 `)
 	return b.String()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -165,12 +166,26 @@ func TestAgentDiskQuota(t *testing.T) {
 	// What the host gives agent-1's filesystem is its image file's blocks
 	// (the free space of the whole disk moves with whatever else writes to
 	// it, say the tests beside this one).
-	allocated := func() int64 {
+	allocatedTo := func(id string) int64 {
 		var st syscall.Stat_t
-		if err := syscall.Stat(m.Shared.DiskImage(a1.ID), &st); err != nil {
+		if err := syscall.Stat(m.Shared.DiskImage(id), &st); err != nil {
 			t.Fatal(err)
 		}
 		return st.Blocks * 512
+	}
+	allocated := func() int64 { return allocatedTo(a1.ID) }
+	// Nothing may zero the filesystem's metadata through the loop device
+	// later (the loop driver turns zeroing into hole punches in the image,
+	// handing the reserved blocks back to the host): every inode table is
+	// zeroed when the image is made, and the mount forbids the kernel's lazy
+	// zeroing (for images grown offline, or made by an older flock).
+	if out, err := exec.Command("dumpe2fs", m.Shared.DiskImage(a1.ID)).CombinedOutput(); err != nil {
+		t.Fatalf("dumpe2fs: %v\n%s", err, out)
+	} else if groups, zeroed := len(blockGroup.FindAll(out, -1)), strings.Count(string(out), "ITABLE_ZEROED"); groups == 0 || zeroed != groups {
+		t.Errorf("agent-1's image: %d of %d block groups have their inode table zeroed; the kernel would zero the rest through the loop device", zeroed, groups)
+	}
+	if opts := mountOptions(t, m.Shared.AgentDir(a1.ID)); !strings.Contains(opts, "noinit_itable") {
+		t.Errorf("agent-1's filesystem is mounted with %q: without noinit_itable the kernel zeroes inode tables through the loop device", opts)
 	}
 	before := allocated()
 	if before < mib<<20 {
@@ -193,6 +208,20 @@ func TestAgentDiskQuota(t *testing.T) {
 	if _, err := fill(filepath.Join(m.Shared.AgentDir(a2.ID), "ok"), 1<<20); err != nil {
 		t.Errorf("agent-2 cannot write after agent-1 filled its own directory: %v", err)
 	}
+	// A hole in an image (an older flock's lazy zeroing left some) is filled
+	// by the next prepare step: the agent's blocks are reserved again.
+	if out, err := run("fallocate -p -o 4194304 -l 8388608 " + m.Shared.DiskImage(a2.ID)); err != nil {
+		t.Fatalf("punching a hole: %v\n%s", err, out)
+	}
+	if got := allocatedTo(a2.ID); got >= mib<<20 {
+		t.Fatalf("agent-2's image holds %d bytes after a hole was punched in it: this host does not punch holes", got)
+	}
+	if out, err := run(dockerflock.AgentScript(m, a2, "SEED")); err != nil {
+		t.Fatalf("%s: %v\n%s", a2.ID, err, out)
+	}
+	if got := allocatedTo(a2.ID); got < mib<<20 {
+		t.Errorf("agent-2's image holds %d bytes of the host's disk after its prepare step ran again, want its %d MiB allocated", got, mib)
+	}
 
 	// Grow: online where the host allows it (this sandbox may not), and in
 	// any case when the filesystem is next mounted; files kept.
@@ -211,6 +240,9 @@ func TestAgentDiskQuota(t *testing.T) {
 	}
 	if size := int64(fs.Blocks) * int64(fs.Bsize); size <= mib<<20 {
 		t.Errorf("agent-1's filesystem is %d bytes after growing to %d MiB", size, 2*mib)
+	}
+	if got := allocated(); got < 2*mib<<20 {
+		t.Errorf("agent-1's image holds %d bytes of the host's disk after growing, want its %d MiB allocated", got, 2*mib)
 	}
 	if _, err := os.Stat(filepath.Join(dir1, "junk")); err != nil {
 		t.Errorf("growing lost agent-1's files: %v", err)
@@ -255,6 +287,10 @@ func TestAgentDiskQuota(t *testing.T) {
 	if out, err := run(dockerflock.AgentCleanupScript(m, a3)); err != nil {
 		t.Fatalf("cleanup: %v\n%s", err, out)
 	}
+	// An image with a hole (as an older flock's left) is whole again after boot.
+	if out, err := run("fallocate -p -o 4194304 -l 8388608 " + m.Shared.DiskImage(a2.ID)); err != nil {
+		t.Fatalf("punching a hole: %v\n%s", err, out)
+	}
 	boot := exec.Command("sh", "../../provision/flock-mount-disks.sh", m.Shared.StateRoot)
 	if out, err := boot.CombinedOutput(); err != nil {
 		t.Fatalf("boot mount: %v\n%s", err, out)
@@ -265,6 +301,12 @@ func TestAgentDiskQuota(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir1, "junk")); err != nil {
 		t.Errorf("agent-1's files after the boot script: %v", err)
+	}
+	if got := allocatedTo(a2.ID); got < mib<<20 {
+		t.Errorf("agent-2's image holds %d bytes of the host's disk after the boot script, want its %d MiB allocated", got, mib)
+	}
+	if opts := mountOptions(t, m.Shared.AgentDir(a2.ID)); !strings.Contains(opts, "noinit_itable") {
+		t.Errorf("the boot script mounts agent-2's filesystem with %q, want noinit_itable", opts)
 	}
 }
 
@@ -376,4 +418,25 @@ func TestAgentLogDisk(t *testing.T) {
 	if err := exec.Command("mountpoint", "-q", m.Shared.LogDir(a1.ID)).Run(); err != nil {
 		t.Error("the boot script did not mount the log's filesystem again")
 	}
+}
+
+// blockGroup is the line dumpe2fs prints for each block group.
+var blockGroup = regexp.MustCompile(`(?m)^Group [0-9]+:`)
+
+// mountOptions returns the options of the filesystem mounted at dir (its
+// mount and superblock options), or fails the test if none is.
+func mountOptions(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == dir {
+			return strings.Join(f[5:], " ")
+		}
+	}
+	t.Fatalf("nothing is mounted at %s", dir)
+	return ""
 }

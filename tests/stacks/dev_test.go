@@ -352,7 +352,7 @@ func checkMounts(t *testing.T, s *capture.Stack, agents map[string]capture.Resou
 		for _, want := range []string{
 			fmt.Sprintf("dir=%s/agents/%s\n", root, id),
 			fmt.Sprintf("img=/srv/flock/state/disks/%s.img\nwant=%d\n", id, flock.DefaultLimits.DiskMiB<<20),
-			fmt.Sprintf("mkfs.ext4 -q -F -m 0 -E nodiscard,root_owner=%s:%s", uid, uid),
+			fmt.Sprintf("mkfs.ext4 -q -F -m 0 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0,root_owner=%s:%s", uid, uid),
 			fmt.Sprintf("chown %s:%s \"$dir\"\nchmod 0700 \"$dir\"", uid, uid),
 			fmt.Sprintf("chown -h %s:%s \"$log\"\nchmod 0600", uid, uid),
 			fmt.Sprintf("chmod 0400 /srv/flock/state/creds/%s/nats.nk.new", id),
