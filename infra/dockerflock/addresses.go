@@ -29,11 +29,12 @@ func BusNodeAddress(m flock.Model, n int) netip.Addr {
 func AgentBusAddress(a flock.Agent) netip.Addr { return a.Subnet.Addr().Next().Next() }
 
 // AgentBusNodeAddress is bus node n's fixed address on an agent's network:
-// .2, .3, .4. With three nodes the agent's own address is fixed too (.5),
-// so the engine never hands an agent an address a node must take later.
+// .2, .3, .4.
 func AgentBusNodeAddress(a flock.Agent, n int) netip.Addr { return nth(AgentBusAddress(a), n-1) }
 
-// AgentAddress is a clustered flock's fixed address for agent a (.5).
+// AgentAddress is agent a's fixed address on its network, after the bus
+// nodes' (.3 with one node, .5 with three): the engine never hands the agent
+// an address a node must take later, whichever is connected first.
 func AgentAddress(m flock.Model, a flock.Agent) netip.Addr {
 	return nth(AgentBusAddress(a), m.Bus.Replicas)
 }

@@ -15,7 +15,8 @@ import (
 // pidsLimit sets a container's cgroup PIDs limit through the Engine API
 // (pulumi-docker has no pids_limit), again whenever the container is
 // replaced. The nproc ulimit (per UID, and every container has its own UID)
-// holds in the moment between creation and this step.
+// holds in the moment between creation and this step. For the flock's own
+// services; an agent's is set by its first bus link (busLinks).
 func (d *declarer) pidsLimit(name string, c *docker.Container, pids int) error {
 	_, err := local.NewCommand(d.ctx, d.n(name, "pids-limit"), &local.CommandArgs{
 		Create:      pulumi.Sprintf("docker update --pids-limit %d %s >/dev/null", pids, d.n(name)),
@@ -61,19 +62,12 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		return fmt.Errorf("network: %w", err)
 	}
 
-	// Each bus node (and the gateway) joins each agent network by a
-	// per-agent step, so adding an agent neither replaces a bus node nor
-	// touches the other agents.
-	links, err := d.busLinks(a.ID, netName, a.Subnet, network)
-	if err != nil {
-		return err
-	}
+	// The gateway joins by a step of the agent's own, so adding an agent
+	// never replaces it; nothing in the agent waits for it.
 	if d.gateway != nil {
-		link, err := d.gatewayLink(a, netName, network)
-		if err != nil {
+		if _, err := d.gatewayLink(a, netName, network); err != nil {
 			return fmt.Errorf("gateway link: %w", err)
 		}
-		links = append(links, link)
 	}
 
 	args := hardened(a.Limits, a.UID, d.m.Runtime)
@@ -112,11 +106,11 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		bindMount(d.m.Shared.LogFile(a.ID), protocol.ContainerLogFile(a.ID), false),
 		bindMount(d.m.Shared.CredsDir(a.ID), protocol.ContainerCredsDir, true),
 	}
-	agentNet := docker.ContainerNetworksAdvancedArgs{Name: network.Name}
-	if d.m.Bus.Clustered() {
-		agentNet.Ipv4Address = pulumi.String(AgentAddress(d.m, a).String())
-	}
-	args.NetworksAdvanced = docker.ContainerNetworksAdvancedArray{agentNet}
+	// A fixed address after the bus nodes': the engine never hands the agent
+	// one a node must take, so the container need not wait for its links.
+	args.NetworksAdvanced = docker.ContainerNetworksAdvancedArray{docker.ContainerNetworksAdvancedArgs{
+		Name: network.Name, Ipv4Address: pulumi.String(AgentAddress(d.m, a).String()),
+	}}
 	// Docker's embedded resolver forwards names it does not know to upstream
 	// servers: a side channel out of an internal network. With loopback as
 	// the only upstream it answers for the flock's own names and nothing else.
@@ -127,18 +121,24 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	// prepare step mounted rather than the directory it replaced.
 	args.Labels = append(d.labels("agent", a.ID), docker.ContainerLabelArgs{Label: pulumi.String(protocol.LabelDiskMiB), Value: pulumi.String(strconv.Itoa(a.Limits.DiskMiB))})
 	container, err := docker.NewContainer(d.ctx, d.n(a.ID), args, d.parent,
-		pulumi.DependsOn(append([]pulumi.Resource{prepare, d.images}, links...)))
+		pulumi.DependsOn([]pulumi.Resource{prepare, d.images}))
 	if err != nil {
 		return fmt.Errorf("container: %w", err)
 	}
 
+	// Each bus node joins the agent's network by a per-agent step, so adding
+	// an agent neither replaces a bus node nor touches the other agents. The
+	// first node's step runs after the container and sets its cgroup PIDs
+	// limit too: one step (and one shell) fewer per agent. The agent retries
+	// the bus until its link is made.
+	after := &pidsFor{container: container, pids: a.Limits.Pids}
 	if d.m.Runtime == "runsc" {
 		// gVisor's own kernel enforces the nproc ulimit for this sandbox
 		// alone, and runsc refuses docker update.
-		return nil
+		after.pids = 0
 	}
-	if err := d.pidsLimit(a.ID, container, a.Limits.Pids); err != nil {
-		return fmt.Errorf("pids limit: %w", err)
+	if _, err := d.busLinks(a.ID, netName, a.Subnet, network, after); err != nil {
+		return err
 	}
 	return nil
 }

@@ -134,7 +134,7 @@ func (d *declarer) ownNetwork(owner string, subnet netip.Prefix, role string) (*
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s network: %w", owner, err)
 	}
-	links, err := d.busLinks(owner, name, subnet, network)
+	links, err := d.busLinks(owner, name, subnet, network, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -154,9 +154,18 @@ func (d *declarer) gatewayLink(a flock.Agent, netName string, network *docker.Ne
 	}, d.parent, pulumi.DeleteBeforeReplace(true))
 }
 
+// pidsFor is the container an agent's first bus link follows and the cgroup
+// PIDs limit that step sets on it (0: none, under gVisor).
+type pidsFor struct {
+	container *docker.Container
+	pids      int
+}
+
 // busLinks joins every bus node to a network of the flock (an agent's, or
-// the gateway's) at its fixed address there, one step per node.
-func (d *declarer) busLinks(owner, netName string, subnet netip.Prefix, network *docker.Network) ([]pulumi.Resource, error) {
+// the gateway's) at its fixed address there, one step per node. With after
+// set, node 1's step runs once that container exists (again whenever it is
+// replaced) and sets its PIDs limit, pulumi-docker having no pidsLimit.
+func (d *declarer) busLinks(owner, netName string, subnet netip.Prefix, network *docker.Network, after *pidsFor) ([]pulumi.Resource, error) {
 	var links []pulumi.Resource
 	for i, node := range d.busNodes {
 		num := i + 1
@@ -166,11 +175,20 @@ func (d *declarer) busLinks(owner, netName string, subnet netip.Prefix, network 
 			linkName = d.n(owner, "bus", strconv.Itoa(num), "link")
 			ip, alias = nth(subnet.Addr(), num+1), "bus-"+strconv.Itoa(num)
 		}
+		create := pulumi.Sprintf("docker network connect --ip %s --alias %s %s %s 2>&1 | grep -v 'already exists' || true; docker network inspect -f '{{range .Containers}}{{.Name}} {{end}}' %s | grep -qw %s", ip.String(), alias, netName, name, netName, name)
+		triggers := pulumi.Array{node.ID(), network.ID()}
+		if after != nil && num == 1 {
+			triggers = append(triggers, after.container.ID())
+			if after.pids > 0 {
+				create = pulumi.Sprintf("%s && docker update --pids-limit %d %s >/dev/null", create, after.pids, d.n(owner))
+				triggers = append(triggers, pulumi.Int(after.pids))
+			}
+		}
 		link, err := local.NewCommand(d.ctx, linkName, &local.CommandArgs{
-			Create:      pulumi.Sprintf("docker network connect --ip %s --alias %s %s %s 2>&1 | grep -v 'already exists' || true; docker network inspect -f '{{range .Containers}}{{.Name}} {{end}}' %s | grep -qw %s", ip.String(), alias, netName, name, netName, name),
+			Create:      create,
 			Delete:      pulumi.Sprintf("docker network disconnect -f %s %s >/dev/null 2>&1 || true", netName, name),
 			Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
-			Triggers:    pulumi.Array{node.ID(), network.ID()},
+			Triggers:    triggers,
 			// Its delete disconnects the node by name: on a replacement it must
 			// run before the new link is made, or it would cut the new one.
 		}, d.parent, pulumi.DeleteBeforeReplace(true))

@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -267,12 +268,14 @@ func breakCases() []breakCase {
 			}},
 		{policy: "stack-pids-limit-step", resource: agent2, stack: "dev", want: `no step sets the cgroup PIDs limit of agent agent-2's container "flock-agent-2"`,
 			build: func(t testing.TB) []capture.Resource {
-				return remove(t, dev(t, 3), rules.TypeCommand, "flock-agent-2-pids-limit")
+				return edit(t, dev(t, 3), rules.TypeCommand, "flock-agent-2-bus-link", func(in map[string]any) {
+					in["create"], _, _ = strings.Cut(in["create"].(string), " && docker update")
+				})
 			}},
-		{policy: "stack-pids-limit-step", resource: agent3, stack: "dev", want: `the step "flock-agent-3-pids-limit" does not depend on the container`,
+		{policy: "stack-pids-limit-step", resource: agent3, stack: "dev", want: `the step "flock-agent-3-bus-link" does not depend on the container`,
 			build: func(t testing.TB) []capture.Resource {
 				rs := dev(t, 3)
-				rs[find(t, rs, rules.TypeCommand, "flock-agent-3-pids-limit")].Deps = nil
+				rs[find(t, rs, rules.TypeCommand, "flock-agent-3-bus-link")].Deps = nil
 				return rs
 			}},
 		// Stack policies, aws.

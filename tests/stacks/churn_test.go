@@ -57,7 +57,7 @@ func checkOnlyAgent4Added(t *testing.T, before, after *capture.Stack, links []st
 	t.Helper()
 	changed, removed, added := changedBetween(before, after)
 	checkOneAgentDiff(t, changed, removed, "removed", added, "agent-4", "adding agent-4 added")
-	for _, want := range append([]string{"flock-agent-4", "flock-agent-4-net", "flock-agent-4-prepare", "flock-agent-4-pids-limit"}, links...) {
+	for _, want := range append([]string{"flock-agent-4", "flock-agent-4-net", "flock-agent-4-prepare"}, links...) {
 		if !slices.Contains(added, want) {
 			t.Errorf("agent-4 lacks %s (added %v)", want, added)
 		}

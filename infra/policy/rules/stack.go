@@ -146,7 +146,7 @@ func stackPidsLimitStep(rs []Resource) []Finding {
 			// runsc cannot take a docker update.
 			continue
 		}
-		fix := fmt.Sprintf("declare a pulumi-command step (<flock>-%s-pids-limit) that runs `docker update --pids-limit N %s` with the container's ID among its triggers, as infra/dockerflock does: pulumi-docker has no pidsLimit", id, name)
+		fix := fmt.Sprintf("declare a pulumi-command step that runs `docker update --pids-limit N %s` with the container's ID among its triggers (agent %s: infra/dockerflock does it in the first bus link step): pulumi-docker has no pidsLimit", name, id)
 		re := regexp.MustCompile(`docker\s+update\s+(?:.*\s)?--pids-limit[ =](-?[0-9]+)\s+(?:.*\s)?` + regexp.QuoteMeta(name) + `(?:$|[\s;&|>])`)
 		var step *Resource
 		limit := ""
