@@ -1,6 +1,7 @@
 package dockerflock
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"net/url"
@@ -83,8 +84,23 @@ func LayoutScript(m flock.Model) string {
 		fmt.Fprintf(&b, " %s", BusDataDir(bus, m.Bus.Clustered(), n))
 	}
 	b.WriteString("\n")
+	// The agents' host library: root's alone, replaced by rename.
+	lib := AgentLibraryFile(m)
+	fmt.Fprintf(&b, "install -d -o 0 -g 0 -m 0700 %s\numask 077\n", path.Dir(lib))
+	fmt.Fprintf(&b, "cat > %s.new <<'FLOCK_EOF'\n%sFLOCK_EOF\nmv -f %s.new %s\n", lib, agentLibrary, lib, lib)
 	return b.String()
 }
+
+// AgentLibraryFile is where the layout step installs the agents' host
+// library (agentLibrary), under the state root, which no agent can reach.
+func AgentLibraryFile(m flock.Model) string {
+	return path.Join(m.Shared.StateRoot, "lib", "agent-prepare.sh")
+}
+
+// agentLibrarySum is the library's sha256: each agent's script checks it
+// before it sources the file, and carries it, so a new library is a new
+// script for every agent (their steps run again, after the layout step).
+var agentLibrarySum = fmt.Sprintf("%x", sha256.Sum256([]byte(agentLibrary)))
 
 // AgentCleanupScript removes an agent's credentials from the host when the
 // agent is removed or the flock destroyed, and unmounts its directory's and
@@ -118,14 +134,18 @@ func AgentCleanupScript(m flock.Model, a flock.Agent) string {
 // the runtime makes its tasks/ and inbox/ itself, as the agent's user.
 func AgentScript(m flock.Model, a flock.Agent, seed string) string {
 	s := m.Shared
+	lib := AgentLibraryFile(m)
 	var b strings.Builder
 	b.WriteString("set -eu\numask 077\n")
-	b.WriteString(`refuse() { echo "flock: refusing to prepare $1: $2 (an agent may have replaced it; inspect it by hand)" >&2; exit 1; }` + "\n")
-	b.WriteString(diskScript(s.AgentDir(a.ID), s.DiskImage(a.ID), int64(a.Limits.DiskMiB)<<20, a.UID, a.GID, "diskMiB"))
+	// The shared part (quota filesystems) is the host library the layout step
+	// installed: the state Pulumi saves after every step holds it once, not
+	// once per agent (twice, encrypted, as this script is).
+	fmt.Fprintf(&b, "echo '%s  %s' | sha256sum -c --status || { echo \"flock: %s is missing or not this flock's: the host layout step installs it: run pulumi up --replace with the URN of the <flock>-host-layout step (pulumi stack --show-urns)\" >&2; exit 1; }\n. %s\n", agentLibrarySum, lib, lib, lib)
+	fmt.Fprintf(&b, "flock_disk %s %s %d %d %d diskMiB\n", s.AgentDir(a.ID), s.DiskImage(a.ID), int64(a.Limits.DiskMiB)<<20, a.UID, a.GID)
 	fmt.Fprintf(&b, "chown %d:%d \"$dir\"\nchmod 0700 \"$dir\"\n", a.UID, a.GID)
 	// The log's filesystem is root's; the agent owns only the one file in it,
 	// and its container mounts only that file.
-	b.WriteString(diskScript(s.LogDir(a.ID), s.LogImage(a.ID), flock.LogDiskMiB<<20, 0, 0, "the log filesystem size"))
+	fmt.Fprintf(&b, "flock_disk %s %s %d 0 0 %s\n", s.LogDir(a.ID), s.LogImage(a.ID), int64(flock.LogDiskMiB)<<20, shellQuote("the log filesystem size"))
 	b.WriteString("chmod 0755 \"$dir\"\n")
 	fmt.Fprintf(&b, "log=%s\n", s.LogFile(a.ID))
 	b.WriteString(`if [ -L "$log" ]; then refuse "$log" "a symbolic link"; fi` + "\n")
@@ -146,47 +166,49 @@ func AgentScript(m flock.Model, a flock.Agent, seed string) string {
 	return b.String()
 }
 
-// diskScript puts a directory ($dir, whose parent is root's) on a filesystem
-// of its own: an ext4 image of want bytes whose root is owner's, allocated in
-// full up front (a write past it fails with ENOSPC there alone, and never
-// takes the host's disk) and kept so on every run (holes filled),
-// loop-mounted nosuid,nodev,noinit_itable. Under the mount the
-// directory is root's with mode 0000, so if the image is ever not mounted (a
-// host reboot) nothing can be written there rather than written without a
-// bound. Files of a directory that had none (an older flock) move into the
-// image. A larger size grows the filesystem: online where the host allows
-// it, else when it is next mounted; a smaller one is refused (ext4 cannot
-// shrink online); key names the setting in that error.
-func diskScript(dir, img string, want int64, uid, gid int, key string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "dir=%s\nimg=%s\nwant=%d\n", dir, img, want)
-	b.WriteString(`if [ -L "$dir" ]; then refuse "$dir" "a symbolic link"; fi
-if [ -e "$dir" ] && [ ! -d "$dir" ]; then refuse "$dir" "not a directory"; fi
+// agentLibrary is the agents' host library (functions only; every agent's
+// prepare script sources it). flock_disk DIR IMG BYTES UID GID KEY puts a
+// directory ($dir, whose parent is root's) on a filesystem of its own: an
+// ext4 image of BYTES whose root is UID:GID's, allocated in full up front (a
+// write past it fails with ENOSPC there alone, and never takes the host's
+// disk) and kept so on every run (holes filled), loop-mounted
+// nosuid,nodev,noinit_itable. Under the mount the directory is root's with
+// mode 0000, so if the image is ever not mounted (a host reboot) nothing can
+// be written there rather than written without a bound. Files of a
+// directory that had none (an older flock) move into the image. A larger
+// size grows the filesystem: online where the host allows it, else when it
+// is next mounted; a smaller one is refused (ext4 cannot shrink online); KEY
+// names the setting in that error. It leaves $dir, $img and $want set.
+//
+// Inode tables and journal are zeroed by mkfs (with fallocate's zero-range,
+// which keeps the blocks), not lazily after the mount: the kernel's lazy
+// zeroing goes through the loop device, which punches holes in the image
+// and hands the agent's reserved blocks back to the host. allocate runs on
+// every prepare, not only to grow: it also fills any hole punched in the
+// image (by an older flock's lazy zeroing, or an online resize zeroing
+// through the loop device), so all the bytes stay the agent's.
+const agentLibrary = `# ai-flock: the agents' host preparation, installed by the host layout step.
+refuse() { echo "flock: refusing to prepare $1: $2 (an agent may have replaced it; inspect it by hand)" >&2; exit 1; }
 fs_bytes() { dumpe2fs -h "$img" 2>/dev/null | awk -F: '/^Block count/ {c=$2} /^Block size/ {s=$2} END {print c*s}'; }
+allocate() { fallocate -l "$want" "$img" || { echo "flock: cannot allocate $want bytes for $img (is the disk full?)" >&2; exit 1; }; }
+flock_disk() {
+dir=$1 img=$2 want=$3 owner=$4:$5 key=$6
+if [ -L "$dir" ]; then refuse "$dir" "a symbolic link"; fi
+if [ -e "$dir" ] && [ ! -d "$dir" ]; then refuse "$dir" "not a directory"; fi
 if [ -L "$img" ] || { [ -e "$img" ] && [ ! -f "$img" ]; }; then refuse "$img" "not a regular file"; fi
 if [ ! -e "$img" ]; then
   rm -f "$img.new"
   fallocate -l "$want" "$img.new" || { rm -f "$img.new"; echo "flock: cannot allocate $want bytes for $img (is the disk full?)" >&2; exit 1; }
-`)
-	// Inode tables and journal zeroed here (with fallocate's zero-range, which
-	// keeps the blocks), not lazily after the mount: the kernel's lazy zeroing
-	// goes through the loop device, which punches holes in the image and hands
-	// the agent's reserved blocks back to the host.
-	fmt.Fprintf(&b, "  mkfs.ext4 -q -F -m 0 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0,root_owner=%d:%d \"$img.new\"\n", uid, gid)
-	b.WriteString(`  mv -f "$img.new" "$img"
+  mkfs.ext4 -q -F -m 0 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0,root_owner=$owner "$img.new"
+  mv -f "$img.new" "$img"
 fi
 # Where provision/flock-mount-disks.sh mounts it again after a reboot.
 printf '%s\n' "$dir" > "$img.target"
 have=$(stat -c %s "$img")
 if [ "$want" -lt "$have" ]; then
-`)
-	fmt.Fprintf(&b, "  echo \"flock: $img is $have bytes and %s asks for $want: a filesystem cannot shrink; set it back to at least $((have / 1048576)) MiB, or move the files out and delete the image\" >&2\n", key)
-	b.WriteString(`  exit 1
+  echo "flock: $img is $have bytes and $key asks for $want: a filesystem cannot shrink; set it back to at least $((have / 1048576)) MiB, or move the files out and delete the image" >&2
+  exit 1
 fi
-# Every run, not only to grow: it also fills any hole punched in the image
-# (by an older flock's lazy inode-table zeroing, or an online resize
-# zeroing through the loop device), so all want bytes stay the agent's.
-allocate() { fallocate -l "$want" "$img" || { echo "flock: cannot allocate $want bytes for $img (is the disk full?)" >&2; exit 1; }; }
 allocate
 if ! mountpoint -q "$dir"; then
   old=""
@@ -197,9 +219,8 @@ if ! mountpoint -q "$dir"; then
   fi
   mount -o loop,nosuid,nodev,noinit_itable "$img" "$dir"
   if [ -n "$old" ]; then
-`)
-	fmt.Fprintf(&b, "    cp -a \"$old/.\" \"$dir/\" || { echo \"flock: the files of $old do not fit in $img ($want bytes): raise %s; they are left in $old\" >&2; exit 1; }\n", key)
-	b.WriteString(`    rm -rf "$old"
+    cp -a "$old/." "$dir/" || { echo "flock: the files of $old do not fit in $img ($want bytes): raise $key; they are left in $old" >&2; exit 1; }
+    rm -rf "$old"
   fi
 elif [ "$(fs_bytes)" -lt "$want" ]; then
   dev=$(findmnt -n -o SOURCE --target "$dir")
@@ -207,9 +228,8 @@ elif [ "$(fs_bytes)" -lt "$want" ]; then
     echo "flock: this host refuses to grow a mounted filesystem: $dir grows to $want bytes when it is next mounted" >&2
   allocate
 fi
-`)
-	return b.String()
 }
+`
 
 // BusConfigScript installs the rendered bus config and topology (public keys
 // only: nothing secret) and asks a running bus to reload them. Files are

@@ -134,6 +134,54 @@ func TestAgentScriptNeverFollowsAgentSymlinks(t *testing.T) {
 	}
 }
 
+// Every agent's script sources the host library the layout step installed:
+// root's alone (0600 in a 0700 directory), and checked first, so a library
+// that is missing or not the one this flock installed runs nothing as root.
+func TestAgentScriptChecksItsHostLibrary(t *testing.T) {
+	m, run := hostFlock(t, 1, 32)
+	a := m.Agents[0]
+	lib := dockerflock.AgentLibraryFile(m)
+	for p, want := range map[string]os.FileMode{lib: 0o600, filepath.Dir(lib): 0o700 | os.ModeDir} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != 0 || fi.Mode() != want {
+			t.Errorf("%s: uid %d mode %v, want root's %v", p, uid, fi.Mode(), want)
+		}
+	}
+	f, err := os.OpenFile(lib, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	_, _ = fmt.Fprintf(f, "touch %s\n", marker)
+	_ = f.Close()
+	out, err := run(dockerflock.AgentScript(m, a, "SEED"))
+	if err == nil || !strings.Contains(out, lib+" is missing or not this flock's") {
+		t.Fatalf("a changed library: err %v, %q", err, out)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("the script ran a changed library: %v", err)
+	}
+	if _, err := os.Stat(m.Shared.DiskImage(a.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the script made a disk without its library: %v", err)
+	}
+	if err := os.Remove(lib); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(dockerflock.AgentScript(m, a, "SEED")); err == nil || !strings.Contains(out, "is missing or not this flock's") {
+		t.Fatalf("no library: err %v, %q", err, out)
+	}
+	// The layout step installs it again.
+	if out, err := run(dockerflock.LayoutScript(m)); err != nil {
+		t.Fatalf("layout: %v\n%s", err, out)
+	}
+	if out, err := run(dockerflock.AgentScript(m, a, "SEED")); err != nil {
+		t.Fatalf("after the layout step: %v\n%s", err, out)
+	}
+}
+
 // An agent's directory is a filesystem of diskMiB: writing past it fails with
 // ENOSPC there, while the host's free space and the other agent's directory
 // are untouched. A larger diskMiB grows it in place, a smaller one is

@@ -351,9 +351,11 @@ func checkMounts(t *testing.T, s *capture.Stack, agents map[string]capture.Resou
 		uid := strings.Split(c.String("user"), ":")[0]
 		script := prep.String("stdin")
 		for _, want := range []string{
-			fmt.Sprintf("dir=%s/agents/%s\n", root, id),
-			fmt.Sprintf("img=/srv/flock/state/disks/%s.img\nwant=%d\n", id, flock.DefaultLimits.DiskMiB<<20),
-			fmt.Sprintf("mkfs.ext4 -q -F -m 0 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0,root_owner=%s:%s", uid, uid),
+			// The host library the layout step installed, checked, then its quota filesystems.
+			"sha256sum -c --status",
+			"\n. /srv/flock/state/lib/agent-prepare.sh\n",
+			fmt.Sprintf("flock_disk %s/agents/%s /srv/flock/state/disks/%s.img %d %s %s diskMiB\n", root, id, id, flock.DefaultLimits.DiskMiB<<20, uid, uid),
+			fmt.Sprintf("flock_disk %s/logs/%s /srv/flock/state/disks/%s.log.img %d 0 0 ", root, id, id, flock.LogDiskMiB<<20),
 			fmt.Sprintf("chown %s:%s \"$dir\"\nchmod 0700 \"$dir\"", uid, uid),
 			fmt.Sprintf("chown -h %s:%s \"$log\"\nchmod 0600", uid, uid),
 			fmt.Sprintf("chmod 0400 /srv/flock/state/creds/%s/nats.nk.new", id),
@@ -366,6 +368,19 @@ func checkMounts(t *testing.T, s *capture.Stack, agents map[string]capture.Resou
 	layout, _ := s.Get(capture.TypeCommand, "flock-host-layout")
 	if !strings.Contains(layout.String("stdin"), "-m 0711 "+root+"/agents "+root+"/logs") {
 		t.Errorf("the agents and logs roots are not traverse-only: %q", layout.String("stdin"))
+	}
+	// The library every prepare step sources: root's, and its filesystems
+	// zeroed up front (see TestAgentDiskQuota).
+	for _, want := range []string{
+		"install -d -o 0 -g 0 -m 0700 /srv/flock/state/lib\numask 077\n",
+		"cat > /srv/flock/state/lib/agent-prepare.sh.new <<'FLOCK_EOF'\n",
+		"mkfs.ext4 -q -F -m 0 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0,root_owner=$owner \"$img.new\"",
+		"mount -o loop,nosuid,nodev,noinit_itable \"$img\" \"$dir\"",
+		"mv -f /srv/flock/state/lib/agent-prepare.sh.new /srv/flock/state/lib/agent-prepare.sh\n",
+	} {
+		if !strings.Contains(layout.String("stdin"), want) {
+			t.Errorf("the host layout step lacks %q", want)
+		}
 	}
 }
 
