@@ -19,11 +19,17 @@ import (
 // services; an agent's is set by its first bus link (busLinks).
 func (d *declarer) pidsLimit(name string, c *docker.Container, pids int) error {
 	_, err := local.NewCommand(d.ctx, d.n(name, "pids-limit"), &local.CommandArgs{
-		Create:      pulumi.Sprintf("docker update --pids-limit %d %s >/dev/null", pids, d.n(name)),
+		Create:      pulumi.String(pidsLimitCommand(pids, d.n(name))),
 		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
 		Triggers:    pulumi.Array{c.ID(), pulumi.Int(pids)},
 	}, d.parent)
 	return err
+}
+
+// pidsLimitCommand sets container's cgroup PIDs limit (what the policy pack's
+// stack-pids-limit-step looks for).
+func pidsLimitCommand(pids int, container string) string {
+	return fmt.Sprintf("docker update --pids-limit %d %s >/dev/null", pids, container)
 }
 
 func (d *declarer) declareAgent(a flock.Agent) error {
@@ -137,8 +143,6 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		// alone, and runsc refuses docker update.
 		after.pids = 0
 	}
-	if _, err := d.busLinks(a.ID, netName, a.Subnet, network, after); err != nil {
-		return err
-	}
-	return nil
+	_, err = d.busLinks(a.ID, netName, a.Subnet, network, after)
+	return err
 }

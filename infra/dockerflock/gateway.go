@@ -180,7 +180,7 @@ func (d *declarer) busLinks(owner, netName string, subnet netip.Prefix, network 
 		if after != nil && num == 1 {
 			triggers = append(triggers, after.container.ID())
 			if after.pids > 0 {
-				create = pulumi.Sprintf("%s && docker update --pids-limit %d %s >/dev/null", create, after.pids, d.n(owner))
+				create = pulumi.Sprintf("%s && %s", create, pidsLimitCommand(after.pids, d.n(owner)))
 				triggers = append(triggers, pulumi.Int(after.pids))
 			}
 		}
