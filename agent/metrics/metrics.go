@@ -45,10 +45,22 @@ type Config struct {
 	// exporter's own); the returned func stops it. The services share one
 	// subscription per subject between the exporter and the audit writer.
 	Subscribe func(subject string, h nats.MsgHandler) (func(), error)
-	// ScrapeTimeout bounds the JetStream questions of one scrape.
+	// ScrapeTimeout bounds the JetStream questions of one scrape
+	// (DefaultScrapeTimeout when zero).
 	ScrapeTimeout time.Duration
 	Logger        *slog.Logger
 }
+
+// busGatherWindow is how long a clustered bus gathers a stream or consumer
+// list from the streams' leaders before it answers with what it has, naming
+// the rest missing (nats-server's fixed 4 s).
+const busGatherWindow = 4 * time.Second
+
+// DefaultScrapeTimeout waits out the bus's gather window with room to
+// spare: a bound at or under it turns one stream whose leader is slow to
+// answer into no stream series at all. The bus's relay waits longer
+// (agent/bus: 8 s), Prometheus's default scrape timeout longer still.
+const DefaultScrapeTimeout = busGatherWindow + 2*time.Second
 
 // Exporter is the running exporter.
 type Exporter struct {
@@ -78,7 +90,7 @@ func Start(nc *nats.Conn, js jetstream.JetStream, cfg Config) (*Exporter, error)
 		return nil, fmt.Errorf("metrics: Config.Agents and Config.IsAgent are required")
 	}
 	if cfg.ScrapeTimeout <= 0 {
-		cfg.ScrapeTimeout = 4 * time.Second
+		cfg.ScrapeTimeout = DefaultScrapeTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
