@@ -71,12 +71,12 @@ operator-key:
 ## test: unit and mock-engine tests, no Docker needed: -short leaves the slowest
 ## real-server tests (three-node buses, the policy pack's server) to check, and
 ## the Docker suites (tests/e2e, e2e/cluster, e2e/fargate), which run nothing
-## without an engine, are not built (linking each takes seconds); go vet runs
-## once over everything instead of go test's vet pass in every package, and
-## -p 8 lets the tests that wait on a real server overlap the links
+## without an engine, are not built; go vet runs once over everything; the test
+## binaries are kept between runs (tests/unit.sh), so only those a change
+## reaches are linked again, and up to 8 run at once
 test:
 	$(GO) vet ./...
-	$(GO) test -p 8 -vet=off -short $$($(GO) list ./... | grep -Ev '/tests/e2e(/cluster|/fargate)?$$')
+	GO=$(GO) bash tests/unit.sh
 
 ## vet: go vet over every package
 vet:
