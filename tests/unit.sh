@@ -23,6 +23,13 @@ jobs=${FLOCK_TEST_JOBS:-8}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}
 bin=${FLOCK_TEST_BIN:-$cache/ai-flock/test-bin/$(pwd -P | sha256sum | cut -c1-12)}
 mkdir -p "$bin"
+pwd -P >"$bin/checkout"
+# The binaries of checkouts that are gone (a clone deleted) go with them.
+for other in "$cache"/ai-flock/test-bin/*/; do
+	if [ -f "$other/checkout" ] && [ ! -d "$(cat "$other/checkout")" ]; then
+		rm -rf "$other"
+	fi
+done
 
 module=$($GO list -m)
 mapfile -t pkgs < <($GO list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Name}} {{.Dir}}{{end}}' ./... |
