@@ -72,11 +72,11 @@ operator-key:
 ## real-server tests (three-node buses, the policy pack's server) to check, and
 ## the Docker suites (tests/e2e, e2e/cluster, e2e/fargate), which run nothing
 ## without an engine, are not built; go vet runs once over everything; the test
-## binaries are kept between runs (tests/unit.sh), so only those a change
+## binaries are kept between runs (tests/unitrun), so only those a change
 ## reaches are linked again, and up to 8 run at once
 test:
 	$(GO) vet ./...
-	GO=$(GO) bash tests/unit.sh
+	GO=$(GO) $(GO) run ./tests/unitrun
 
 ## vet: go vet over every package
 vet:
