@@ -187,9 +187,22 @@ func hostReachesBus(ctx context.Context, cfg config, stack *capture.Stack) error
 		return fmt.Errorf("the operator seed of the stack outputs: %w", err)
 	}
 	pub, _ := kp.PublicKey()
-	nc, err := nats.Connect(cfg.busURL, nats.Nkey(pub, kp.Sign), nats.Name("vmflock-operator"))
-	if err != nil {
-		return fmt.Errorf("the operator connects to the bus from the host (%s): %w", cfg.busURL, err)
+	// Under software emulation the forwarded port accepts at once on the host
+	// while the bus's INFO crosses the VM's user-mode network slowly: a
+	// connect gets a longer first read than nats.go's 2 s and is tried again
+	// for as long as the monitoring port was given.
+	var nc *nats.Conn
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		nc, err = nats.Connect(cfg.busURL, nats.Nkey(pub, kp.Sign), nats.Name("vmflock-operator"),
+			nats.Timeout(15*time.Second))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("the operator connects to the bus from the host (%s): %w", cfg.busURL, err)
+		}
+		logf("the operator's connect through %s: %v; trying again", cfg.busURL, err)
+		time.Sleep(2 * time.Second)
 	}
 	defer nc.Close()
 	agents := map[string]bool{}
