@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ai-flock/ai-flock/agent/cli"
-	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/agenttest"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
@@ -47,16 +47,9 @@ func start(t *testing.T) *flockEnv {
 		t.Fatal(err)
 	}
 	_ = op.Flush()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = worker.Run(ctx, worker.Config{
-			ID: "agent-1", URL: f.URL, SharedDir: e.shared, NkeyFile: f.SeedFile(t, "agent-1"),
-			Heartbeat: time.Second, LogFile: "-", StatusFile: filepath.Join(e.shared, "status"),
-		}, nil)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	cfg := agenttest.Config(t, f, "agent-1", e.shared)
+	cfg.Heartbeat = time.Second
+	agenttest.Run(t, cfg, nil)
 	for deadline := time.After(10 * time.Second); ; {
 		select {
 		case m := <-events:

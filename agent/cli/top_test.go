@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/ai-flock/ai-flock/agent/cli"
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/agenttest"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 	"github.com/ai-flock/ai-flock/tests/testkit"
 )
@@ -27,28 +27,12 @@ func liveFlock(t *testing.T, n int, opts ...bustest.Option) *flockEnv {
 	f := bustest.Start(t, bustest.Agents(n), opts...)
 	e := &flockEnv{f: f, shared: t.TempDir()}
 	e.env = map[string]string{"FLOCK_NATS_URL": f.URL, "FLOCK_NKEY_FILE": f.SeedFile(t, protocol.OperatorUser)}
-	ctx, cancel := context.WithCancel(context.Background())
-	var done []chan struct{}
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("agent-%d", i)
-		recent := worker.NewRecentLog()
-		cfg := worker.Config{
-			ID: id, URL: f.URL, SharedDir: e.shared, NkeyFile: f.SeedFile(t, id), Concurrency: 2,
-			Heartbeat: 500 * time.Millisecond, LogFile: "-", StatusFile: filepath.Join(e.shared, id+".status"), Recent: recent,
-		}
-		d := make(chan struct{})
-		done = append(done, d)
-		go func() {
-			defer close(d)
-			_ = worker.Run(ctx, cfg, slog.New(slog.NewJSONHandler(recent, nil)).With("agent", id))
-		}()
+		cfg := agenttest.Config(t, f, id, e.shared)
+		cfg.Concurrency, cfg.Heartbeat, cfg.Recent = 2, 500*time.Millisecond, worker.NewRecentLog()
+		agenttest.Run(t, cfg, slog.New(slog.NewJSONHandler(cfg.Recent, nil)).With("agent", id))
 	}
-	t.Cleanup(func() {
-		cancel()
-		for _, d := range done {
-			<-d
-		}
-	})
 	testkit.WaitFor(t, 10*time.Second, "every agent to say it is ready", func() bool {
 		code, out, _ := e.run(t, "agents", "--json")
 		return code == cli.ExitOK && strings.Count(out, `"state":"ready"`) == n

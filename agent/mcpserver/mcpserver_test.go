@@ -7,14 +7,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/tests/agentcli"
+	"github.com/ai-flock/ai-flock/tests/agenttest"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 )
 
@@ -32,26 +31,8 @@ type testFlock struct {
 func startFlock(t *testing.T, agents int) *testFlock {
 	t.Helper()
 	tf := &testFlock{f: bustest.Start(t, bustest.Agents(agents)), shared: t.TempDir()}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
 	for i := 1; i <= agents; i++ {
-		id := "agent-" + string(rune('0'+i))
-		env := map[string]string{
-			"AGENT_ID": id, "NATS_URL": tf.f.URL, "SHARED_DIR": tf.shared, "NATS_NKEY_FILE": tf.f.SeedFile(t, id),
-			"STATUS_FILE": filepath.Join(t.TempDir(), "status"), "LOG_FILE": "-", "HEARTBEAT_INTERVAL": "200ms",
-		}
-		cfg, err := worker.FromEnv(func(k string) string { return env[k] })
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := worker.Run(ctx, cfg, nil); err != nil {
-				t.Errorf("%s: %v", id, err)
-			}
-		}()
+		agenttest.Run(t, agenttest.Config(t, tf.f, "agent-"+string(rune('0'+i)), tf.shared), nil)
 	}
 	tf.waitReady(t, agents)
 	return tf

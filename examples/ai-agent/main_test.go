@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ai-flock/ai-flock/tests/syncbuf"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ai-flock/ai-flock/tests/agenttest"
+	"github.com/ai-flock/ai-flock/tests/syncbuf"
 
 	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/agent/worker"
@@ -330,27 +332,10 @@ func TestRunAnswersPromptsAndTellsThePeer(t *testing.T) {
 // process) sharing one directory, and waits until each stores messages.
 func startFlock(t *testing.T, n int) (*bustest.Bus, string) {
 	f, shared := bustest.Start(t, bustest.Agents(n)), t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
 	op := f.Connect(t, protocol.OperatorUser)
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("agent-%d", i)
-		env := map[string]string{
-			"AGENT_ID": id, "NATS_URL": f.URL, "SHARED_DIR": shared, "NATS_NKEY_FILE": f.SeedFile(t, id),
-			"STATUS_FILE": filepath.Join(t.TempDir(), "status"), "LOG_FILE": "-", "HEARTBEAT_INTERVAL": "200ms",
-		}
-		cfg, err := worker.FromEnv(func(k string) string { return env[k] })
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := worker.Run(ctx, cfg, nil); err != nil {
-				t.Errorf("%s: %v", id, err)
-			}
-		}()
+		agenttest.Run(t, agenttest.Config(t, f, id, shared), nil)
 		// Ready once it answers a message, which stays in its inbox (an
 		// empty body: not a prompt, should agent-1 read it).
 		waitFor(t, id+" ready", func() bool {
