@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 func taskEcho(id, text string) protocol.Task {
@@ -203,7 +204,7 @@ func TestAgentKilledMidTask(t *testing.T) {
 	id := publishExec(t, js, a, "killed", "sleep", "3s")
 	// Wait until the task directory appears: the agent is running it.
 	dir := filepath.Join(f.sharedRoot, "agents", a, "tasks", id)
-	waitFor(t, 20*time.Second, func() bool { _, err := os.Stat(filepath.Join(dir, "task.json")); return err == nil })
+	testkit.WaitEvery(t, 20*time.Second, 100*time.Millisecond, "the agent to start the task (its task.json)", func() bool { _, err := os.Stat(filepath.Join(dir, "task.json")); return err == nil })
 	ctx := context.Background()
 	if err := f.engine.Kill(ctx, container(a), "SIGKILL"); err != nil {
 		t.Fatal(err)
@@ -283,16 +284,5 @@ func TestStartTime(t *testing.T) {
 	t.Logf("a %d-agent flock started (replay of every resource to every agent's first ready heartbeat) in %s", len(f.agents), f.startTime.Round(time.Millisecond))
 	if f.startTime <= 0 {
 		t.Fatal("start time not measured")
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/e2e/replay"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // The model gateway on the real engine. The flock's gateway has one
@@ -353,7 +354,7 @@ func TestGatewayBudget(t *testing.T) {
 	if err := f.engine.Restart(ctx, name, 10); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, func() bool {
+	testkit.WaitEvery(t, 60*time.Second, 100*time.Millisecond, "the restarted gateway to be healthy", func() bool {
 		h, _ := inspect(t, name)["State"].(map[string]any)["Health"].(map[string]any)
 		return h != nil && h["Status"] == "healthy"
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/ai-flock/ai-flock/agent/operator"
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // Attacks a hostile agent makes from inside its container with its own key.
@@ -407,7 +408,7 @@ func readyMark(t *testing.T, f *flockUnderTest, agent, name string) (wait func()
 	_ = os.Remove(ready)
 	return func() {
 		t.Helper()
-		waitFor(t, 45*time.Second, func() bool { _, err := os.Stat(ready); return err == nil })
+		testkit.WaitEvery(t, 45*time.Second, 100*time.Millisecond, "the hostile task to say it is ready ("+ready+")", func() bool { _, err := os.Stat(ready); return err == nil })
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // Mail that waits, on the real engine: messages to an agent whose container
@@ -54,7 +55,7 @@ func TestMailWaitsForAStoppedAgent(t *testing.T) {
 	stoppedAgent = false
 	dir := filepath.Join(f.sharedRoot, "agents", a, "inbox")
 	var got []string
-	waitFor(t, 90*time.Second, func() bool {
+	testkit.WaitEvery(t, 90*time.Second, 100*time.Millisecond, a+"'s inbox to hold the operator's messages after its restart", func() bool {
 		got = got[:0]
 		files, _ := filepath.Glob(filepath.Join(dir, "*-inbox-*.json"))
 		sort.Strings(files)

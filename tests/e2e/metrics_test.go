@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // needPrometheus is the path of the prometheus binary (Debian's package
@@ -79,7 +80,7 @@ func startPrometheus(t *testing.T, bin string) *promServer {
 		}
 	})
 	p := &promServer{base: "http://" + addr}
-	waitFor(t, 30*time.Second, func() bool {
+	testkit.WaitEvery(t, 30*time.Second, 100*time.Millisecond, "Prometheus to be ready", func() bool {
 		res, err := http.Get(p.base + "/-/ready")
 		if err != nil {
 			return false
@@ -153,7 +154,7 @@ func TestPrometheusScrapesTheFlock(t *testing.T) {
 	f := needGateway(t)
 	a1, a2 := f.agents[0], f.agents[1]
 	p := startPrometheus(t, bin)
-	waitFor(t, 30*time.Second, func() bool { v, ok := p.query(t, `up{job="flock"}`); return ok && v == 1 })
+	testkit.WaitEvery(t, 30*time.Second, 100*time.Millisecond, "Prometheus to scrape the flock (up{job=\"flock\"} 1)", func() bool { v, ok := p.query(t, `up{job="flock"}`); return ok && v == 1 })
 
 	tasksOK := fmt.Sprintf(`flock_tasks_total{agent=%q,status="ok"}`, a1)
 	received := fmt.Sprintf(`flock_messages_received_total{agent=%q}`, a1)

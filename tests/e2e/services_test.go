@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // The flock's services (the board) run as a container of their own,
@@ -20,7 +21,7 @@ import (
 func TestServicesHardening(t *testing.T) {
 	f := need(t)
 	name := f.name + "-services"
-	waitFor(t, 90*time.Second, func() bool {
+	testkit.WaitEvery(t, 90*time.Second, 100*time.Millisecond, "the services container to be healthy", func() bool {
 		h, _ := inspect(t, name)["State"].(map[string]any)["Health"].(map[string]any)
 		return h != nil && h["Status"] == "healthy"
 	})
@@ -100,7 +101,7 @@ func TestTheBoardSurvivesARestartOfTheServices(t *testing.T) {
 	if err := f.engine.Start(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, func() bool {
+	testkit.WaitEvery(t, 60*time.Second, 100*time.Millisecond, "the restarted services to answer the board", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := cl.List(ctx, "")

@@ -17,3 +17,17 @@ func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// WaitEvery is WaitFor polling at the given interval: for a condition that
+// costs a request to the engine or a read of many files, where WaitFor's
+// 10 ms would be a busy loop.
+func WaitEvery(t testing.TB, within, every time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(every)
+	}
+}
