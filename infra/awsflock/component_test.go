@@ -7,6 +7,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -75,16 +76,16 @@ func TestComponentDeclaresTheFlock(t *testing.T) {
 				t.Errorf("%s %s is not the component's child (parent %q)", r.Type, r.Name, r.Parent)
 			}
 		}
-		if n := len(s.ByType(capture.TypeService)); n != c.services {
+		if n := len(s.ByType(awsrules.TypeService)); n != c.services {
 			t.Errorf("%d services, want %d: 3 agents, the bus nodes and the flock's services", n, c.services)
 		}
 		for _, id := range []string{"agent-1", "agent-2", "agent-3", "services"} {
-			if _, ok := s.Get(capture.TypeSecret, "f-"+id+"-nkey"); !ok {
+			if _, ok := s.Get(awsrules.TypeSecret, "f-"+id+"-nkey"); !ok {
 				t.Errorf("no secret f-%s-nkey", id)
 			}
 		}
 		// EFS has no quota: the file system's size has an alarm.
-		alarms := s.ByType(capture.TypeMetricAlarm)
+		alarms := s.ByType(awsrules.TypeMetricAlarm)
 		if len(alarms) != 1 {
 			t.Fatalf("%d metric alarms, want one on the file system's size", len(alarms))
 		}

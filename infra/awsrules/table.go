@@ -2,28 +2,6 @@ package awsrules
 
 import "regexp"
 
-// Resource types the rules concern (Pulumi aws provider tokens).
-const (
-	TypeSecurityGroup     = "aws:ec2/securityGroup:SecurityGroup"
-	TypeSecurityGroupRule = "aws:ec2/securityGroupRule:SecurityGroupRule"
-	TypeSGIngressRule     = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
-	TypeSGEgressRule      = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
-	TypeRole              = "aws:iam/role:Role"
-	TypeRolePolicy        = "aws:iam/rolePolicy:RolePolicy"
-	TypeTaskDefinition    = "aws:ecs/taskDefinition:TaskDefinition"
-	TypeService           = "aws:ecs/service:Service"
-	TypeCluster           = "aws:ecs/cluster:Cluster"
-	TypeDiscoveryService  = "aws:servicediscovery/service:Service"
-	TypeNamespace         = "aws:servicediscovery/privateDnsNamespace:PrivateDnsNamespace"
-	TypeLogGroup          = "aws:cloudwatch/logGroup:LogGroup"
-	TypeDashboard         = "aws:cloudwatch/dashboard:Dashboard"
-	TypeRepository        = "aws:ecr/repository:Repository"
-	TypeAccessPoint       = "aws:efs/accessPoint:AccessPoint"
-	TypeSecret            = "aws:secretsmanager/secret:Secret"
-	// TypeAny stands for every resource of the aws provider (tags).
-	TypeAny = "aws:*"
-)
-
 // The characters EC2 allows in security group names and descriptions and in
 // security group rule descriptions (EC2-VPC).
 const ec2Chars = `a-zA-Z0-9 ._\-:/()#,@\[\]+=&;{}!$*`

@@ -10,6 +10,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 )
 
 // What the aws mocks answer: one account in one region.
@@ -60,40 +62,6 @@ var MockSubnets = map[string]MockSubnet{
 	"subnet-0111111111111111e": {MockVPC, MockLocalZone},
 	"subnet-0fffffffffffffff0": {"vpc-0fedcba9876543210", "eu-west-1b"},
 }
-
-// Types of the resources the aws stack declares.
-const (
-	TypeVpc               = "aws:ec2/vpc:Vpc"
-	TypeSubnet            = "aws:ec2/subnet:Subnet"
-	TypeRouteTable        = "aws:ec2/routeTable:RouteTable"
-	TypeRoute             = "aws:ec2/route:Route"
-	TypeRouteTableAssoc   = "aws:ec2/routeTableAssociation:RouteTableAssociation"
-	TypeInternetGateway   = "aws:ec2/internetGateway:InternetGateway"
-	TypeNatGateway        = "aws:ec2/natGateway:NatGateway"
-	TypeEip               = "aws:ec2/eip:Eip"
-	TypeVpcEndpoint       = "aws:ec2/vpcEndpoint:VpcEndpoint"
-	TypeSecurityGroup     = "aws:ec2/securityGroup:SecurityGroup"
-	TypeSGRule            = "aws:ec2/securityGroupRule:SecurityGroupRule"
-	TypeDefaultSG         = "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup"
-	TypeFileSystem        = "aws:efs/fileSystem:FileSystem"
-	TypeMountTarget       = "aws:efs/mountTarget:MountTarget"
-	TypeFileSystemPolicy  = "aws:efs/fileSystemPolicy:FileSystemPolicy"
-	TypeAccessPoint       = "aws:efs/accessPoint:AccessPoint"
-	TypeRepository        = "aws:ecr/repository:Repository"
-	TypeLogGroup          = "aws:cloudwatch/logGroup:LogGroup"
-	TypeMetricAlarm       = "aws:cloudwatch/metricAlarm:MetricAlarm"
-	TypeDashboard         = "aws:cloudwatch/dashboard:Dashboard"
-	TypeSecret            = "aws:secretsmanager/secret:Secret"
-	TypeSecretVersion     = "aws:secretsmanager/secretVersion:SecretVersion"
-	TypeRole              = "aws:iam/role:Role"
-	TypeRolePolicy        = "aws:iam/rolePolicy:RolePolicy"
-	TypeServiceLinkedRole = "aws:iam/serviceLinkedRole:ServiceLinkedRole"
-	TypeCluster           = "aws:ecs/cluster:Cluster"
-	TypeTaskDefinition    = "aws:ecs/taskDefinition:TaskDefinition"
-	TypeService           = "aws:ecs/service:Service"
-	TypeNamespace         = "aws:servicediscovery/privateDnsNamespace:PrivateDnsNamespace"
-	TypeDiscovery         = "aws:servicediscovery/service:Service"
-)
 
 func init() {
 	next := CallMock
@@ -226,30 +194,30 @@ func MockARN(typ, name string, inputs resource.PropertyMap) string {
 	ra := MockRegion + ":" + MockAccount
 	id := MockID(name)
 	switch typ {
-	case TypeFileSystem:
+	case awsrules.TypeFileSystem:
 		return "arn:aws:elasticfilesystem:" + ra + ":file-system/" + id
-	case TypeAccessPoint:
+	case awsrules.TypeAccessPoint:
 		return "arn:aws:elasticfilesystem:" + ra + ":access-point/" + id
-	case TypeLogGroup:
+	case awsrules.TypeLogGroup:
 		return "arn:aws:logs:" + ra + ":log-group:" + nameOf(name, inputs)
-	case TypeSecret:
+	case awsrules.TypeSecret:
 		return "arn:aws:secretsmanager:" + ra + ":secret:" + name + "-AbCdEf"
-	case TypeRole:
+	case awsrules.TypeRole:
 		return "arn:aws:iam::" + MockAccount + ":role/" + nameOf(name, inputs)
-	case TypeServiceLinkedRole:
+	case awsrules.TypeServiceLinkedRole:
 		// AWS names it after the service: ECS's is AWSServiceRoleForECS.
 		return "arn:aws:iam::" + MockAccount + ":role/aws-service-role/ecs.amazonaws.com/AWSServiceRoleForECS"
-	case TypeRepository:
+	case awsrules.TypeRepository:
 		return "arn:aws:ecr:" + ra + ":repository/" + nameOf(name, inputs)
-	case TypeCluster:
+	case awsrules.TypeCluster:
 		return "arn:aws:ecs:" + ra + ":cluster/" + nameOf(name, inputs)
-	case TypeTaskDefinition:
+	case awsrules.TypeTaskDefinition:
 		return "arn:aws:ecs:" + ra + ":task-definition/" + familyOf(name, inputs) + ":1"
-	case TypeService:
+	case awsrules.TypeService:
 		return "arn:aws:ecs:" + ra + ":service/" + nameOf(name, inputs)
-	case TypeDiscovery:
+	case awsrules.TypeDiscoveryService:
 		return "arn:aws:servicediscovery:" + ra + ":service/srv-" + id
-	case TypeNamespace:
+	case awsrules.TypeNamespace:
 		return "arn:aws:servicediscovery:" + ra + ":namespace/ns-" + id
 	}
 	mod := strings.SplitN(strings.TrimPrefix(typ, "aws:"), "/", 2)[0]
@@ -290,26 +258,26 @@ func awsState(args pulumi.MockResourceArgs, state resource.PropertyMap) {
 		state["arn"] = str(MockARN(typ, name, args.Inputs))
 	}
 	switch typ {
-	case TypeRepository:
+	case awsrules.TypeRepository:
 		repo := nameOf(name, args.Inputs)
 		state["name"] = str(repo)
 		state["registryId"] = str(MockAccount)
 		state["repositoryUrl"] = str(MockRegistry() + "/" + repo)
-	case TypeRole, TypeCluster, TypeSecret:
+	case awsrules.TypeRole, awsrules.TypeCluster, awsrules.TypeSecret:
 		state["name"] = str(nameOf(name, args.Inputs))
-	case TypeServiceLinkedRole:
+	case awsrules.TypeServiceLinkedRole:
 		state["name"] = str("AWSServiceRoleForECS")
 		state["path"] = str("/aws-service-role/ecs.amazonaws.com/")
-	case TypeTaskDefinition:
+	case awsrules.TypeTaskDefinition:
 		state["revision"] = resource.NewNumberProperty(1)
 		state["arnWithoutRevision"] = str(strings.TrimSuffix(MockARN(typ, name, args.Inputs), ":1"))
-	case TypeVpcEndpoint:
+	case awsrules.TypeVpcEndpoint:
 		if t := args.Inputs["vpcEndpointType"]; t.IsString() && t.StringValue() == "Gateway" {
 			state["prefixListId"] = str(MockPrefixS3)
 		}
-	case TypeFileSystem:
+	case awsrules.TypeFileSystem:
 		state["dnsName"] = str(MockID(name) + ".efs." + MockRegion + ".amazonaws.com")
-	case TypeNamespace:
+	case awsrules.TypeNamespace:
 		sum := sha256.Sum256([]byte(name))
 		state["hostedZone"] = str("Z" + strings.ToUpper(hex.EncodeToString(sum[:]))[:20])
 	}

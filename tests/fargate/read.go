@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 	"github.com/ai-flock/ai-flock/tests/e2e/replay"
 )
@@ -19,18 +20,18 @@ import (
 // known are the inputs the replay maps, per resource type it reads; any
 // other input of these types fails Read loudly.
 var known = map[string][]string{
-	capture.TypeTaskDefinition: {"family", "requiresCompatibilities", "networkMode", "cpu", "memory", "runtimePlatform",
+	awsrules.TypeTaskDefinition: {"family", "requiresCompatibilities", "networkMode", "cpu", "memory", "runtimePlatform",
 		"executionRoleArn", "taskRoleArn", "containerDefinitions", "volumes", "tags", "ephemeralStorage"},
-	capture.TypeService: {"name", "cluster", "taskDefinition", "desiredCount", "launchType", "platformVersion",
+	awsrules.TypeService: {"name", "cluster", "taskDefinition", "desiredCount", "launchType", "platformVersion",
 		"networkConfiguration", "deploymentCircuitBreaker", "deploymentMinimumHealthyPercent", "deploymentMaximumPercent",
 		"enableExecuteCommand", "enableEcsManagedTags", "propagateTags", "triggers", "forceNewDeployment", "tags",
 		"serviceRegistries", "waitForSteadyState"},
-	capture.TypeSGRule: {"type", "securityGroupId", "protocol", "fromPort", "toPort", "sourceSecurityGroupId",
+	awsrules.TypeSecurityGroupRule: {"type", "securityGroupId", "protocol", "fromPort", "toPort", "sourceSecurityGroupId",
 		"cidrBlocks", "prefixListIds", "description", "self"},
-	capture.TypeSecurityGroup: {"vpcId", "description", "revokeRulesOnDelete", "tags", "name", "namePrefix"},
-	capture.TypeAccessPoint:   {"fileSystemId", "rootDirectory", "posixUser", "tags"},
-	capture.TypeSecretVersion: {"secretId", "secretString"},
-	capture.TypeDiscovery:     {"name", "dnsConfig", "healthCheckCustomConfig", "forceDestroy", "tags", "description"},
+	awsrules.TypeSecurityGroup:    {"vpcId", "description", "revokeRulesOnDelete", "tags", "name", "namePrefix"},
+	awsrules.TypeAccessPoint:      {"fileSystemId", "rootDirectory", "posixUser", "tags"},
+	awsrules.TypeSecretVersion:    {"secretId", "secretString"},
+	awsrules.TypeDiscoveryService: {"name", "dnsConfig", "healthCheckCustomConfig", "forceDestroy", "tags", "description"},
 }
 
 // Read reads a capture of the aws stack.
@@ -56,32 +57,32 @@ func Read(s *capture.Stack) (*Model, error) {
 	for _, r := range s.Resources {
 		in := replay.Inputs(r)
 		switch r.Type {
-		case capture.TypeSecret:
+		case awsrules.TypeSecret:
 			secretByID[capture.MockID(r.Name)] = r.MockARN()
-		case capture.TypeNamespace:
+		case awsrules.TypeNamespace:
 			namespaces[capture.MockID(r.Name)] = replay.Str(in["name"])
-		case capture.TypeSecurityGroup:
+		case awsrules.TypeSecurityGroup:
 			m.Groups[capture.MockID(r.Name)] = &Group{ID: capture.MockID(r.Name), Name: r.Name}
-		case capture.TypeRoute:
+		case awsrules.TypeRoute:
 			if replay.Str(in["destinationCidrBlock"]) == "0.0.0.0/0" && (replay.Str(in["natGatewayId"]) != "" || replay.Str(in["gatewayId"]) != "") {
 				routeTables[replay.Str(in["routeTableId"])] = true
 			}
-		case capture.TypeRouteTableAssoc:
+		case awsrules.TypeRouteTableAssociation:
 			assoc[replay.Str(in["subnetId"])] = replay.Str(in["routeTableId"])
-		case capture.TypeSubnet:
+		case awsrules.TypeSubnet:
 			p, err := netip.ParsePrefix(replay.Str(in["cidrBlock"]))
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("subnet %s: %v", r.Name, err))
 				continue
 			}
 			m.Subnets[capture.MockID(r.Name)] = &Subnet{ID: capture.MockID(r.Name), Name: r.Name, CIDR: p}
-		case capture.TypeVpcEndpoint:
+		case awsrules.TypeVpcEndpoint:
 			if replay.Str(in["vpcEndpointType"]) == "Gateway" {
 				m.PrefixLists = append(m.PrefixLists, capture.MockPrefixS3)
 			} else {
 				m.EndpointGroups = append(m.EndpointGroups, replay.Strs(in["securityGroupIds"])...)
 			}
-		case capture.TypeMountTarget:
+		case awsrules.TypeMountTarget:
 			fs := replay.Str(in["fileSystemId"])
 			m.EFSGroups[fs] = append(m.EFSGroups[fs], replay.Strs(in["securityGroups"])...)
 		case capture.TypeImage:
@@ -104,20 +105,20 @@ func Read(s *capture.Stack) (*Model, error) {
 		in := replay.Inputs(r)
 		var err error
 		switch r.Type {
-		case capture.TypeSecretVersion:
+		case awsrules.TypeSecretVersion:
 			arn, ok := secretByID[replay.Str(in["secretId"])]
 			if !ok {
 				err = fmt.Errorf("secret %q is not declared", replay.Str(in["secretId"]))
 				break
 			}
 			m.Secrets[arn] = replay.Str(in["secretString"])
-		case capture.TypeAccessPoint:
+		case awsrules.TypeAccessPoint:
 			var ap AccessPoint
 			ap, err = readAccessPoint(r, in)
 			m.AccessPoints[ap.ID] = ap
-		case capture.TypeSGRule:
+		case awsrules.TypeSecurityGroupRule:
 			err = m.readRule(in)
-		case capture.TypeDiscovery:
+		case awsrules.TypeDiscoveryService:
 			dns, _ := in["dnsConfig"].(map[string]any)
 			ns, ok := namespaces[replay.Str(dns["namespaceId"])]
 			if !ok {
@@ -125,7 +126,7 @@ func Read(s *capture.Stack) (*Model, error) {
 				break
 			}
 			m.Discovery[r.MockARN()] = replay.Str(in["name"]) + "." + ns
-		case capture.TypeTaskDefinition:
+		case awsrules.TypeTaskDefinition:
 			var td *TaskDef
 			if td, err = readTaskDef(r, in); err == nil {
 				m.TaskDefs[td.ARN] = td
@@ -137,12 +138,12 @@ func Read(s *capture.Stack) (*Model, error) {
 	}
 	byURN := map[string]string{} // a service's URN suffix (logical name) -> logical name
 	for _, r := range s.Resources {
-		if r.Type == capture.TypeService {
+		if r.Type == awsrules.TypeService {
 			byURN[r.Name] = r.Name
 		}
 	}
 	for _, r := range s.Resources {
-		if r.Type != capture.TypeService {
+		if r.Type != awsrules.TypeService {
 			continue
 		}
 		svc, err := m.readService(r, replay.Inputs(r), byURN)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
-	"github.com/ai-flock/ai-flock/infra/policy/rules"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
@@ -72,7 +72,7 @@ func TestAWSStackPoliciesSeeTheAgents(t *testing.T) {
 		build        func(t testing.TB) []capture.Resource
 	}{
 		{"stack-nothing-private-shared", `EFS volume "peer" reaches /agents/agent-1`, func(t testing.TB) []capture.Resource {
-			return edit(t, awsCapture(t, 3), rules.TypeTaskDefinition, "flock-agent-2-task", func(in map[string]any) {
+			return edit(t, awsCapture(t, 3), awsrules.TypeTaskDefinition, "flock-agent-2-task", func(in map[string]any) {
 				in["volumes"] = append(list(in["volumes"]), map[string]any{"name": "peer", "efsVolumeConfiguration": map[string]any{
 					"fileSystemId": "flock-efs-id", "transitEncryption": "ENABLED",
 					"authorizationConfig": map[string]any{"accessPointId": capture.MockID("flock-agent-1-dir-ap"), "iam": "ENABLED"},
@@ -80,18 +80,18 @@ func TestAWSStackPoliciesSeeTheAgents(t *testing.T) {
 			})
 		}},
 		{"stack-agent-own-directory", "agent agent-2 has no access point of its own", func(t testing.TB) []capture.Resource {
-			return remove(t, awsCapture(t, 3), rules.TypeAccessPoint, "flock-agent-2-dir-ap")
+			return remove(t, awsCapture(t, 3), awsrules.TypeAccessPoint, "flock-agent-2-dir-ap")
 		}},
 		{"stack-agent-own-network", `adds ingress to the agents' security group "flock-agents-sg"`, func(t testing.TB) []capture.Resource {
 			rs := awsCapture(t, 3)
-			return append(rs, capture.Resource{Type: rules.TypeSecurityGroupRule, Name: "flock-agents-self", Custom: true,
+			return append(rs, capture.Resource{Type: awsrules.TypeSecurityGroupRule, Name: "flock-agents-self", Custom: true,
 				Inputs: resource.NewPropertyMapFromMap(map[string]any{
 					"type": "ingress", "securityGroupId": capture.MockID("flock-agents-sg"), "self": true,
 					"protocol": "-1", "fromPort": 0, "toPort": 0,
 				})})
 		}},
 		{"stack-unique-agent-uid", "forces the POSIX UID 20001 on agent agent-2's files", func(t testing.TB) []capture.Resource {
-			return edit(t, awsCapture(t, 3), rules.TypeAccessPoint, "flock-agent-2-dir-ap", func(in map[string]any) {
+			return edit(t, awsCapture(t, 3), awsrules.TypeAccessPoint, "flock-agent-2-dir-ap", func(in map[string]any) {
 				in["posixUser"] = map[string]any{"uid": 20001, "gid": 20001}
 			})
 		}},

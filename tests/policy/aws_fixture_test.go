@@ -6,8 +6,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/flock"
-	"github.com/ai-flock/ai-flock/infra/policy/rules"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -55,7 +55,7 @@ func awsStack(n int) []capture.Resource {
 		}}
 	}
 	accessPoint := func(name, id, root string, uid int, perms string) {
-		add(rules.TypeAccessPoint, name, map[string]any{
+		add(awsrules.TypeAccessPoint, name, map[string]any{
 			"id":           id,
 			"fileSystemId": fsID,
 			"posixUser":    map[string]any{"uid": uid, "gid": uid},
@@ -89,11 +89,11 @@ func awsStack(n int) []capture.Resource {
 		return "arn:aws:secretsmanager:" + region + ":" + acct + ":secret:ai-flock/flock/" + user
 	}
 
-	add(rules.TypeFileSystem, "flock-efs", map[string]any{"encrypted": true, "performanceMode": "generalPurpose", "tags": tags("bus", "")})
-	add(rules.TypeLogGroup, "flock-logs", map[string]any{"name": "/ai-flock/flock", "retentionInDays": 30})
+	add(awsrules.TypeFileSystem, "flock-efs", map[string]any{"encrypted": true, "performanceMode": "generalPurpose", "tags": tags("bus", "")})
+	add(awsrules.TypeLogGroup, "flock-logs", map[string]any{"name": "/ai-flock/flock", "retentionInDays": 30})
 
 	// Security groups: agents admit nothing; the bus admits 4222 from agents; EFS admits 2049 from both.
-	add(rules.TypeSecurityGroup, "flock-agents-sg", map[string]any{
+	add(awsrules.TypeSecurityGroup, "flock-agents-sg", map[string]any{
 		"id": "sg-agents", "vpcId": "vpc-1", "description": "AI Flock agents: no ingress",
 		"egress": []any{
 			map[string]any{"protocol": "tcp", "fromPort": 4222, "toPort": 4222, "securityGroups": []any{"sg-bus"}},
@@ -102,16 +102,16 @@ func awsStack(n int) []capture.Resource {
 		},
 		"tags": tags("agent", ""),
 	})
-	add(rules.TypeSecurityGroup, "flock-bus-sg", map[string]any{
+	add(awsrules.TypeSecurityGroup, "flock-bus-sg", map[string]any{
 		"id": "sg-bus", "vpcId": "vpc-1", "description": "AI Flock bus",
 		"ingress": []any{map[string]any{"protocol": "tcp", "fromPort": 4222, "toPort": 4222, "securityGroups": []any{"sg-agents"}}},
 		"tags":    tags("bus", ""),
 	})
-	add(rules.TypeSecurityGroup, "flock-efs-sg", map[string]any{"id": "sg-efs", "vpcId": "vpc-1", "description": "AI Flock EFS", "tags": tags("bus", "")})
-	add(rules.TypeSGIngressRule, "flock-efs-from-agents", map[string]any{
+	add(awsrules.TypeSecurityGroup, "flock-efs-sg", map[string]any{"id": "sg-efs", "vpcId": "vpc-1", "description": "AI Flock EFS", "tags": tags("bus", "")})
+	add(awsrules.TypeSGIngressRule, "flock-efs-from-agents", map[string]any{
 		"securityGroupId": "sg-efs", "referencedSecurityGroupId": "sg-agents", "ipProtocol": "tcp", "fromPort": 2049, "toPort": 2049,
 	})
-	add(rules.TypeSecurityGroupRule, "flock-efs-from-bus", map[string]any{
+	add(awsrules.TypeSecurityGroupRule, "flock-efs-from-bus", map[string]any{
 		"type": "ingress", "securityGroupId": "sg-efs", "sourceSecurityGroupId": "sg-bus", "protocol": "tcp", "fromPort": 2049, "toPort": 2049,
 	})
 
@@ -119,7 +119,7 @@ func awsStack(n int) []capture.Resource {
 	accessPoint("flock-common-ap", "fsap-common", "/common", flock.DefaultUIDBase-1, "0755")
 	accessPoint("flock-bus-ap", "fsap-bus", "/bus", flock.DefaultUIDBase, "0700")
 
-	add(rules.TypeTaskDefinition, "flock-bus-task", map[string]any{
+	add(awsrules.TypeTaskDefinition, "flock-bus-task", map[string]any{
 		"arn": "arn:aws:ecs:" + region + ":" + acct + ":task-definition/flock-bus:1", "family": "flock-bus",
 		"networkMode": "awsvpc", "requiresCompatibilities": []any{"FARGATE"}, "cpu": "512", "memory": "1024",
 		"volumes": []any{efsVolume("bus-store", "fsap-bus")},
@@ -129,7 +129,7 @@ func awsStack(n int) []capture.Resource {
 			[]map[string]any{{"sourceVolume": "bus-store", "containerPath": "/data", "readOnly": false}}),
 		"tags": tags("bus", ""),
 	})
-	add(rules.TypeService, "flock-bus-svc", map[string]any{
+	add(awsrules.TypeService, "flock-bus-svc", map[string]any{
 		"cluster": "flock-cluster", "taskDefinition": "arn:aws:ecs:" + region + ":" + acct + ":task-definition/flock-bus:1",
 		"desiredCount": 1, "launchType": "FARGATE",
 		"networkConfiguration": map[string]any{"assignPublicIp": false, "subnets": []any{"subnet-a", "subnet-b"}, "securityGroups": []any{"sg-bus"}},
@@ -142,7 +142,7 @@ func awsStack(n int) []capture.Resource {
 		arn := fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/flock-%s:1", region, acct, id)
 		accessPoint("flock-"+id+"-ap", "fsap-"+id, "/agents/"+id, uid, "0700")
 		accessPoint("flock-"+id+"-logs-ap", "fsap-"+id+"-logs", "/logs/"+id, uid, "0700")
-		add(rules.TypeTaskDefinition, "flock-"+id+"-task", map[string]any{
+		add(awsrules.TypeTaskDefinition, "flock-"+id+"-task", map[string]any{
 			"arn": arn, "family": "flock-" + id,
 			"networkMode": "awsvpc", "requiresCompatibilities": []any{"FARGATE"}, "cpu": "256", "memory": "512",
 			"executionRoleArn": "arn:aws:iam::" + acct + ":role/flock-exec",
@@ -167,7 +167,7 @@ func awsStack(n int) []capture.Resource {
 				}),
 			"tags": tags("agent", id),
 		})
-		add(rules.TypeService, "flock-"+id+"-svc", map[string]any{
+		add(awsrules.TypeService, "flock-"+id+"-svc", map[string]any{
 			"cluster": "flock-cluster", "taskDefinition": arn, "desiredCount": 1, "launchType": "FARGATE",
 			"deploymentCircuitBreaker": map[string]any{"enable": true, "rollback": true},
 			"networkConfiguration":     map[string]any{"assignPublicIp": false, "subnets": []any{"subnet-a", "subnet-b"}, "securityGroups": []any{"sg-agents"}},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/policy/rules"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
@@ -166,7 +167,7 @@ func breakCases() []breakCase {
 			build: devWith(rules.TypeNetwork, "flock-agent-1-net", func(in map[string]any) { in["internal"] = false })},
 		// ECS task definitions.
 		{policy: "ecs-task-awsvpc", resource: "flock-agent-1-task", stack: "aws", want: "networkMode is bridge, not awsvpc",
-			build: awsWith(rules.TypeTaskDefinition, "flock-agent-1-task", func(in map[string]any) { in["networkMode"] = "bridge" })},
+			build: awsWith(awsrules.TypeTaskDefinition, "flock-agent-1-task", func(in map[string]any) { in["networkMode"] = "bridge" })},
 		{policy: "ecs-task-non-root-user", resource: "flock-agent-2-task", stack: "aws", want: `container "agent" has no user`,
 			build: awsTask("flock-agent-2-task", func(c map[string]any) { delete(c, "user") })},
 		{policy: "ecs-task-non-root-user", resource: "flock-bus-task", stack: "aws", want: `container "bus": user "nats" is not a numeric UID:GID`,
@@ -180,7 +181,7 @@ func breakCases() []breakCase {
 				c["linuxParameters"] = map[string]any{"capabilities": map[string]any{"drop": []any{"NET_RAW"}}}
 			})},
 		{policy: "ecs-task-memory-limits", resource: "flock-agent-2-task", stack: "aws", want: "the task has no memory limit",
-			build: awsWith(rules.TypeTaskDefinition, "flock-agent-2-task", func(in map[string]any) { delete(in, "memory") })},
+			build: awsWith(awsrules.TypeTaskDefinition, "flock-agent-2-task", func(in map[string]any) { delete(in, "memory") })},
 		{policy: "ecs-task-logging", resource: "flock-agent-1-task", stack: "aws", want: `container "agent" has no log driver`,
 			build: awsTask("flock-agent-1-task", func(c map[string]any) { delete(c, "logConfiguration") })},
 		{policy: "ecs-task-no-secret-env", resource: "flock-agent-1-task", stack: "aws", want: "has an nkey seed in its plain environment (variable NATS_SEED)",
@@ -192,48 +193,48 @@ func breakCases() []breakCase {
 				c["environment"] = append(list(c["environment"]), map[string]any{"name": "DB_PASSWORD", "value": "hunter2"})
 			})},
 		{policy: "ecs-task-efs-encryption-iam", resource: "flock-agent-1-task", stack: "aws", want: `EFS volume "own" is mounted without transit encryption`,
-			build: awsWith(rules.TypeTaskDefinition, "flock-agent-1-task", func(in map[string]any) {
+			build: awsWith(awsrules.TypeTaskDefinition, "flock-agent-1-task", func(in map[string]any) {
 				efsVolumeOf(in, "own")["transitEncryption"] = "DISABLED"
 			})},
 		{policy: "ecs-task-efs-encryption-iam", resource: "flock-agent-2-task", stack: "aws", want: `EFS volume "common" is mounted without IAM authorization`,
-			build: awsWith(rules.TypeTaskDefinition, "flock-agent-2-task", func(in map[string]any) {
+			build: awsWith(awsrules.TypeTaskDefinition, "flock-agent-2-task", func(in map[string]any) {
 				obj(efsVolumeOf(in, "common")["authorizationConfig"])["iam"] = "DISABLED"
 			})},
 		{policy: "ecs-task-efs-access-point", resource: "flock-bus-task", stack: "aws", want: `EFS volume "bus-store" mounts the file system without an access point`,
-			build: awsWith(rules.TypeTaskDefinition, "flock-bus-task", func(in map[string]any) {
+			build: awsWith(awsrules.TypeTaskDefinition, "flock-bus-task", func(in map[string]any) {
 				efs := efsVolumeOf(in, "bus-store")
 				delete(obj(efs["authorizationConfig"]), "accessPointId")
 				efs["rootDirectory"] = "/bus"
 			})},
 		// ECS services, EFS, security groups, logs.
 		{policy: "ecs-service-no-public-ip", resource: "flock-agent-3-svc", stack: "aws", want: "assigns public IPs to its tasks",
-			build: awsWith(rules.TypeService, "flock-agent-3-svc", func(in map[string]any) {
+			build: awsWith(awsrules.TypeService, "flock-agent-3-svc", func(in map[string]any) {
 				obj(in["networkConfiguration"])["assignPublicIp"] = true
 			})},
 		{policy: "efs-encrypted", resource: "flock-efs", stack: "aws", want: "the file system is not encrypted at rest",
-			build: awsWith(rules.TypeFileSystem, "flock-efs", func(in map[string]any) { in["encrypted"] = false })},
+			build: awsWith(awsrules.TypeFileSystem, "flock-efs", func(in map[string]any) { in["encrypted"] = false })},
 		{policy: "efs-access-point-posix-user", resource: "flock-common-ap", stack: "aws", want: "has no POSIX user",
-			build: awsWith(rules.TypeAccessPoint, "flock-common-ap", func(in map[string]any) { delete(in, "posixUser") })},
+			build: awsWith(awsrules.TypeAccessPoint, "flock-common-ap", func(in map[string]any) { delete(in, "posixUser") })},
 		{policy: "efs-access-point-posix-user", resource: "flock-bus-ap", stack: "aws", want: "forces the POSIX user 0:0, which is root",
-			build: awsWith(rules.TypeAccessPoint, "flock-bus-ap", func(in map[string]any) { in["posixUser"] = map[string]any{"uid": 0, "gid": 0} })},
+			build: awsWith(awsrules.TypeAccessPoint, "flock-bus-ap", func(in map[string]any) { in["posixUser"] = map[string]any{"uid": 0, "gid": 0} })},
 		{policy: "efs-access-point-root-path", resource: "flock-spare-ap", stack: "aws", want: "its root directory is /: it exposes the whole file system",
 			build: spareAccessPoint("/")},
 		{policy: "security-group-no-world-ingress", resource: "flock-bus-sg", stack: "aws", want: "an ingress rule (ports 4222-4222) admits 0.0.0.0/0",
-			build: awsWith(rules.TypeSecurityGroup, "flock-bus-sg", func(in map[string]any) {
+			build: awsWith(awsrules.TypeSecurityGroup, "flock-bus-sg", func(in map[string]any) {
 				obj(list(in["ingress"])[0])["cidrBlocks"] = []any{"0.0.0.0/0"}
 			})},
 		{policy: "security-group-no-world-ingress", resource: "flock-efs-from-agents", stack: "aws", want: "admits 0.0.0.0/0 (ports 2049-2049)",
-			build: awsWith(rules.TypeSGIngressRule, "flock-efs-from-agents", func(in map[string]any) {
+			build: awsWith(awsrules.TypeSGIngressRule, "flock-efs-from-agents", func(in map[string]any) {
 				delete(in, "referencedSecurityGroupId")
 				in["cidrIpv4"] = "0.0.0.0/0"
 			})},
 		{policy: "security-group-no-world-ingress", resource: "flock-efs-from-bus", stack: "aws", want: "admits ::/0 (ports 2049-2049)",
-			build: awsWith(rules.TypeSecurityGroupRule, "flock-efs-from-bus", func(in map[string]any) {
+			build: awsWith(awsrules.TypeSecurityGroupRule, "flock-efs-from-bus", func(in map[string]any) {
 				delete(in, "sourceSecurityGroupId")
 				in["ipv6CidrBlocks"] = []any{"::/0"}
 			})},
 		{policy: "log-group-retention", resource: "flock-logs", stack: "aws", want: "keeps logs forever",
-			build: awsWith(rules.TypeLogGroup, "flock-logs", func(in map[string]any) { delete(in, "retentionInDays") })},
+			build: awsWith(awsrules.TypeLogGroup, "flock-logs", func(in map[string]any) { delete(in, "retentionInDays") })},
 		// Stack policies, dev.
 		{policy: "stack-unique-agent-uid", resource: agent2, stack: "dev", want: `runs as UID 20001 like "flock-agent-1"`,
 			build: container(agent2, func(in map[string]any) { in["user"] = "20001:20001" })},
@@ -283,7 +284,7 @@ func breakCases() []breakCase {
 			build: func(t testing.TB) []capture.Resource {
 				rs := awsTask("flock-agent-2-task", func(c map[string]any) { c["user"] = "20001:20001" })(t)
 				for _, ap := range []string{"flock-agent-2-ap", "flock-agent-2-logs-ap"} {
-					rs = edit(t, rs, rules.TypeAccessPoint, ap, func(in map[string]any) {
+					rs = edit(t, rs, awsrules.TypeAccessPoint, ap, func(in map[string]any) {
 						in["posixUser"] = map[string]any{"uid": 20001, "gid": 20001}
 						ci := obj(obj(in["rootDirectory"])["creationInfo"])
 						ci["ownerUid"], ci["ownerGid"] = 20001, 20001
@@ -292,13 +293,13 @@ func breakCases() []breakCase {
 				return rs
 			}},
 		{policy: "stack-bus-routes-self-only", resource: "flock-bus-sg", stack: "aws", want: `admits the NATS route port 6222 of the bus's group flock-bus-sg from the security group "flock-agents-sg"`,
-			build: awsWith(rules.TypeSecurityGroup, "flock-bus-sg", func(in map[string]any) {
+			build: awsWith(awsrules.TypeSecurityGroup, "flock-bus-sg", func(in map[string]any) {
 				in["ingress"] = append(list(in["ingress"]), map[string]any{"protocol": "tcp", "fromPort": 6222, "toPort": 6222, "securityGroups": []any{"sg-bus", "sg-agents"}})
 			})},
 		{policy: "stack-bus-routes-self-only", resource: "flock-bus-routes-vpn", stack: "aws", want: "from 10.8.0.0/16: only the bus nodes may join the cluster",
 			build: func(t testing.TB) []capture.Resource {
 				rs := awsStack(3)
-				r := rs[find(t, rs, rules.TypeSecurityGroupRule, "flock-efs-from-bus")]
+				r := rs[find(t, rs, awsrules.TypeSecurityGroupRule, "flock-efs-from-bus")]
 				r.Name = "flock-bus-routes-vpn"
 				r.Inputs = resource.NewPropertyMapFromMap(map[string]any{
 					"type": "ingress", "securityGroupId": "sg-bus", "cidrBlocks": []any{"10.8.0.0/16"}, "protocol": "tcp", "fromPort": 6000, "toPort": 6999,
@@ -309,16 +310,16 @@ func breakCases() []breakCase {
 			build: allTrafficIngress("flock-bus-from-agents-all", "sg-bus", "sg-agents")},
 		{policy: "stack-agent-own-directory", resource: "flock-agent-2-task", stack: "aws", want: "agent agent-2 has no access point of its own (root /agents/agent-2)",
 			build: func(t testing.TB) []capture.Resource {
-				return remove(t, awsStack(3), rules.TypeAccessPoint, "flock-agent-2-ap")
+				return remove(t, awsStack(3), awsrules.TypeAccessPoint, "flock-agent-2-ap")
 			}},
 		{policy: "stack-agent-own-directory", resource: "flock-agent-3-ap", stack: "aws", want: "creates agent agent-3's directory with permissions 0755",
-			build: awsWith(rules.TypeAccessPoint, "flock-agent-3-ap", func(in map[string]any) {
+			build: awsWith(awsrules.TypeAccessPoint, "flock-agent-3-ap", func(in map[string]any) {
 				obj(obj(in["rootDirectory"])["creationInfo"])["permissions"] = "0755"
 			})},
 		{policy: "stack-agent-own-network", resource: "flock-agents-self", stack: "aws", want: `adds ingress to the agents' security group "flock-agents-sg"`,
 			build: allTrafficIngress("flock-agents-self", "sg-agents", "sg-agents")},
 		{policy: "stack-nothing-private-shared", resource: "flock-agent-2-task", stack: "aws", want: `EFS volume "peer" reaches /agents/agent-1, which holds agent agent-1's private directory`,
-			build: awsWith(rules.TypeTaskDefinition, "flock-agent-2-task", func(in map[string]any) {
+			build: awsWith(awsrules.TypeTaskDefinition, "flock-agent-2-task", func(in map[string]any) {
 				peer := map[string]any{"name": "peer", "efsVolumeConfiguration": map[string]any{
 					"fileSystemId": "fs-0123456789abcdef0", "transitEncryption": "ENABLED",
 					"authorizationConfig": map[string]any{"accessPointId": "fsap-agent-1", "iam": "ENABLED"},
@@ -345,7 +346,7 @@ const testSeed = "SUAGMJH5XLGZKQQWAWKRZJIGMOU4HPFUYLXJMXOO5NLFEO2OOQJ5LPRDPM"
 func spareAccessPoint(root string) func(testing.TB) []capture.Resource {
 	return func(t testing.TB) []capture.Resource {
 		rs := awsStack(3)
-		spare := rs[find(t, rs, rules.TypeAccessPoint, "flock-common-ap")]
+		spare := rs[find(t, rs, awsrules.TypeAccessPoint, "flock-common-ap")]
 		spare.Name = "flock-spare-ap"
 		in := spare.Inputs.Mappable()
 		in["id"] = "fsap-spare"
@@ -360,7 +361,7 @@ func spareAccessPoint(root string) func(testing.TB) []capture.Resource {
 func allTrafficIngress(name, sg, from string) func(testing.TB) []capture.Resource {
 	return func(t testing.TB) []capture.Resource {
 		rs := awsStack(3)
-		r := rs[find(t, rs, rules.TypeSGIngressRule, "flock-efs-from-agents")]
+		r := rs[find(t, rs, awsrules.TypeSGIngressRule, "flock-efs-from-agents")]
 		r.Name = name
 		r.Inputs = resource.NewPropertyMapFromMap(map[string]any{
 			"securityGroupId": sg, "referencedSecurityGroupId": from, "ipProtocol": "-1",

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/policy/rules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -19,7 +20,7 @@ func awsCaptureNodes(t testing.TB, agents, nodes int) []capture.Resource {
 	rs := awsCaptureWith(t, capture.Config{"flock:agentCount": fmt.Sprint(agents), "flock:bus": fmt.Sprintf(`{"replicas": %d}`, nodes)})
 	tds := 0
 	for _, r := range rs {
-		if r.Type == rules.TypeTaskDefinition && strings.HasPrefix(r.Name, "flock-bus") {
+		if r.Type == awsrules.TypeTaskDefinition && strings.HasPrefix(r.Name, "flock-bus") {
 			tds++
 		}
 	}
@@ -65,7 +66,7 @@ func TestAWSClusterUIDs(t *testing.T) {
 // The captured cluster's route rule is what the policy reads: pointed at
 // the agents' group, it fires.
 func TestAWSClusterRoutesSeen(t *testing.T) {
-	rs := edit(t, awsCaptureNodes(t, 3, 3), rules.TypeSecurityGroupRule, "flock-sg-bus-routes-from-bus", func(in map[string]any) {
+	rs := edit(t, awsCaptureNodes(t, 3, 3), awsrules.TypeSecurityGroupRule, "flock-sg-bus-routes-from-bus", func(in map[string]any) {
 		in["sourceSecurityGroupId"] = capture.MockID("flock-agents-sg")
 	})
 	vs := check("aws", rs)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
-	"github.com/ai-flock/ai-flock/infra/policy/rules"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
@@ -92,7 +92,7 @@ func addEnv(c map[string]any, name, value string) {
 }
 
 func addSecret(t testing.TB, rs []capture.Resource, task, env, secret string) []capture.Resource {
-	arn := rs[find(t, rs, rules.TypeSecret, secret)].Inputs["arn"].StringValue()
+	arn := rs[find(t, rs, awsrules.TypeSecret, secret)].Inputs["arn"].StringValue()
 	return editContainerDefs(t, rs, task, func(defs []map[string]any) {
 		defs[0]["secrets"] = append(list(defs[0]["secrets"]), map[string]any{"name": env, "valueFrom": arn})
 	})
@@ -103,7 +103,7 @@ func gatewayBreakCases() []breakCase {
 	return []breakCase{
 		{policy: noRoute, resource: "flock-sg-agents-to-internet", stack: "aws", want: `gives the agents' security group "flock-agents-sg" egress (ports 443-443) to 0.0.0.0/0`,
 			build: gatewayWith(func(t testing.TB, rs []capture.Resource) []capture.Resource {
-				return append(rs, capture.Resource{Type: rules.TypeSecurityGroupRule, Name: "flock-sg-agents-to-internet", Custom: true,
+				return append(rs, capture.Resource{Type: awsrules.TypeSecurityGroupRule, Name: "flock-sg-agents-to-internet", Custom: true,
 					Inputs: resource.NewPropertyMapFromMap(map[string]any{
 						"type": "egress", "securityGroupId": capture.MockID("flock-agents-sg"), "cidrBlocks": []any{"0.0.0.0/0"},
 						"protocol": "tcp", "fromPort": 443, "toPort": 443,
@@ -111,19 +111,19 @@ func gatewayBreakCases() []breakCase {
 			})},
 		{policy: noRoute, resource: "flock-agents-sg", stack: "aws", want: "is an agents' security group with egress (ports 0-65535) to ::/0",
 			build: gatewayWith(func(t testing.TB, rs []capture.Resource) []capture.Resource {
-				return edit(t, rs, rules.TypeSecurityGroup, "flock-agents-sg", func(in map[string]any) {
+				return edit(t, rs, awsrules.TypeSecurityGroup, "flock-agents-sg", func(in map[string]any) {
 					in["egress"] = []any{map[string]any{"protocol": "tcp", "fromPort": 0, "toPort": 65535, "ipv6CidrBlocks": []any{"::/0"}}}
 				})
 			})},
 		{policy: noRoute, resource: "flock-agent-2", stack: "aws", want: `runs agent tasks in the subnet "flock-egress-1", whose route table "flock-egress-rt" routes 0.0.0.0/0 to the NAT gateway "flock-nat"`,
 			build: gatewayWith(func(t testing.TB, rs []capture.Resource) []capture.Resource {
-				return edit(t, rs, rules.TypeService, "flock-agent-2", func(in map[string]any) {
+				return edit(t, rs, awsrules.TypeService, "flock-agent-2", func(in map[string]any) {
 					obj(in["networkConfiguration"])["subnets"] = []any{capture.MockID("flock-egress-1"), capture.MockID("flock-private-2")}
 				})
 			})},
 		{policy: noRoute, resource: "flock-agent-1", stack: "aws", want: `whose route table "flock-private-rt" routes 0.0.0.0/0 to the internet gateway "flock-igw"`,
 			build: gatewayWith(func(t testing.TB, rs []capture.Resource) []capture.Resource {
-				return append(rs, capture.Resource{Type: rules.TypeRoute, Name: "flock-private-default", Custom: true,
+				return append(rs, capture.Resource{Type: awsrules.TypeRoute, Name: "flock-private-default", Custom: true,
 					Inputs: resource.NewPropertyMapFromMap(map[string]any{
 						"routeTableId": capture.MockID("flock-private-rt"), "destinationCidrBlock": "0.0.0.0/0", "gatewayId": capture.MockID("flock-igw"),
 					})})
@@ -158,7 +158,7 @@ func TestGatewayKeyRuleTargetsAgentsOnly(t *testing.T) {
 	}
 	// An agent whose secrets happen to contain gateway-key- in their name
 	// (its own, tagged with its ID) is not reading the gateway's.
-	r := rs[find(t, rs, rules.TypeSecret, "flock-agent-1-gateway-token")]
+	r := rs[find(t, rs, awsrules.TypeSecret, "flock-agent-1-gateway-token")]
 	r.Name = "flock-gateway-key-x-nkey"
 	r.Inputs = r.Inputs.Copy()
 	rs = append(rs, r)

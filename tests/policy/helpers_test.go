@@ -15,6 +15,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/policy/pack"
 	"github.com/ai-flock/ai-flock/infra/policy/rules"
 	"github.com/ai-flock/ai-flock/tests/capture"
@@ -127,7 +128,7 @@ func remove(t testing.TB, rs []capture.Resource, typ, name string) []capture.Res
 // editContainerDefs changes a task definition's containerDefinitions JSON.
 func editContainerDefs(t testing.TB, rs []capture.Resource, name string, f func(defs []map[string]any)) []capture.Resource {
 	t.Helper()
-	return edit(t, rs, rules.TypeTaskDefinition, name, func(in map[string]any) {
+	return edit(t, rs, awsrules.TypeTaskDefinition, name, func(in map[string]any) {
 		var defs []map[string]any
 		if err := json.Unmarshal([]byte(in["containerDefinitions"].(string)), &defs); err != nil {
 			t.Fatalf("%s: containerDefinitions: %v", name, err)

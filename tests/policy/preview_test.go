@@ -5,6 +5,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/policy/rules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -29,18 +30,18 @@ func previewOfNewStack(rs []capture.Resource) []capture.Resource {
 			if _, ok := in["triggers"]; ok {
 				in["triggers"] = computed
 			}
-		case rules.TypeTaskDefinition:
+		case awsrules.TypeTaskDefinition:
 			in["containerDefinitions"] = computed
 			in["volumes"] = computed
 			delete(in, "arn")
-		case rules.TypeService:
+		case awsrules.TypeService:
 			in["taskDefinition"] = computed
 			if nc, ok := in["networkConfiguration"]; ok && nc.IsObject() {
 				nc.ObjectValue()["securityGroups"] = computed
 			}
-		case rules.TypeAccessPoint, rules.TypeSecurityGroup:
+		case awsrules.TypeAccessPoint, awsrules.TypeSecurityGroup:
 			delete(in, "id")
-		case rules.TypeSGIngressRule, rules.TypeSecurityGroupRule:
+		case awsrules.TypeSGIngressRule, awsrules.TypeSecurityGroupRule:
 			in["securityGroupId"] = computed
 		}
 		rs[i].Inputs = in

@@ -7,8 +7,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/flock"
-	"github.com/ai-flock/ai-flock/infra/policy/rules"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -29,12 +29,12 @@ func awsWithServices(f func(t testing.TB, rs []capture.Resource) []capture.Resou
 			rs = append(rs, capture.Resource{Type: typ, Name: name, Custom: true, Parent: parent, Inputs: resource.NewPropertyMapFromMap(in)})
 		}
 		tags := map[string]any{protocol.LabelFlock: "flock", protocol.LabelRole: protocol.RoleServices}
-		add(rules.TypeSecurityGroup, "flock-services-sg", map[string]any{
+		add(awsrules.TypeSecurityGroup, "flock-services-sg", map[string]any{
 			"id": "sg-services", "vpcId": "vpc-1", "description": "AI Flock services: no ingress",
 			"egress": []any{map[string]any{"protocol": "tcp", "fromPort": 4222, "toPort": 4222, "securityGroups": []any{"sg-bus"}}},
 			"tags":   tags,
 		})
-		add(rules.TypeSecurityGroupRule, "flock-sg-bus-from-services", map[string]any{
+		add(awsrules.TypeSecurityGroupRule, "flock-sg-bus-from-services", map[string]any{
 			"type": "ingress", "securityGroupId": "sg-bus", "sourceSecurityGroupId": "sg-services", "protocol": "tcp", "fromPort": 4222, "toPort": 4222,
 		})
 		defs, _ := json.Marshal([]map[string]any{{
@@ -49,11 +49,11 @@ func awsWithServices(f func(t testing.TB, rs []capture.Resource) []capture.Resou
 			}},
 		}})
 		arn := "arn:aws:ecs:eu-west-1:123456789012:task-definition/flock-services:1"
-		add(rules.TypeTaskDefinition, "flock-services-task", map[string]any{
+		add(awsrules.TypeTaskDefinition, "flock-services-task", map[string]any{
 			"arn": arn, "family": "flock-services", "networkMode": "awsvpc", "requiresCompatibilities": []any{"FARGATE"},
 			"cpu": "512", "memory": "1024", "containerDefinitions": string(defs), "tags": tags,
 		})
-		add(rules.TypeService, "flock-services-svc", map[string]any{
+		add(awsrules.TypeService, "flock-services-svc", map[string]any{
 			"cluster": "flock-cluster", "taskDefinition": arn, "desiredCount": 1, "launchType": "FARGATE",
 			"networkConfiguration": map[string]any{"assignPublicIp": false, "subnets": []any{"subnet-a", "subnet-b"}, "securityGroups": []any{"sg-services"}},
 			"tags":                 tags,
@@ -66,13 +66,13 @@ func awsServicesBreakCases() []breakCase {
 	return []breakCase{
 		{policy: "stack-aws-services-no-ingress", resource: "flock-services-sg", stack: "aws", want: "is the flock services' security group with 1 ingress rules",
 			build: awsWithServices(func(t testing.TB, rs []capture.Resource) []capture.Resource {
-				return edit(t, rs, rules.TypeSecurityGroup, "flock-services-sg", func(in map[string]any) {
+				return edit(t, rs, awsrules.TypeSecurityGroup, "flock-services-sg", func(in map[string]any) {
 					in["ingress"] = []any{map[string]any{"protocol": "tcp", "fromPort": 8080, "toPort": 8080, "securityGroups": []any{"sg-agents"}}}
 				})
 			})},
 		{policy: "stack-aws-services-no-ingress", resource: "flock-sg-services-from-agents", stack: "aws", want: `adds ingress to the flock services' security group "flock-services-sg"`,
 			build: awsWithServices(func(t testing.TB, rs []capture.Resource) []capture.Resource {
-				r := rs[find(t, rs, rules.TypeSecurityGroupRule, "flock-sg-bus-from-services")]
+				r := rs[find(t, rs, awsrules.TypeSecurityGroupRule, "flock-sg-bus-from-services")]
 				r.Name = "flock-sg-services-from-agents"
 				r.Inputs = resource.NewPropertyMapFromMap(map[string]any{
 					"type": "ingress", "securityGroupId": "sg-services", "sourceSecurityGroupId": "sg-agents", "protocol": "tcp", "fromPort": 4222, "toPort": 4222,
@@ -81,7 +81,7 @@ func awsServicesBreakCases() []breakCase {
 			})},
 		{policy: "stack-aws-services-no-ingress", resource: "flock-services-svc", stack: "aws", want: "runs the flock's services without a security group of their own",
 			build: awsWithServices(func(t testing.TB, rs []capture.Resource) []capture.Resource {
-				return edit(t, rs, rules.TypeService, "flock-services-svc", func(in map[string]any) {
+				return edit(t, rs, awsrules.TypeService, "flock-services-svc", func(in map[string]any) {
 					obj(in["networkConfiguration"])["securityGroups"] = []any{}
 				})
 			})},

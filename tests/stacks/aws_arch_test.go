@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
@@ -31,7 +32,7 @@ func TestAWSCPUArchitectureDecidesTasksAndImages(t *testing.T) {
 				cfg["flock:aws"] = `{"cpuArchitecture": "` + tc.set + `"}`
 			}
 			s := awsGatewayStack(t, cfg)
-			tds := s.ByType(capture.TypeTaskDefinition)
+			tds := s.ByType(awsrules.TypeTaskDefinition)
 			if len(tds) < 6 {
 				t.Fatalf("%d task definitions", len(tds))
 			}

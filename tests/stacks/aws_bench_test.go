@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkAWSGatewayStack500(b *testing.B) {
 func benchAWS500(b *testing.B, stack func(testing.TB, capture.Config) *capture.Stack, services int, what string) {
 	for i := 0; i < b.N; i++ {
 		s := stack(b, capture.Config{"flock:agentCount": "500"})
-		if n := len(s.ByType(capture.TypeService)); n != services {
+		if n := len(s.ByType(awsrules.TypeService)); n != services {
 			b.Fatalf("declared %d services, want %s", n, what)
 		}
 	}

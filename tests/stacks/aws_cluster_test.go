@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
@@ -16,9 +17,9 @@ import (
 func TestAWSDefaultBusIsThreeNodes(t *testing.T) {
 	s := awsStack(t, capture.Config{"flock:agentCount": "2"})
 	for _, k := range (awsBus{nodes: 3}).keys() {
-		awsGet(t, s, capture.TypeService, "flock-"+k)
+		awsGet(t, s, awsrules.TypeService, "flock-"+k)
 	}
-	if _, ok := s.Get(capture.TypeService, "flock-bus"); ok {
+	if _, ok := s.Get(awsrules.TypeService, "flock-bus"); ok {
 		t.Error("a single bus service besides the nodes")
 	}
 	if got := s.Outputs["busUrl"].Value; got != (awsBus{nodes: 3}).url() {
@@ -39,14 +40,14 @@ func TestAWSDefaultBusIsThreeNodes(t *testing.T) {
 func TestAWSClusterTaskStorage(t *testing.T) {
 	s := awsStack(t, capture.Config{"flock:bus": `{"replicas": 3, "jetStreamMaxMiB": 65536}`})
 	for _, k := range (awsBus{nodes: 3}).keys() {
-		td := awsGet(t, s, capture.TypeTaskDefinition, "flock-"+k+"-task")
+		td := awsGet(t, s, awsrules.TypeTaskDefinition, "flock-"+k+"-task")
 		if got := obj(td, "ephemeralStorage")["sizeInGib"]; got != float64(68) {
 			t.Errorf("%s: task storage %v GiB, want 68 (64 GiB of store and 4 of headroom)", k, got)
 		}
 	}
 	// A single bus keeps its store on EFS: no task storage asked.
 	one := awsStack(t, capture.Config{"flock:bus": `{"replicas": 1, "jetStreamMaxMiB": 65536}`})
-	if es := obj(awsGet(t, one, capture.TypeTaskDefinition, "flock-bus-task"), "ephemeralStorage"); es != nil {
+	if es := obj(awsGet(t, one, awsrules.TypeTaskDefinition, "flock-bus-task"), "ephemeralStorage"); es != nil {
 		t.Errorf("a single bus asks for task storage %v", es)
 	}
 	_, err := capture.RunAWS(capture.Config{"flock:bus": `{"replicas": 3, "jetStreamMaxMiB": 250000}`})

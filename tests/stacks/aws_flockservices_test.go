@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -26,7 +27,7 @@ func checkAWSFlockServices(t *testing.T, s *capture.Stack, ids []string, b awsBu
 	if limits != flock.DefaultServicesLimits {
 		t.Fatalf("the model's services limits %+v, want the defaults", limits)
 	}
-	td := awsGet(t, s, capture.TypeTaskDefinition, "flock-services-task")
+	td := awsGet(t, s, awsrules.TypeTaskDefinition, "flock-services-task")
 	c := checkAWSHardenedTask(t, td, uid, limits)
 	if td.String("family") != "aws-flock-services" {
 		t.Errorf("services: family %q", td.String("family"))
@@ -52,11 +53,11 @@ func checkAWSFlockServices(t *testing.T, s *capture.Stack, ids []string, b awsBu
 		t.Errorf("services: environment %+v, want %+v (the metrics at the flock's level, every bus node)", c.Environment, wantEnv)
 	}
 	// Their seed: a secret of their own, a Pulumi secret, injected at start.
-	secret := awsGet(t, s, capture.TypeSecret, "flock-services-nkey")
+	secret := awsGet(t, s, awsrules.TypeSecret, "flock-services-nkey")
 	if !reflect.DeepEqual(c.Secrets, []awsflock.Secret{{Name: protocol.EnvServicesNkey, ValueFrom: secret.MockARN()}}) {
 		t.Errorf("services: secrets %+v, want their seed as %s", c.Secrets, protocol.EnvServicesNkey)
 	}
-	v := awsGet(t, s, capture.TypeSecretVersion, "flock-services-nkey")
+	v := awsGet(t, s, awsrules.TypeSecretVersion, "flock-services-nkey")
 	key, _ := credentials.Derive([]byte(capture.TestSecret), protocol.ServicesUser)
 	if !v.Inputs["secretString"].IsSecret() || v.String("secretString") != key.Seed || v.String("secretId") != capture.MockID("flock-services-nkey") {
 		t.Errorf("services: the secret's value is not the services user's seed held as a Pulumi secret")
@@ -75,7 +76,7 @@ func checkAWSFlockServices(t *testing.T, s *capture.Stack, ids []string, b awsBu
 		h.Interval < 5 || h.Interval > 300 || h.Timeout < 2 || h.Timeout > 60 || h.Retries < 1 || h.Retries > 10 || h.StartPeriod < 0 || h.StartPeriod > 300 {
 		t.Errorf("services: health check %+v, want /flock-services health in ECS's ranges", h)
 	}
-	lg := awsGet(t, s, capture.TypeLogGroup, "flock-services-logs")
+	lg := awsGet(t, s, awsrules.TypeLogGroup, "flock-services-logs")
 	if lg.String("name") != "/ai-flock/aws/flock/services" || c.LogConfiguration.Options["awslogs-group"] != lg.String("name") ||
 		c.LogConfiguration.Options["awslogs-stream-prefix"] != awsflock.RoleServices {
 		t.Errorf("services: logs %+v to %q", c.LogConfiguration.Options, lg.String("name"))
@@ -83,7 +84,7 @@ func checkAWSFlockServices(t *testing.T, s *capture.Stack, ids []string, b awsBu
 
 	// The service: one task, private subnets, its own group, no Cloud Map
 	// name, after the bus's last node, rolled by a new seed.
-	svc := awsGet(t, s, capture.TypeService, "flock-services")
+	svc := awsGet(t, s, awsrules.TypeService, "flock-services")
 	nc := obj(svc, "networkConfiguration")
 	if num(svc, "desiredCount") != 1 || svc.String("launchType") != "FARGATE" || svc.String("taskDefinition") != td.MockARN() ||
 		num(svc, "deploymentMaximumPercent") != 100 || num(svc, "deploymentMinimumHealthyPercent") != 0 || boolean(svc, "enableExecuteCommand") {
@@ -105,11 +106,11 @@ func checkAWSFlockServices(t *testing.T, s *capture.Stack, ids []string, b awsBu
 		t.Errorf("services: no trigger rolls them when their seed changes: %v", obj(svc, "triggers"))
 	}
 	// Their group: tagged theirs, and no rule admits anything into it.
-	sg := awsGet(t, s, capture.TypeSecurityGroup, "flock-services-sg")
+	sg := awsGet(t, s, awsrules.TypeSecurityGroup, "flock-services-sg")
 	if obj(sg, "tags")[protocol.LabelRole] != awsflock.RoleServices || len(list(sg, "ingress")) != 0 {
 		t.Errorf("services: group %v: want role %s, no ingress", sg.Inputs, awsflock.RoleServices)
 	}
-	for _, r := range s.ByType(capture.TypeSGRule) {
+	for _, r := range s.ByType(awsrules.TypeSecurityGroupRule) {
 		if r.String("type") == "ingress" && r.String("securityGroupId") == capture.MockID("flock-services-sg") {
 			t.Errorf("services: %s admits into their group", r.Name)
 		}

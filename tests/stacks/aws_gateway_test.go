@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -70,7 +71,7 @@ func TestAWSGateway(t *testing.T) {
 // zone), sending everything there. The private subnets' table has no route.
 func checkAWSGatewayNetwork(t *testing.T, s *capture.Stack) {
 	routes := map[string]string{} // route table -> its default route's target
-	for _, r := range s.ByType(capture.TypeRoute) {
+	for _, r := range s.ByType(awsrules.TypeRoute) {
 		if r.String("destinationCidrBlock") != "0.0.0.0/0" {
 			t.Errorf("%s: route to %s", r.Name, r.String("destinationCidrBlock"))
 		}
@@ -88,11 +89,11 @@ func checkAWSGatewayNetwork(t *testing.T, s *capture.Stack) {
 		t.Errorf("routes %v, want %v: only the public subnet (the NAT gateway's) and the gateway's subnets route out", routes, want)
 	}
 	assoc := map[string]string{}
-	for _, a := range s.ByType("aws:ec2/routeTableAssociation:RouteTableAssociation") {
+	for _, a := range s.ByType(awsrules.TypeRouteTableAssociation) {
 		assoc[a.String("subnetId")] = a.String("routeTableId")
 	}
 	subnets := map[string]string{}
-	for _, sub := range s.ByType(capture.TypeSubnet) {
+	for _, sub := range s.ByType(awsrules.TypeSubnet) {
 		if boolean(sub, "mapPublicIpOnLaunch") {
 			t.Errorf("%s maps public IPs", sub.Name)
 		}
@@ -109,24 +110,24 @@ func checkAWSGatewayNetwork(t *testing.T, s *capture.Stack) {
 		t.Errorf("subnets\n got %v\nwant %v", subnets, wantSubnets)
 	}
 	for _, name := range []string{"flock-egress-rt", "flock-egress-1", "flock-egress-2"} {
-		typ := capture.TypeSubnet
+		typ := awsrules.TypeSubnet
 		if strings.HasSuffix(name, "-rt") {
-			typ = capture.TypeRouteTable
+			typ = awsrules.TypeRouteTable
 		}
 		if role := obj(awsGet(t, s, typ, name), "tags")["ai-flock.role"]; role != protocol.RoleEgress {
 			t.Errorf("%s is tagged role %v, want %s", name, role, protocol.RoleEgress)
 		}
 	}
-	nat := awsGet(t, s, capture.TypeNatGateway, "flock-nat")
+	nat := awsGet(t, s, awsrules.TypeNatGateway, "flock-nat")
 	if nat.String("subnetId") != capture.MockID("flock-public-1") {
 		t.Errorf("the NAT gateway is in %s", nat.String("subnetId"))
 	}
 	// The endpoints stay: agents, the bus and the operator reach AWS through
 	// them; the S3 endpoint serves the gateway's table too (image layers).
-	if n := len(s.ByType(capture.TypeVpcEndpoint)); n != 5 {
+	if n := len(s.ByType(awsrules.TypeVpcEndpoint)); n != 5 {
 		t.Errorf("%d endpoints, want the 4 interface endpoints and S3", n)
 	}
-	s3 := awsGet(t, s, capture.TypeVpcEndpoint, "flock-endpoint-s3")
+	s3 := awsGet(t, s, awsrules.TypeVpcEndpoint, "flock-endpoint-s3")
 	if !reflect.DeepEqual(list(s3, "routeTableIds"), []any{capture.MockID("flock-private-rt"), capture.MockID("flock-egress-rt")}) {
 		t.Errorf("S3 endpoint on %v", list(s3, "routeTableIds"))
 	}
@@ -168,7 +169,7 @@ func checkAWSGatewaySecurityGroups(t *testing.T, s *capture.Stack, b awsBus) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("security group rules\n got %v\nwant %v", got, want)
 	}
-	if role := obj(awsGet(t, s, capture.TypeSecurityGroup, "flock-gateway-sg"), "tags")["ai-flock.role"]; role != protocol.RoleGateway {
+	if role := obj(awsGet(t, s, awsrules.TypeSecurityGroup, "flock-gateway-sg"), "tags")["ai-flock.role"]; role != protocol.RoleGateway {
 		t.Errorf("the gateway's group is tagged role %v", role)
 	}
 }
@@ -177,10 +178,10 @@ func checkAWSGatewaySecurityGroups(t *testing.T, s *capture.Stack, b awsBus) {
 // exec; in the gateway's subnets and group; gateway.<namespace> in Cloud
 // Map; started once its route out exists.
 func checkAWSGatewayService(t *testing.T, s *capture.Stack, b awsBus) {
-	svc := awsGet(t, s, capture.TypeService, "flock-gateway")
+	svc := awsGet(t, s, awsrules.TypeService, "flock-gateway")
 	nc, cb := obj(svc, "networkConfiguration"), obj(svc, "deploymentCircuitBreaker")
 	if svc.String("name") != "flock-gateway" || num(svc, "desiredCount") != 1 || svc.String("launchType") != "FARGATE" ||
-		svc.String("taskDefinition") != awsGet(t, s, capture.TypeTaskDefinition, "flock-gateway-task").MockARN() ||
+		svc.String("taskDefinition") != awsGet(t, s, awsrules.TypeTaskDefinition, "flock-gateway-task").MockARN() ||
 		num(svc, "deploymentMaximumPercent") != 100 || boolean(svc, "enableExecuteCommand") || cb["enable"] != true || cb["rollback"] != true {
 		t.Errorf("gateway service %v", svc.Inputs)
 	}
@@ -188,7 +189,7 @@ func checkAWSGatewayService(t *testing.T, s *capture.Stack, b awsBus) {
 		!reflect.DeepEqual(nc["subnets"], []any{capture.MockID("flock-egress-1"), capture.MockID("flock-egress-2")}) {
 		t.Errorf("gateway network %v: want its own subnets and group, no public IP", nc)
 	}
-	disc := awsGet(t, s, capture.TypeDiscovery, "flock-gateway-discovery")
+	disc := awsGet(t, s, awsrules.TypeDiscoveryService, "flock-gateway-discovery")
 	if obj(svc, "serviceRegistries")["registryArn"] != disc.MockARN() || disc.String("name") != "gateway" ||
 		obj(disc, "dnsConfig")["namespaceId"] != capture.MockID("flock-namespace") {
 		t.Errorf("the gateway is not gateway.<namespace>: %v %v", obj(svc, "serviceRegistries"), disc.Inputs)
@@ -208,7 +209,7 @@ func checkAWSGatewayService(t *testing.T, s *capture.Stack, b awsBus) {
 // config through secrets only its execution role reads; a config listing
 // every agent's token hash, each the SHA-256 of credentials.GatewayToken.
 func checkAWSGatewayTask(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
-	td := awsGet(t, s, capture.TypeTaskDefinition, "flock-gateway-task")
+	td := awsGet(t, s, awsrules.TypeTaskDefinition, "flock-gateway-task")
 	c := checkAWSHardenedTask(t, td, awsGatewayUID, flock.DefaultModelGatewayLimits)
 	if c.Name != "gateway" || c.Image != capture.MockRegistry()+"/flock-images@"+capture.MockDigest("flock-gateway-image") {
 		t.Errorf("gateway container %q runs %q", c.Name, c.Image)
@@ -219,7 +220,7 @@ func checkAWSGatewayTask(t *testing.T, s *capture.Stack, ids []string, b awsBus)
 	if !reflect.DeepEqual(c.PortMappings, []awsflock.PortMapping{{ContainerPort: 8080, HostPort: 8080, Protocol: "tcp", Name: "gateway"}}) {
 		t.Errorf("gateway ports %+v", c.PortMappings)
 	}
-	lg := awsGet(t, s, capture.TypeLogGroup, "flock-gateway-logs")
+	lg := awsGet(t, s, awsrules.TypeLogGroup, "flock-gateway-logs")
 	if lg.String("name") != "/ai-flock/aws/flock/gateway" || c.LogConfiguration.Options["awslogs-group"] != lg.String("name") {
 		t.Errorf("gateway logs to %q (its group %q)", c.LogConfiguration.Options["awslogs-group"], lg.String("name"))
 	}
@@ -228,18 +229,18 @@ func checkAWSGatewayTask(t *testing.T, s *capture.Stack, ids []string, b awsBus)
 			t.Errorf("the gateway mounts EFS: %v", v)
 		}
 	}
-	if td.String("executionRoleArn") != awsGet(t, s, capture.TypeRole, "flock-gateway-exec-role").MockARN() ||
-		td.String("taskRoleArn") != awsGet(t, s, capture.TypeRole, "flock-gateway-task-role").MockARN() {
+	if td.String("executionRoleArn") != awsGet(t, s, awsrules.TypeRole, "flock-gateway-exec-role").MockARN() ||
+		td.String("taskRoleArn") != awsGet(t, s, awsrules.TypeRole, "flock-gateway-task-role").MockARN() {
 		t.Errorf("gateway roles %s %s", td.String("executionRoleArn"), td.String("taskRoleArn"))
 	}
-	if _, ok := s.Get(capture.TypeRolePolicy, "flock-gateway-task-policy"); ok {
+	if _, ok := s.Get(awsrules.TypeRolePolicy, "flock-gateway-task-policy"); ok {
 		t.Error("the gateway's task role is granted something: it needs no AWS access")
 	}
 	img := awsGet(t, s, capture.TypeImage, "flock-gateway-image")
 	if obj(img, "build")["target"] != "gateway" || !strings.HasPrefix(img.String("imageName"), capture.MockRegistry()+"/flock-images:gateway-c") {
 		t.Errorf("gateway image %v %q", obj(img, "build"), img.String("imageName"))
 	}
-	if !strings.Contains(awsGet(t, s, "aws:ecr/lifecyclePolicy:LifecyclePolicy", "flock-images-lifecycle").String("policy"), `"tagPrefixList":["gateway-"]`) {
+	if !strings.Contains(awsGet(t, s, awsrules.TypeLifecyclePolicy, "flock-images-lifecycle").String("policy"), `"tagPrefixList":["gateway-"]`) {
 		t.Error("the lifecycle policy does not expire old gateway images")
 	}
 
@@ -255,10 +256,10 @@ func checkAWSGatewayTask(t *testing.T, s *capture.Stack, ids []string, b awsBus)
 	byEnv := map[string]string{}
 	var arns []string
 	for _, sec := range c.Secrets {
-		for _, r := range s.ByType(capture.TypeSecret) {
+		for _, r := range s.ByType(awsrules.TypeSecret) {
 			if r.MockARN() == sec.ValueFrom {
 				byEnv[sec.Name] = r.Name
-				v := awsGet(t, s, capture.TypeSecretVersion, r.Name)
+				v := awsGet(t, s, awsrules.TypeSecretVersion, r.Name)
 				values[sec.Name] = v.String("secretString")
 				if !v.Inputs["secretString"].IsSecret() || obj(r, "tags")["ai-flock.role"] != "gateway" {
 					t.Errorf("%s: not a Pulumi secret, or not tagged the gateway's", r.Name)
@@ -282,7 +283,7 @@ func checkAWSGatewayTask(t *testing.T, s *capture.Stack, ids []string, b awsBus)
 	// Its execution role reads exactly these.
 	sort.Strings(arns)
 	var read []string
-	for _, st := range awsPolicy(t, awsGet(t, s, capture.TypeRolePolicy, "flock-gateway-exec-policy"), "policy").Statement {
+	for _, st := range awsPolicy(t, awsGet(t, s, awsrules.TypeRolePolicy, "flock-gateway-exec-policy"), "policy").Statement {
 		if slicesContain(st.Action, "secretsmanager:GetSecretValue") {
 			read = append(read, st.Resource...)
 		}
@@ -334,7 +335,7 @@ func checkAWSGatewayTask(t *testing.T, s *capture.Stack, ids []string, b awsBus)
 // execution role reads their seed and token and nothing else.
 func checkAWSGatewayAgents(t *testing.T, s *capture.Stack, ids []string) {
 	for _, id := range ids {
-		c := awsContainer(t, awsGet(t, s, capture.TypeTaskDefinition, "flock-"+id+"-task"))
+		c := awsContainer(t, awsGet(t, s, awsrules.TypeTaskDefinition, "flock-"+id+"-task"))
 		env := map[string]string{}
 		for _, e := range c.Environment {
 			env[e.Name] = e.Value
@@ -347,18 +348,18 @@ func checkAWSGatewayAgents(t *testing.T, s *capture.Stack, ids []string) {
 				t.Errorf("%s: %s in the plain environment", id, k)
 			}
 		}
-		nkey, tok := awsGet(t, s, capture.TypeSecret, "flock-"+id+"-nkey"), awsGet(t, s, capture.TypeSecret, "flock-"+id+"-gateway-token")
+		nkey, tok := awsGet(t, s, awsrules.TypeSecret, "flock-"+id+"-nkey"), awsGet(t, s, awsrules.TypeSecret, "flock-"+id+"-gateway-token")
 		want := []awsflock.Secret{{Name: protocol.EnvNkeySeed, ValueFrom: nkey.MockARN()}, {Name: protocol.EnvGatewayToken, ValueFrom: tok.MockARN()}}
 		if !reflect.DeepEqual(c.Secrets, want) {
 			t.Errorf("%s: secrets %+v, want %+v", id, c.Secrets, want)
 		}
 		token, _ := credentials.GatewayToken([]byte(capture.TestSecret), id)
-		v := awsGet(t, s, capture.TypeSecretVersion, "flock-"+id+"-gateway-token")
+		v := awsGet(t, s, awsrules.TypeSecretVersion, "flock-"+id+"-gateway-token")
 		if !v.Inputs["secretString"].IsSecret() || v.String("secretString") != token || obj(tok, "tags")["ai-flock.agent"] != id {
 			t.Errorf("%s: its token secret does not hold its token as a Pulumi secret", id)
 		}
 		var read []string
-		for _, st := range awsPolicy(t, awsGet(t, s, capture.TypeRolePolicy, "flock-"+id+"-exec-policy"), "policy").Statement {
+		for _, st := range awsPolicy(t, awsGet(t, s, awsrules.TypeRolePolicy, "flock-"+id+"-exec-policy"), "policy").Statement {
 			if slicesContain(st.Action, "secretsmanager:GetSecretValue") {
 				read = append(read, st.Resource...)
 			}
@@ -368,7 +369,7 @@ func checkAWSGatewayAgents(t *testing.T, s *capture.Stack, ids []string) {
 		if !reflect.DeepEqual(read, wantRead) {
 			t.Errorf("%s: its execution role reads %v, want its seed and token %v", id, read, wantRead)
 		}
-		svc := awsGet(t, s, capture.TypeService, "flock-"+id)
+		svc := awsGet(t, s, awsrules.TypeService, "flock-"+id)
 		if obj(svc, "triggers")["gatewayToken"] == nil {
 			t.Errorf("%s: no trigger rolls it when its token changes", id)
 		}
@@ -443,7 +444,7 @@ func TestAWSGatewayAddingAnAgent(t *testing.T) {
 			if !slices.Contains(changed, "flock-gateway-config-1") || !slices.Contains(changed, "flock-gateway") {
 				t.Errorf("changed %v: the gateway's config must gain agent-4 and roll the gateway", changed)
 			}
-			before, after := awsGet(t, three, capture.TypeService, "flock-gateway"), awsGet(t, four, capture.TypeService, "flock-gateway")
+			before, after := awsGet(t, three, awsrules.TypeService, "flock-gateway"), awsGet(t, four, awsrules.TypeService, "flock-gateway")
 			for key, v := range before.Inputs {
 				if key != "triggers" && !v.DeepEquals(after.Inputs[key]) {
 					t.Errorf("adding agent-4 changed the gateway service's %s", key)

@@ -10,6 +10,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
 	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
@@ -22,10 +23,10 @@ import (
 // and common read-only. A cluster's bus nodes mount nothing: their task
 // roles have no policy at all.
 func checkAWSIAM(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
-	repo := awsGet(t, s, capture.TypeRepository, "flock-images").MockARN()
-	fsARN := awsGet(t, s, capture.TypeFileSystem, "flock-efs").MockARN()
-	common := awsGet(t, s, capture.TypeAccessPoint, "flock-common-ap").MockARN()
-	for _, r := range s.ByType(capture.TypeRole) {
+	repo := awsGet(t, s, awsrules.TypeRepository, "flock-images").MockARN()
+	fsARN := awsGet(t, s, awsrules.TypeFileSystem, "flock-efs").MockARN()
+	common := awsGet(t, s, awsrules.TypeAccessPoint, "flock-common-ap").MockARN()
+	for _, r := range s.ByType(awsrules.TypeRole) {
 		if len(list(r, "managedPolicyArns")) > 0 || len(list(r, "inlinePolicies")) > 0 {
 			t.Errorf("%s: attaches policies besides its one role policy", r.Name)
 		}
@@ -42,17 +43,17 @@ func checkAWSIAM(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 		rw, ro  []string
 	}
 	wants := map[string]want{
-		"operator": {[]string{awsGet(t, s, capture.TypeSecret, "flock-operator-nkey").MockARN()}, []string{awsGet(t, s, capture.TypeAccessPoint, "flock-common-writer-ap").MockARN()}, nil},
+		"operator": {[]string{awsGet(t, s, awsrules.TypeSecret, "flock-operator-nkey").MockARN()}, []string{awsGet(t, s, awsrules.TypeAccessPoint, "flock-common-writer-ap").MockARN()}, nil},
 		// The flock's services read their seed, and mount nothing: their
 		// task role is granted nothing.
-		"services": {[]string{awsGet(t, s, capture.TypeSecret, "flock-services-nkey").MockARN()}, nil, nil},
+		"services": {[]string{awsGet(t, s, awsrules.TypeSecret, "flock-services-nkey").MockARN()}, nil, nil},
 	}
 	for _, k := range b.keys() {
 		var w want
 		if b.nodes == 1 {
-			w.rw = []string{awsGet(t, s, capture.TypeAccessPoint, "flock-bus-ap").MockARN()}
+			w.rw = []string{awsGet(t, s, awsrules.TypeAccessPoint, "flock-bus-ap").MockARN()}
 		}
-		for _, sec := range s.ByType(capture.TypeSecret) {
+		for _, sec := range s.ByType(awsrules.TypeSecret) {
 			if strings.HasPrefix(sec.Name, "flock-"+k+"-config-") || strings.HasPrefix(sec.Name, "flock-"+k+"-topology-") {
 				w.secrets = append(w.secrets, sec.MockARN())
 			}
@@ -64,8 +65,8 @@ func checkAWSIAM(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 	}
 	for _, id := range ids {
 		wants[id] = want{
-			[]string{awsGet(t, s, capture.TypeSecret, "flock-"+id+"-nkey").MockARN()},
-			[]string{awsGet(t, s, capture.TypeAccessPoint, "flock-"+id+"-dir-ap").MockARN(), awsGet(t, s, capture.TypeAccessPoint, "flock-"+id+"-log-ap").MockARN()},
+			[]string{awsGet(t, s, awsrules.TypeSecret, "flock-"+id+"-nkey").MockARN()},
+			[]string{awsGet(t, s, awsrules.TypeAccessPoint, "flock-"+id+"-dir-ap").MockARN(), awsGet(t, s, awsrules.TypeAccessPoint, "flock-"+id+"-log-ap").MockARN()},
 			[]string{common},
 		}
 	}
@@ -76,15 +77,15 @@ func checkAWSIAM(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 			policies++ // task
 		}
 	}
-	if n := len(s.ByType(capture.TypeRolePolicy)); n != policies {
+	if n := len(s.ByType(awsrules.TypeRolePolicy)); n != policies {
 		t.Errorf("%d role policies, want an execution policy for each of %d tasks and a task policy for each that mounts EFS (%d)", n, len(wants), policies)
 	}
 	for key, w := range wants {
-		ep := awsGet(t, s, capture.TypeRolePolicy, "flock-"+key+"-exec-policy")
+		ep := awsGet(t, s, awsrules.TypeRolePolicy, "flock-"+key+"-exec-policy")
 		if ep.String("role") != capture.MockID("flock-"+key+"-exec-role") {
 			t.Errorf("%s: execution policy on %s", key, ep.String("role"))
 		}
-		lg := awsGet(t, s, capture.TypeLogGroup, "flock-"+key+"-logs").MockARN()
+		lg := awsGet(t, s, awsrules.TypeLogGroup, "flock-"+key+"-logs").MockARN()
 		granted := map[string][]string{}
 		for _, st := range awsPolicy(t, ep, "policy").Statement {
 			if st.Effect != "Allow" || st.Condition != nil {
@@ -106,12 +107,12 @@ func checkAWSIAM(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 		}
 
 		if len(w.rw)+len(w.ro) == 0 {
-			if _, ok := s.Get(capture.TypeRolePolicy, "flock-"+key+"-task-policy"); ok {
+			if _, ok := s.Get(awsrules.TypeRolePolicy, "flock-"+key+"-task-policy"); ok {
 				t.Errorf("%s mounts nothing, yet its task role has a policy", key)
 			}
 			continue
 		}
-		tp := awsGet(t, s, capture.TypeRolePolicy, "flock-"+key+"-task-policy")
+		tp := awsGet(t, s, awsrules.TypeRolePolicy, "flock-"+key+"-task-policy")
 		if tp.String("role") != capture.MockID("flock-"+key+"-task-role") {
 			t.Errorf("%s: task policy on %s", key, tp.String("role"))
 		}
@@ -140,7 +141,7 @@ func checkAWSIAM(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 // 6. ECR: scan on push, immutable tags; both images built and pushed with
 // ECR's token (a secret), tasks pinned to the pushed digest.
 func checkAWSImages(t *testing.T, s *capture.Stack) {
-	repo := awsGet(t, s, capture.TypeRepository, "flock-images")
+	repo := awsGet(t, s, awsrules.TypeRepository, "flock-images")
 	if repo.String("imageTagMutability") != "IMMUTABLE" || obj(repo, "imageScanningConfiguration")["scanOnPush"] != true {
 		t.Errorf("repository %v: want immutable tags and scan on push", repo.Inputs)
 	}
@@ -158,7 +159,7 @@ func checkAWSImages(t *testing.T, s *capture.Stack) {
 			t.Errorf("%s image build %v", target, b)
 		}
 	}
-	for _, td := range s.ByType(capture.TypeTaskDefinition) {
+	for _, td := range s.ByType(awsrules.TypeTaskDefinition) {
 		c := awsContainer(t, td)
 		target := "agent"
 		// The flock's services run from the bus image (/flock-services).
@@ -198,7 +199,7 @@ func awsPlainSeeds(v resource.PropertyValue, path string, out *[]string) {
 // no seed appears in plain text in any input or output.
 func checkAWSSecrets(t *testing.T, s *capture.Stack, ids []string) {
 	for _, id := range ids {
-		v := awsGet(t, s, capture.TypeSecretVersion, "flock-"+id+"-nkey")
+		v := awsGet(t, s, awsrules.TypeSecretVersion, "flock-"+id+"-nkey")
 		key, _ := credentials.Derive([]byte(capture.TestSecret), protocol.AgentUser(id))
 		if !v.Inputs["secretString"].IsSecret() || v.String("secretString") != key.Seed {
 			t.Errorf("%s: secret value is not its seed held as a Pulumi secret", id)
@@ -229,7 +230,7 @@ func checkAWSSecrets(t *testing.T, s *capture.Stack, ids []string) {
 
 // Tags: the policy pack reads the docker labels' keys on aws resources.
 func checkAWSTags(t *testing.T, s *capture.Stack, ids []string) {
-	for _, typ := range []string{capture.TypeTaskDefinition, capture.TypeService, capture.TypeSecurityGroup, capture.TypeAccessPoint, capture.TypeRole, capture.TypeSecret, capture.TypeLogGroup} {
+	for _, typ := range []string{awsrules.TypeTaskDefinition, awsrules.TypeService, awsrules.TypeSecurityGroup, awsrules.TypeAccessPoint, awsrules.TypeRole, awsrules.TypeSecret, awsrules.TypeLogGroup} {
 		for _, r := range s.ByType(typ) {
 			tags := obj(r, "tags")
 			if tags["ai-flock.flock"] != "flock" || tags["ai-flock.role"] == nil {
@@ -244,7 +245,7 @@ func checkAWSTags(t *testing.T, s *capture.Stack, ids []string) {
 			}
 		}
 	}
-	if tags := obj(awsGet(t, s, capture.TypeSecurityGroup, "flock-agents-sg"), "tags"); tags["ai-flock.role"] != "agent" {
+	if tags := obj(awsGet(t, s, awsrules.TypeSecurityGroup, "flock-agents-sg"), "tags"); tags["ai-flock.role"] != "agent" {
 		t.Errorf("the agents' group is tagged %v", tags)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
@@ -126,7 +127,7 @@ func TestAWSOwnImages(t *testing.T) {
 		"agent-4": url + "@" + capture.MockDigest("flock-agent-image"),
 	}
 	for _, id := range ids {
-		c := awsContainer(t, awsGet(t, s, capture.TypeTaskDefinition, "flock-"+id+"-task"))
+		c := awsContainer(t, awsGet(t, s, awsrules.TypeTaskDefinition, "flock-"+id+"-task"))
 		if c.Image != want[id] || want[id] == "" {
 			t.Errorf("%s runs %q, want %q", id, c.Image, want[id])
 		}
@@ -144,15 +145,15 @@ func TestAWSOwnImages(t *testing.T) {
 		}
 	}
 	for name, img := range map[string]string{"flock-operator-task": "flock-agent-image", "flock-bus-1-task": "flock-bus-image"} {
-		if c := awsContainer(t, awsGet(t, s, capture.TypeTaskDefinition, name)); c.Image != url+"@"+capture.MockDigest(img) {
+		if c := awsContainer(t, awsGet(t, s, awsrules.TypeTaskDefinition, name)); c.Image != url+"@"+capture.MockDigest(img) {
 			t.Errorf("%s runs %q, want the stock %s", name, c.Image, img)
 		}
 	}
 
 	// The stock agent, and what every flock has, are untouched.
 	for _, r := range []struct{ typ, name string }{
-		{capture.TypeTaskDefinition, "flock-agent-4-task"}, {capture.TypeService, "flock-agent-4"},
-		{capture.TypeTaskDefinition, "flock-operator-task"}, {capture.TypeImage, "flock-agent-image"}, {capture.TypeImage, "flock-bus-image"},
+		{awsrules.TypeTaskDefinition, "flock-agent-4-task"}, {awsrules.TypeService, "flock-agent-4"},
+		{awsrules.TypeTaskDefinition, "flock-operator-task"}, {capture.TypeImage, "flock-agent-image"}, {capture.TypeImage, "flock-bus-image"},
 	} {
 		got, want := awsGet(t, s, r.typ, r.name), awsGet(t, stock, r.typ, r.name)
 		if !reflect.DeepEqual(got.Plain(), want.Plain()) {
@@ -215,7 +216,7 @@ type lifecycleRule struct {
 func lifecycleRules(t testing.TB, s *capture.Stack) []lifecycleRule {
 	t.Helper()
 	var p struct{ Rules []lifecycleRule }
-	lp := awsGet(t, s, "aws:ecr/lifecyclePolicy:LifecyclePolicy", "flock-images-lifecycle")
+	lp := awsGet(t, s, awsrules.TypeLifecyclePolicy, "flock-images-lifecycle")
 	if err := json.Unmarshal([]byte(lp.String("policy")), &p); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestAWSStackImage(t *testing.T) {
 	}
 	digest := capture.MockRegistry() + "/flock-images@" + capture.MockDigest(own[0].Name)
 	for _, id := range awsAgentIDs(50) {
-		if c := awsContainer(t, awsGet(t, s, capture.TypeTaskDefinition, "flock-"+id+"-task")); c.Image != digest {
+		if c := awsContainer(t, awsGet(t, s, awsrules.TypeTaskDefinition, "flock-"+id+"-task")); c.Image != digest {
 			t.Errorf("%s runs %q, want %q", id, c.Image, digest)
 		}
 	}
@@ -313,7 +314,7 @@ func TestAWSOwnImageRules(t *testing.T) {
 	}
 	max := awsflock.MaxOwnImages
 	s := awsStack(t, capture.Config{"flock:agentCount": "", "flock:agents": agents(max)})
-	lp := awsGet(t, s, "aws:ecr/lifecyclePolicy:LifecyclePolicy", "flock-images-lifecycle").String("policy")
+	lp := awsGet(t, s, awsrules.TypeLifecyclePolicy, "flock-images-lifecycle").String("policy")
 	if len(lifecycleRules(t, s)) != max+2 || len(lp) > 30720 {
 		t.Errorf("%d own images: %d lifecycle rules, a policy of %d characters (ECR takes 30,720)", max, len(lifecycleRules(t, s)), len(lp))
 	}

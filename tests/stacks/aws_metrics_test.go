@@ -9,6 +9,7 @@ import (
 
 	"github.com/ai-flock/ai-flock/agent/metrics"
 	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -22,7 +23,7 @@ var dashboardSearch = regexp.MustCompile(`^SEARCH\('\{AIFlock,Flock((?:,[a-z]+)*
 // no EMF in the services' environment.
 func TestAWSMetricsDashboard(t *testing.T) {
 	s := awsStack(t, capture.Config{"flock:agentCount": "3"})
-	dash := awsGet(t, s, capture.TypeDashboard, "flock-dashboard")
+	dash := awsGet(t, s, awsrules.TypeDashboard, "flock-dashboard")
 	if name := dash.String("dashboardName"); name != awsflock.DashboardName("aws", "flock") || !regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`).MatchString(name) {
 		t.Fatalf("dashboard name %q (PutDashboard: 1-255 of A-Z a-z 0-9 - _)", name)
 	}
@@ -66,15 +67,15 @@ func TestAWSMetricsDashboard(t *testing.T) {
 	}
 
 	off := awsStack(t, capture.Config{"flock:agentCount": "3", "flock:aws": `{"metrics": "off"}`})
-	if _, ok := off.Get(capture.TypeDashboard, "flock-dashboard"); ok {
+	if _, ok := off.Get(awsrules.TypeDashboard, "flock-dashboard"); ok {
 		t.Error("a dashboard with flock:aws.metrics off")
 	}
-	td := awsGet(t, off, capture.TypeTaskDefinition, "flock-services-task")
+	td := awsGet(t, off, awsrules.TypeTaskDefinition, "flock-services-task")
 	if strings.Contains(td.String("containerDefinitions"), protocol.EnvServicesEMF) {
 		t.Error("the services write EMF with flock:aws.metrics off")
 	}
 	agents := awsStack(t, capture.Config{"flock:agentCount": "3", "flock:aws": `{"metrics": "agents"}`})
-	td = awsGet(t, agents, capture.TypeTaskDefinition, "flock-services-task")
+	td = awsGet(t, agents, awsrules.TypeTaskDefinition, "flock-services-task")
 	if !strings.Contains(td.String("containerDefinitions"), `"name":"`+protocol.EnvServicesEMF+`","value":"agents"`) {
 		t.Errorf("flock:aws.metrics agents: %s", td.String("containerDefinitions"))
 	}

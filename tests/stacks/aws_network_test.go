@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
@@ -16,11 +17,11 @@ import (
 // 1. A VPC with private subnets in two zones, no public IPs, no route out;
 // VPC endpoints for ECR, logs and Secrets Manager, and S3 for layers only.
 func checkAWSNetwork(t *testing.T, s *capture.Stack) {
-	vpc := awsGet(t, s, capture.TypeVpc, "flock-vpc")
+	vpc := awsGet(t, s, awsrules.TypeVpc, "flock-vpc")
 	if vpc.String("cidrBlock") != "10.220.0.0/16" || !boolean(vpc, "enableDnsSupport") || !boolean(vpc, "enableDnsHostnames") {
 		t.Errorf("vpc %v: want 10.220.0.0/16 with DNS support and hostnames", vpc.Inputs)
 	}
-	subnets := s.ByType(capture.TypeSubnet)
+	subnets := s.ByType(awsrules.TypeSubnet)
 	zones := map[string]bool{}
 	for _, sub := range subnets {
 		if boolean(sub, "mapPublicIpOnLaunch") {
@@ -34,17 +35,17 @@ func checkAWSNetwork(t *testing.T, s *capture.Stack) {
 	if len(subnets) != 2 || len(zones) != 2 {
 		t.Errorf("%d subnets in zones %v: want private subnets in 2 zones", len(subnets), zones)
 	}
-	for _, typ := range []string{capture.TypeInternetGateway, capture.TypeNatGateway, capture.TypeEip, capture.TypeRoute} {
+	for _, typ := range []string{awsrules.TypeInternetGateway, awsrules.TypeNatGateway, awsrules.TypeEip, awsrules.TypeRoute} {
 		if r := s.ByType(typ); len(r) != 0 {
 			t.Errorf("endpoints egress declares %s %s: no route to the internet may exist", typ, r[0].Name)
 		}
 	}
-	for _, rt := range s.ByType(capture.TypeRouteTable) {
+	for _, rt := range s.ByType(awsrules.TypeRouteTable) {
 		if len(list(rt, "routes")) != 0 {
 			t.Errorf("%s has routes %v", rt.Name, list(rt, "routes"))
 		}
 	}
-	dsg := awsGet(t, s, capture.TypeDefaultSG, "flock-default-sg")
+	dsg := awsGet(t, s, awsrules.TypeDefaultSG, "flock-default-sg")
 	if len(list(dsg, "ingress"))+len(list(dsg, "egress")) != 0 {
 		t.Errorf("the VPC's default security group keeps rules")
 	}
@@ -52,7 +53,7 @@ func checkAWSNetwork(t *testing.T, s *capture.Stack) {
 	for _, svc := range []string{"ecr.api", "ecr.dkr", "logs", "secretsmanager"} {
 		want["com.amazonaws."+capture.MockRegion+"."+svc] = true
 	}
-	for _, ep := range s.ByType(capture.TypeVpcEndpoint) {
+	for _, ep := range s.ByType(awsrules.TypeVpcEndpoint) {
 		svc := ep.String("serviceName")
 		switch ep.String("vpcEndpointType") {
 		case "Interface":
@@ -90,14 +91,14 @@ type awsSGRule struct {
 
 func awsSGRules(t *testing.T, s *capture.Stack) []awsSGRule {
 	role := map[string]string{}
-	for _, g := range s.ByType(capture.TypeSecurityGroup) {
+	for _, g := range s.ByType(awsrules.TypeSecurityGroup) {
 		role[capture.MockID(g.Name)] = strings.TrimSuffix(strings.TrimPrefix(g.Name, "flock-"), "-sg")
 		if len(list(g, "ingress"))+len(list(g, "egress")) != 0 {
 			t.Errorf("%s has inline rules", g.Name)
 		}
 	}
 	var out []awsSGRule
-	for _, r := range s.ByType(capture.TypeSGRule) {
+	for _, r := range s.ByType(awsrules.TypeSecurityGroupRule) {
 		if r.String("protocol") != "tcp" || num(r, "fromPort") != num(r, "toPort") {
 			t.Errorf("%s: protocol %q ports %v-%v: want one TCP port", r.Name, r.String("protocol"), num(r, "fromPort"), num(r, "toPort"))
 		}

@@ -33,9 +33,9 @@ func TestAWSDescriptionsAWSAccepts(t *testing.T) {
 			key  string
 			rule awsrules.Rule
 		}{
-			{capture.TypeSecurityGroup, "description", awsrules.SecurityGroupDescription},
-			{capture.TypeSGRule, "description", awsrules.SecurityGroupRuleDescription},
-			{capture.TypeRole, "description", awsrules.IAMRoleDescription},
+			{awsrules.TypeSecurityGroup, "description", awsrules.SecurityGroupDescription},
+			{awsrules.TypeSecurityGroupRule, "description", awsrules.SecurityGroupRuleDescription},
+			{awsrules.TypeRole, "description", awsrules.IAMRoleDescription},
 		} {
 			for _, r := range s.ByType(c.typ) {
 				checked++

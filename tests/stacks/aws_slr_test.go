@@ -3,6 +3,7 @@ package stacks_test
 import (
 	"testing"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
@@ -10,7 +11,7 @@ import (
 // ECS's service-linked role refuses a second); set, the stack declares it
 // for ecs.amazonaws.com and every ECS service waits for it.
 func TestAWSServiceLinkedRole(t *testing.T) {
-	if r := awsStack(t, capture.Config{}).ByType(capture.TypeServiceLinkedRole); len(r) != 0 {
+	if r := awsStack(t, capture.Config{}).ByType(awsrules.TypeServiceLinkedRole); len(r) != 0 {
 		t.Errorf("declared by default: %s", r[0].Name)
 	}
 	for _, cfg := range []capture.Config{
@@ -18,7 +19,7 @@ func TestAWSServiceLinkedRole(t *testing.T) {
 		{"flock:aws": `{"createServiceLinkedRole": true}`, "flock:bus": `{"replicas": 1}`},
 	} {
 		s := awsStack(t, cfg)
-		slrs := s.ByType(capture.TypeServiceLinkedRole)
+		slrs := s.ByType(awsrules.TypeServiceLinkedRole)
 		if len(slrs) != 1 {
 			t.Fatalf("%v: %d service-linked roles, want 1", cfg, len(slrs))
 		}
@@ -26,7 +27,7 @@ func TestAWSServiceLinkedRole(t *testing.T) {
 		if slr.Name != "flock-ecs-service-linked-role" || slr.String("awsServiceName") != "ecs.amazonaws.com" {
 			t.Errorf("%s for %q, want flock-ecs-service-linked-role for ecs.amazonaws.com", slr.Name, slr.String("awsServiceName"))
 		}
-		services := s.ByType(capture.TypeService)
+		services := s.ByType(awsrules.TypeService)
 		if len(services) < 4 {
 			t.Fatalf("%d services", len(services))
 		}
@@ -36,7 +37,7 @@ func TestAWSServiceLinkedRole(t *testing.T) {
 			}
 		}
 	}
-	if r := awsStack(t, capture.Config{"flock:aws": `{"createServiceLinkedRole": false}`}).ByType(capture.TypeServiceLinkedRole); len(r) != 0 {
+	if r := awsStack(t, capture.Config{"flock:aws": `{"createServiceLinkedRole": false}`}).ByType(awsrules.TypeServiceLinkedRole); len(r) != 0 {
 		t.Errorf("declared when set to false")
 	}
 }

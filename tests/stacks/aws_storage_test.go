@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -18,11 +19,11 @@ import (
 // per agent directory and log (its UID, 0700), common, and a single bus's
 // store (a cluster's nodes keep theirs on task storage: no access point).
 func checkAWSStorage(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
-	fs := awsGet(t, s, capture.TypeFileSystem, "flock-efs")
+	fs := awsGet(t, s, awsrules.TypeFileSystem, "flock-efs")
 	if !boolean(fs, "encrypted") {
 		t.Error("the file system is not encrypted at rest")
 	}
-	mts := s.ByType(capture.TypeMountTarget)
+	mts := s.ByType(awsrules.TypeMountTarget)
 	if len(mts) != 2 {
 		t.Errorf("%d mount targets, want one per private subnet", len(mts))
 	}
@@ -32,7 +33,7 @@ func checkAWSStorage(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 		}
 	}
 	fsARN := fs.MockARN()
-	p := awsPolicy(t, awsGet(t, s, capture.TypeFileSystemPolicy, "flock-efs-policy"), "policy")
+	p := awsPolicy(t, awsGet(t, s, awsrules.TypeFileSystemPolicy, "flock-efs-policy"), "policy")
 	var tls, noAP bool
 	for _, st := range p.Statement {
 		if st.Effect != "Deny" {
@@ -69,7 +70,7 @@ func checkAWSStorage(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 		want["flock-"+id+"-dir-ap"] = awsAPWant{"/agents/" + id, awsUID(id), awsUID(id), "0700"}
 		want["flock-"+id+"-log-ap"] = awsAPWant{"/logs/" + id, awsUID(id), awsUID(id), "0700"}
 	}
-	aps := s.ByType(capture.TypeAccessPoint)
+	aps := s.ByType(awsrules.TypeAccessPoint)
 	if len(aps) != len(want) {
 		t.Errorf("%d access points, want %d", len(aps), len(want))
 	}
@@ -102,7 +103,7 @@ func checkAWSStorage(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 // several tasks mount (common) is read-only in all of them.
 func checkAWSAccessPointUse(t *testing.T, s *capture.Stack, ids []string) {
 	users := map[string][]string{} // access point ID -> "task mode"
-	for _, td := range s.ByType(capture.TypeTaskDefinition) {
+	for _, td := range s.ByType(awsrules.TypeTaskDefinition) {
 		c := awsContainer(t, td)
 		for _, v := range list(td, "volumes") {
 			vm := v.(map[string]any)

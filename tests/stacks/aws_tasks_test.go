@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -18,20 +19,20 @@ import (
 // The aws stack's invariants (TestAWSStackInvariants, aws_test.go): the cluster, task definitions and services.
 
 func checkAWSCluster(t *testing.T, s *capture.Stack, b awsBus) {
-	c := awsGet(t, s, capture.TypeCluster, "flock-cluster")
+	c := awsGet(t, s, awsrules.TypeCluster, "flock-cluster")
 	if !reflect.DeepEqual(list(c, "settings"), []any{map[string]any{"name": "containerInsights", "value": "enabled"}}) {
 		t.Errorf("cluster settings %v: want Container Insights", list(c, "settings"))
 	}
-	ns := awsGet(t, s, capture.TypeNamespace, "flock-namespace")
+	ns := awsGet(t, s, awsrules.TypeNamespace, "flock-namespace")
 	if ns.String("name") != "flock.flock.internal" || ns.String("vpc") != capture.MockID("flock-vpc") {
 		t.Errorf("namespace %v: want flock.flock.internal in the flock's VPC", ns.Inputs)
 	}
 	// One Cloud Map name per node: bus.<ns>, or bus-1 … bus-3.<ns>.
-	if n := len(s.ByType(capture.TypeDiscovery)); n != b.nodes {
+	if n := len(s.ByType(awsrules.TypeDiscoveryService)); n != b.nodes {
 		t.Errorf("%d Cloud Map services, want one per bus node (%d)", n, b.nodes)
 	}
 	for _, k := range b.keys() {
-		d := awsGet(t, s, capture.TypeDiscovery, "flock-"+k+"-discovery")
+		d := awsGet(t, s, awsrules.TypeDiscoveryService, "flock-"+k+"-discovery")
 		dns := obj(d, "dnsConfig")
 		if d.String("name") != k || dns["namespaceId"] != capture.MockID("flock-namespace") ||
 			!reflect.DeepEqual(dns["dnsRecords"], []any{map[string]any{"ttl": float64(10), "type": "A"}}) {
@@ -131,7 +132,7 @@ func awsMounts(c awsflock.ContainerDefinition, vols map[string]string) map[strin
 // credentials (through secrets), logs; nothing of another agent.
 func checkAWSAgentTasks(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 	tds := 0
-	for _, td := range s.ByType(capture.TypeTaskDefinition) {
+	for _, td := range s.ByType(awsrules.TypeTaskDefinition) {
 		if strings.HasPrefix(td.Name, "flock-agent-") {
 			tds++
 		}
@@ -141,14 +142,14 @@ func checkAWSAgentTasks(t *testing.T, s *capture.Stack, ids []string, b awsBus) 
 	}
 	families := map[string]string{}
 	for _, id := range ids {
-		td := awsGet(t, s, capture.TypeTaskDefinition, "flock-"+id+"-task")
+		td := awsGet(t, s, awsrules.TypeTaskDefinition, "flock-"+id+"-task")
 		c := checkAWSHardenedTask(t, td, awsUID(id), flock.DefaultLimits)
 		if other, dup := families[td.String("family")]; dup {
 			t.Errorf("%s shares family %s with %s", id, td.String("family"), other)
 		}
 		families[td.String("family")] = id
-		if td.String("executionRoleArn") != awsGet(t, s, capture.TypeRole, "flock-"+id+"-exec-role").MockARN() ||
-			td.String("taskRoleArn") != awsGet(t, s, capture.TypeRole, "flock-"+id+"-task-role").MockARN() {
+		if td.String("executionRoleArn") != awsGet(t, s, awsrules.TypeRole, "flock-"+id+"-exec-role").MockARN() ||
+			td.String("taskRoleArn") != awsGet(t, s, awsrules.TypeRole, "flock-"+id+"-task-role").MockARN() {
 			t.Errorf("%s: roles %s %s are not its own", id, td.String("executionRoleArn"), td.String("taskRoleArn"))
 		}
 		vols := map[string]string{}
@@ -192,11 +193,11 @@ func checkAWSAgentTasks(t *testing.T, s *capture.Stack, ids []string, b awsBus) 
 		if sf, ok := env[protocol.EnvStatusFile]; ok && !strings.HasPrefix(sf, "/run/") {
 			t.Errorf("%s: %s=%s: the agent's status file (and the key beside it) must stay on the task's /run", id, protocol.EnvStatusFile, sf)
 		}
-		secret := awsGet(t, s, capture.TypeSecret, "flock-"+id+"-nkey")
+		secret := awsGet(t, s, awsrules.TypeSecret, "flock-"+id+"-nkey")
 		if !reflect.DeepEqual(c.Secrets, []awsflock.Secret{{Name: protocol.EnvNkeySeed, ValueFrom: secret.MockARN()}}) {
 			t.Errorf("%s: secrets %+v: want its own seed as %s", id, c.Secrets, protocol.EnvNkeySeed)
 		}
-		lg := awsGet(t, s, capture.TypeLogGroup, "flock-"+id+"-logs")
+		lg := awsGet(t, s, awsrules.TypeLogGroup, "flock-"+id+"-logs")
 		if c.LogConfiguration.Options["awslogs-group"] != lg.String("name") || num(lg, "retentionInDays") != 30 {
 			t.Errorf("%s: logs to %q; its group %q keeps %v days (want 30)", id, c.LogConfiguration.Options["awslogs-group"], lg.String("name"), num(lg, "retentionInDays"))
 		}
@@ -213,11 +214,11 @@ func checkAWSAgentTasks(t *testing.T, s *capture.Stack, ids []string, b awsBus) 
 // circuit breaker with rollback, ready only after its network, EFS and policies.
 func checkAWSServices(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 	check := func(name, td, sg string) capture.Resource {
-		svc := awsGet(t, s, capture.TypeService, name)
+		svc := awsGet(t, s, awsrules.TypeService, name)
 		nc := obj(svc, "networkConfiguration")
 		cb := obj(svc, "deploymentCircuitBreaker")
 		if num(svc, "desiredCount") != 1 || svc.String("launchType") != "FARGATE" ||
-			svc.String("taskDefinition") != awsGet(t, s, capture.TypeTaskDefinition, td).MockARN() ||
+			svc.String("taskDefinition") != awsGet(t, s, awsrules.TypeTaskDefinition, td).MockARN() ||
 			num(svc, "deploymentMaximumPercent") != 100 || boolean(svc, "enableExecuteCommand") {
 			t.Errorf("%s: %v: want one Fargate task of %s, never two at once, no exec", name, svc.Inputs, td)
 		}
@@ -255,7 +256,7 @@ func checkAWSServices(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 	// cluster start in order (each after the one before is steady).
 	for i, k := range b.keys() {
 		bus := check("flock-"+k, "flock-"+k+"-task", "flock-bus-sg")
-		if obj(bus, "serviceRegistries")["registryArn"] != awsGet(t, s, capture.TypeDiscovery, "flock-"+k+"-discovery").MockARN() {
+		if obj(bus, "serviceRegistries")["registryArn"] != awsGet(t, s, awsrules.TypeDiscoveryService, "flock-"+k+"-discovery").MockARN() {
 			t.Errorf("%s is not registered as %s.<namespace>: %v", k, k, obj(bus, "serviceRegistries"))
 		}
 		for _, other := range b.keys() {
@@ -269,7 +270,7 @@ func checkAWSServices(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 			t.Errorf("%s: no waitForSteadyState: what starts after the bus would start while ECS still places it", k)
 		}
 	}
-	if n := len(s.ByType(capture.TypeService)); n != len(ids)+b.nodes+1 {
+	if n := len(s.ByType(awsrules.TypeService)); n != len(ids)+b.nodes+1 {
 		t.Errorf("%d services, want one per agent and per bus node, and the flock's services", n)
 	}
 }
@@ -283,7 +284,7 @@ func checkAWSBus(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 	secretsSeen := map[string]string{}
 	for i, k := range b.keys() {
 		n := i + 1
-		td := awsGet(t, s, capture.TypeTaskDefinition, "flock-"+k+"-task")
+		td := awsGet(t, s, awsrules.TypeTaskDefinition, "flock-"+k+"-task")
 		c := checkAWSHardenedTask(t, td, flock.DefaultUIDBase, flock.DefaultBus.Limits)
 		env := map[string]string{}
 		for _, e := range c.Environment {
@@ -298,7 +299,7 @@ func checkAWSBus(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 		}
 		for _, sec := range c.Secrets {
 			var found bool
-			for _, r := range s.ByType(capture.TypeSecret) {
+			for _, r := range s.ByType(awsrules.TypeSecret) {
 				if r.MockARN() != sec.ValueFrom {
 					continue
 				}
@@ -310,7 +311,7 @@ func checkAWSBus(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 					t.Errorf("%s and %s share the secret %s", k, other, r.Name)
 				}
 				secretsSeen[r.Name] = k
-				v := awsGet(t, s, capture.TypeSecretVersion, r.Name)
+				v := awsGet(t, s, awsrules.TypeSecretVersion, r.Name)
 				values[sec.Name] = v.String("secretString")
 				if !v.Inputs["secretString"].IsSecret() {
 					t.Errorf("%s: %s is not a Pulumi secret", k, r.Name)
@@ -425,21 +426,21 @@ func checkAWSBus(t *testing.T, s *capture.Stack, ids []string, b awsBus) {
 // operator's credentials through secrets, common read-write through its own
 // access point, no service (it runs on demand), the operator group.
 func checkAWSOperator(t *testing.T, s *capture.Stack, b awsBus) {
-	td := awsGet(t, s, capture.TypeTaskDefinition, "flock-operator-task")
+	td := awsGet(t, s, awsrules.TypeTaskDefinition, "flock-operator-task")
 	op := flock.DefaultUIDBase - 1
 	c := checkAWSHardenedTask(t, td, op, flock.DefaultLimits)
-	sec := awsGet(t, s, capture.TypeSecret, "flock-operator-nkey")
+	sec := awsGet(t, s, awsrules.TypeSecret, "flock-operator-nkey")
 	if !reflect.DeepEqual(c.Secrets, []awsflock.Secret{{Name: protocol.EnvCLINkeySeed, ValueFrom: sec.MockARN()}}) {
 		t.Errorf("operator secrets %+v", c.Secrets)
 	}
 	if env := c.Environment; !reflect.DeepEqual(env, []awsflock.KeyValue{{Name: "FLOCK_NATS_URL", Value: b.url()}, {Name: "SHARED_DIR", Value: "/shared"}}) {
 		t.Errorf("operator env %+v", env)
 	}
-	if _, ok := s.Get(capture.TypeService, "flock-operator"); ok {
+	if _, ok := s.Get(awsrules.TypeService, "flock-operator"); ok {
 		t.Error("the operator task runs as a service: it is run on demand")
 	}
 	key, _ := credentials.Derive([]byte(capture.TestSecret), "operator")
-	if v := awsGet(t, s, capture.TypeSecretVersion, "flock-operator-nkey"); v.String("secretString") != key.Seed || !v.Inputs["secretString"].IsSecret() {
+	if v := awsGet(t, s, awsrules.TypeSecretVersion, "flock-operator-nkey"); v.String("secretString") != key.Seed || !v.Inputs["secretString"].IsSecret() {
 		t.Error("the operator secret does not hold the operator's seed as a Pulumi secret")
 	}
 	if s.Outputs["operatorTaskDefinition"].Value != td.String("family") || s.Outputs["operatorSecurityGroup"].Value != capture.MockID("flock-operator-sg") {

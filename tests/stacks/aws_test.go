@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ai-flock/ai-flock/infra/awsflock"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -205,8 +206,8 @@ func checkAWSNoChurn(t *testing.T, b awsBus) {
 			t.Errorf("adding agent-4 changed %s", c)
 		}
 	}
-	before, _ := three.Get(capture.TypeMetricAlarm, "flock-efs-size")
-	after, _ := four.Get(capture.TypeMetricAlarm, "flock-efs-size")
+	before, _ := three.Get(awsrules.TypeMetricAlarm, "flock-efs-size")
+	after, _ := four.Get(awsrules.TypeMetricAlarm, "flock-efs-size")
 	for key, v := range before.Inputs {
 		if key != "threshold" && key != "alarmDescription" && !v.DeepEquals(after.Inputs[key]) {
 			t.Errorf("adding agent-4 changed the size alarm's %s", key)
@@ -221,8 +222,8 @@ func checkAWSNoChurn(t *testing.T, b awsBus) {
 		}
 		// The node's service is updated in place (its trigger rolls the
 		// task), never replaced: only its triggers differ.
-		before, _ := three.Get(capture.TypeService, "flock-"+k)
-		after, _ := four.Get(capture.TypeService, "flock-"+k)
+		before, _ := three.Get(awsrules.TypeService, "flock-"+k)
+		after, _ := four.Get(awsrules.TypeService, "flock-"+k)
 		for key, v := range before.Inputs {
 			if key != "triggers" && !v.DeepEquals(after.Inputs[key]) {
 				t.Errorf("adding agent-4 changed %s's %s", k, key)
@@ -268,14 +269,14 @@ func checkAWSNoChurn(t *testing.T, b awsBus) {
 
 func TestAWSNATEgress(t *testing.T) {
 	s := awsStack(t, capture.Config{"flock:aws": `{"egress":"nat"}`})
-	if len(s.ByType(capture.TypeVpcEndpoint)) != 0 || len(s.ByType(capture.TypeNatGateway)) != 1 || len(s.ByType(capture.TypeInternetGateway)) != 1 {
+	if len(s.ByType(awsrules.TypeVpcEndpoint)) != 0 || len(s.ByType(awsrules.TypeNatGateway)) != 1 || len(s.ByType(awsrules.TypeInternetGateway)) != 1 {
 		t.Fatal("nat egress: want one NAT gateway and internet gateway, no endpoints")
 	}
-	route := awsGet(t, s, capture.TypeRoute, "flock-private-default")
+	route := awsGet(t, s, awsrules.TypeRoute, "flock-private-default")
 	if route.String("natGatewayId") != capture.MockID("flock-nat") || route.String("routeTableId") != capture.MockID("flock-private-rt") {
 		t.Errorf("private default route %v", route.Inputs)
 	}
-	pub := awsGet(t, s, capture.TypeSubnet, "flock-public-1")
+	pub := awsGet(t, s, awsrules.TypeSubnet, "flock-public-1")
 	if boolean(pub, "mapPublicIpOnLaunch") {
 		t.Error("the NAT's subnet maps public IPs")
 	}
@@ -284,7 +285,7 @@ func TestAWSNATEgress(t *testing.T) {
 			t.Errorf("%s admits the internet", r.sg)
 		}
 	}
-	svc := awsGet(t, s, capture.TypeService, "flock-agent-1")
+	svc := awsGet(t, s, awsrules.TypeService, "flock-agent-1")
 	if !dependsOn(svc, capture.Resource{Name: "flock-private-default"}) || obj(svc, "networkConfiguration")["assignPublicIp"] != false {
 		t.Error("agents must wait for the NAT route and get no public IP")
 	}
@@ -292,19 +293,19 @@ func TestAWSNATEgress(t *testing.T) {
 
 func TestAWSExistingVPC(t *testing.T) {
 	s := awsStack(t, capture.Config{"flock:aws": `{"vpcId":"vpc-0123456789abcdef0","subnetIds":["subnet-0aaaaaaaaaaaaaaaa","subnet-0bbbbbbbbbbbbbbbb"],"routeTableIds":["rtb-0cccccccccccccccc"]}`})
-	for _, typ := range []string{capture.TypeVpc, capture.TypeSubnet, capture.TypeRouteTable} {
+	for _, typ := range []string{awsrules.TypeVpc, awsrules.TypeSubnet, awsrules.TypeRouteTable} {
 		if len(s.ByType(typ)) != 0 {
 			t.Errorf("an existing VPC, yet the stack declares a %s", typ)
 		}
 	}
-	if g := awsGet(t, s, capture.TypeSecurityGroup, "flock-agents-sg"); g.String("vpcId") != "vpc-0123456789abcdef0" {
+	if g := awsGet(t, s, awsrules.TypeSecurityGroup, "flock-agents-sg"); g.String("vpcId") != "vpc-0123456789abcdef0" {
 		t.Errorf("agents group in %s", g.String("vpcId"))
 	}
-	nc := obj(awsGet(t, s, capture.TypeService, "flock-agent-2"), "networkConfiguration")
+	nc := obj(awsGet(t, s, awsrules.TypeService, "flock-agent-2"), "networkConfiguration")
 	if !reflect.DeepEqual(nc["subnets"], []any{"subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"}) {
 		t.Errorf("agent-2 runs in %v", nc["subnets"])
 	}
-	if ep := awsGet(t, s, capture.TypeVpcEndpoint, "flock-endpoint-s3"); !reflect.DeepEqual(list(ep, "routeTableIds"), []any{"rtb-0cccccccccccccccc"}) {
+	if ep := awsGet(t, s, awsrules.TypeVpcEndpoint, "flock-endpoint-s3"); !reflect.DeepEqual(list(ep, "routeTableIds"), []any{"rtb-0cccccccccccccccc"}) {
 		t.Errorf("S3 endpoint on %v", list(ep, "routeTableIds"))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
@@ -17,7 +18,7 @@ func TestAWSSubnetsInAvailabilityZones(t *testing.T) {
 	} {
 		s := awsStack(t, cfg)
 		zones := map[string]bool{}
-		for _, sub := range s.ByType(capture.TypeSubnet) {
+		for _, sub := range s.ByType(awsrules.TypeSubnet) {
 			z := sub.String("availabilityZone")
 			zones[z] = true
 			if !strings.HasPrefix(z, "eu-west-1") || z == capture.MockLocalZone || z == capture.MockWavelengthZone {
@@ -31,7 +32,7 @@ func TestAWSSubnetsInAvailabilityZones(t *testing.T) {
 		}
 	}
 	s := awsGatewayStack(t, capture.Config{"flock:gateway": `{"upstreams": {"anthropic": {}}}`})
-	for _, sub := range s.ByType(capture.TypeSubnet) {
+	for _, sub := range s.ByType(awsrules.TypeSubnet) {
 		if z := sub.String("availabilityZone"); z == capture.MockLocalZone || z == capture.MockWavelengthZone {
 			t.Errorf("gateway stack: %s is in %s", sub.Name, z)
 		}

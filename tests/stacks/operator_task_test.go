@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ai-flock/ai-flock/agent/cli"
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -17,7 +18,7 @@ import (
 // bus holding the stack's keys: it must authenticate as the operator.
 func TestAWSOperatorTaskEnvironmentReachesTheBus(t *testing.T) {
 	s := awsStack(t, nil)
-	c := awsContainer(t, awsGet(t, s, capture.TypeTaskDefinition, "flock-operator-task"))
+	c := awsContainer(t, awsGet(t, s, awsrules.TypeTaskDefinition, "flock-operator-task"))
 	env := map[string]string{}
 	for _, kv := range c.Environment {
 		env[kv.Name] = kv.Value
@@ -25,8 +26,8 @@ func TestAWSOperatorTaskEnvironmentReachesTheBus(t *testing.T) {
 	for _, sec := range c.Secrets {
 		found := false
 		for _, r := range s.Resources {
-			if r.Type == capture.TypeSecret && r.MockARN() == sec.ValueFrom {
-				env[sec.Name] = awsGet(t, s, capture.TypeSecretVersion, r.Name).String("secretString")
+			if r.Type == awsrules.TypeSecret && r.MockARN() == sec.ValueFrom {
+				env[sec.Name] = awsGet(t, s, awsrules.TypeSecretVersion, r.Name).String("secretString")
 				found = true
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -29,7 +30,7 @@ func TestAgentProgramReachesTheAgents(t *testing.T) {
 	}
 	a := awsStack(t, cfg())
 	for _, id := range []string{"agent-1", "agent-2"} {
-		c := awsContainer(t, awsGet(t, a, capture.TypeTaskDefinition, "flock-"+id+"-task"))
+		c := awsContainer(t, awsGet(t, a, awsrules.TypeTaskDefinition, "flock-"+id+"-task"))
 		found := false
 		for _, e := range c.Environment {
 			found = found || e.Name+"="+e.Value == want

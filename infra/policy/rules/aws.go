@@ -7,6 +7,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 )
 
 // containerDefs decodes a task definition's containerDefinitions (a JSON
@@ -306,18 +308,18 @@ func securityGroupNoWorldIngress(r Resource) []Finding {
 		return fmt.Sprintf("ports %s-%s", describe(m["fromPort"]), describe(m["toPort"]))
 	}
 	switch r.Type {
-	case TypeSecurityGroup:
+	case awsrules.TypeSecurityGroup:
 		for _, in := range list(r.get("ingress")) {
 			m := obj(in)
 			for _, c := range worldCIDRs(m["cidrBlocks"], m["ipv6CidrBlocks"]) {
 				out = append(out, r.finding(fix, "an ingress rule (%s) admits %s, the whole internet", ports(m), c))
 			}
 		}
-	case TypeSGIngressRule:
+	case awsrules.TypeSGIngressRule:
 		for _, c := range worldCIDRs(r.get("cidrIpv4"), r.get("cidrIpv6")) {
 			out = append(out, r.finding(fix, "admits %s (%s), the whole internet", c, ports(r.Props)))
 		}
-	case TypeSecurityGroupRule:
+	case awsrules.TypeSecurityGroupRule:
 		if str(r.get("type")) == "ingress" {
 			for _, c := range worldCIDRs(r.get("cidrBlocks"), r.get("ipv6CidrBlocks")) {
 				out = append(out, r.finding(fix, "admits %s (%s), the whole internet", c, ports(r.Props)))

@@ -13,16 +13,6 @@ import (
 // refuses fails only at deploy, after a clean preview, often half way
 // through: these rules refuse it at preview.
 
-// Resource types whose inputs these rules read (besides those in model.go).
-const (
-	TypeRole             = awsrules.TypeRole
-	TypeRolePolicy       = awsrules.TypeRolePolicy
-	TypeCluster          = awsrules.TypeCluster
-	TypeDiscoveryService = awsrules.TypeDiscoveryService
-	TypeNamespace        = awsrules.TypeNamespace
-	TypeRepository       = awsrules.TypeRepository
-)
-
 // tableFinding checks one known string against a table rule: nil when AWS
 // accepts it (or it is not known yet), else a finding that quotes the value,
 // the rule and its reference. where says whose value it is ("", or
@@ -73,7 +63,7 @@ const fixName = "shorten the name or keep to the characters AWS allows (an auto-
 func awsSecurityGroupText(r Resource) []Finding {
 	const fix = "write descriptions in the characters EC2 allows: letters, digits, spaces and ._-:/()#,@[]+=&;{}!$* (no apostrophes or quotes), at most 255"
 	switch r.Type {
-	case TypeSecurityGroup:
+	case awsrules.TypeSecurityGroup:
 		out := r.physicalName(awsrules.SecurityGroupName, fixName)
 		out = append(out, r.text(awsrules.SecurityGroupDescription, fix, "description")...)
 		for _, dir := range []string{"ingress", "egress"} {
@@ -91,7 +81,7 @@ func awsSecurityGroupText(r Resource) []Finding {
 
 func awsIAMNames(r Resource) []Finding {
 	switch r.Type {
-	case TypeRole:
+	case awsrules.TypeRole:
 		out := r.physicalName(awsrules.IAMRoleName, fixName)
 		return append(out, r.text(awsrules.IAMRoleDescription, "keep the description to 1000 printable Latin-1 characters (tab, newline and carriage return allowed)", "description")...)
 	default:
@@ -101,12 +91,12 @@ func awsIAMNames(r Resource) []Finding {
 
 func awsECSNames(r Resource) []Finding {
 	switch r.Type {
-	case TypeTaskDefinition:
+	case awsrules.TypeTaskDefinition:
 		out := r.text(awsrules.ECSTaskFamily, fixName, "family")
 		return append(out, eachContainer(r, "name containers with letters, digits, _ and - only (at most 255)", func(name string, c map[string]any) []Finding {
 			return r.tableFinding(awsrules.ECSContainerName, name, "", "", "name containers with letters, digits, _ and - only (at most 255)")
 		})...)
-	case TypeService:
+	case awsrules.TypeService:
 		return r.physicalName(awsrules.ECSServiceName, fixName)
 	default:
 		return r.physicalName(awsrules.ECSClusterName, fixName)
@@ -142,7 +132,7 @@ func awsLogGroupName(r Resource) []Finding {
 }
 
 func awsCloudMapNames(r Resource) []Finding {
-	if r.Type == TypeNamespace {
+	if r.Type == awsrules.TypeNamespace {
 		return r.text(awsrules.CloudMapNamespaceName, "name the namespace as a DNS name (flock:aws.namespace): labels of letters, digits and - up to 63 characters, at most 253 in all", "name")
 	}
 	return r.text(awsrules.CloudMapServiceName, "name the service as one DNS label: letters, digits and -, at most 63", "name")

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -15,24 +16,14 @@ import (
 // APIs' keys. These rules keep agents without a route of their own and
 // without a key.
 
-// Resource types the gateway rules read besides the others.
-const (
-	TypeSubnet           = "aws:ec2/subnet:Subnet"
-	TypeRouteTable       = "aws:ec2/routeTable:RouteTable"
-	TypeRoute            = "aws:ec2/route:Route"
-	TypeRouteTableAssoc  = "aws:ec2/routeTableAssociation:RouteTableAssociation"
-	TypeInternetGateway  = "aws:ec2/internetGateway:InternetGateway"
-	TypeNatGateway       = "aws:ec2/natGateway:NatGateway"
-	TypeSGEgressRule     = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
-	TypeSecret           = "aws:secretsmanager/secret:Secret"
-	gatewayKeySecretName = "gateway-key-" // infra/awsflock names an upstream's key secret <flock>-gateway-key-<upstream>
-)
+// infra/awsflock names an upstream's key secret <flock>-gateway-key-<upstream>.
+const gatewayKeySecretName = "gateway-key-"
 
 // hasAWSGateway reports whether the stack runs a model gateway on ECS: a
 // service or task definition tagged ai-flock.role=gateway.
 func hasAWSGateway(rs []Resource) bool {
 	for _, r := range rs {
-		if (r.Type == TypeService || r.Type == TypeTaskDefinition) && awsTags(r)[protocol.LabelRole] == protocol.RoleGateway {
+		if (r.Type == awsrules.TypeService || r.Type == awsrules.TypeTaskDefinition) && awsTags(r)[protocol.LabelRole] == protocol.RoleGateway {
 			return true
 		}
 	}
@@ -58,7 +49,7 @@ func agentServices(rs []Resource) (services []Resource, groups map[string]Resour
 	agentTDs := agentTaskDefinitions(rs)
 	byID := map[string]Resource{}
 	groups = map[string]Resource{}
-	for _, sg := range byTypeSorted(rs, TypeSecurityGroup) {
+	for _, sg := range byTypeSorted(rs, awsrules.TypeSecurityGroup) {
 		id := resourceID(sg)
 		if id == "" {
 			continue
@@ -68,7 +59,7 @@ func agentServices(rs []Resource) (services []Resource, groups map[string]Resour
 			groups[id] = sg
 		}
 	}
-	for _, svc := range byTypeSorted(rs, TypeService) {
+	for _, svc := range byTypeSorted(rs, awsrules.TypeService) {
 		t := awsTags(svc)
 		if !(t[protocol.LabelRole] == protocol.RoleAgent || t[protocol.LabelAgent] != "" || agentTDs[str(svc.get("taskDefinition"))]) {
 			continue
@@ -100,7 +91,7 @@ func stackAWSAgentsNoRouteOut(rs []Resource) []Finding {
 	for _, r := range rs {
 		for _, id := range idsOf(r) {
 			names[id] = r.Name
-			if r.Type == TypeInternetGateway {
+			if r.Type == awsrules.TypeInternetGateway {
 				igws[id] = true
 			}
 		}
@@ -133,7 +124,7 @@ func stackAWSAgentsNoRouteOut(rs []Resource) []Finding {
 		return "traffic"
 	}
 	out := map[string]string{} // route table ID -> the route out it has
-	for _, rt := range byTypeSorted(rs, TypeRouteTable) {
+	for _, rt := range byTypeSorted(rs, awsrules.TypeRouteTable) {
 		for _, r := range list(rt.get("routes")) {
 			if to := target(r); to != "" {
 				for _, id := range idsOf(rt) {
@@ -142,13 +133,13 @@ func stackAWSAgentsNoRouteOut(rs []Resource) []Finding {
 			}
 		}
 	}
-	for _, r := range byTypeSorted(rs, TypeRoute) {
+	for _, r := range byTypeSorted(rs, awsrules.TypeRoute) {
 		if to := target(r.Props); to != "" && str(r.get("routeTableId")) != "" {
 			out[str(r.get("routeTableId"))] = dest(r.Props) + " to " + to
 		}
 	}
 	tableOf := map[string]string{} // subnet ID -> route table ID
-	for _, a := range byTypeSorted(rs, TypeRouteTableAssoc) {
+	for _, a := range byTypeSorted(rs, awsrules.TypeRouteTableAssociation) {
 		if sub, rt := str(a.get("subnetId")), str(a.get("routeTableId")); sub != "" && rt != "" {
 			tableOf[sub] = rt
 		}
@@ -176,7 +167,7 @@ func stackAWSAgentsNoRouteOut(rs []Resource) []Finding {
 			}
 		}
 	}
-	for _, r := range byTypeSorted(rs, TypeSecurityGroupRule) {
+	for _, r := range byTypeSorted(rs, awsrules.TypeSecurityGroupRule) {
 		sg, ok := groups[str(r.get("securityGroupId"))]
 		if !ok || str(r.get("type")) != "egress" {
 			continue
@@ -185,7 +176,7 @@ func stackAWSAgentsNoRouteOut(rs []Resource) []Finding {
 			findings = append(findings, r.finding(fix, "gives the agents' security group %q egress (ports %s-%s) to %s: agents could reach the internet around the gateway", sg.Name, describe(r.get("fromPort")), describe(r.get("toPort")), c))
 		}
 	}
-	for _, r := range byTypeSorted(rs, TypeSGEgressRule) {
+	for _, r := range byTypeSorted(rs, awsrules.TypeSGEgressRule) {
 		sg, ok := groups[str(r.get("securityGroupId"))]
 		if !ok {
 			continue
@@ -215,7 +206,7 @@ var (
 func ecsTaskNoGatewayKeyInAgent(rs []Resource) []Finding {
 	const fix = "give agents no model API key: they call the model APIs through the gateway (FLOCK_GATEWAY_URL, ANTHROPIC_BASE_URL, OPENAI_BASE_URL) with their own gateway token (FLOCK_GATEWAY_TOKEN, from a secret of their own); the upstreams' keys stay in the gateway's secrets, read by its execution role only"
 	gateway := map[string]string{} // secret ID or ARN -> its name
-	for _, s := range byTypeSorted(rs, TypeSecret) {
+	for _, s := range byTypeSorted(rs, awsrules.TypeSecret) {
 		t := awsTags(s)
 		if t[protocol.LabelRole] != protocol.RoleGateway && !(strings.Contains(s.Name, gatewayKeySecretName) && t[protocol.LabelAgent] == "") {
 			continue
@@ -235,7 +226,7 @@ func ecsTaskNoGatewayKeyInAgent(rs []Resource) []Finding {
 		return "", false
 	}
 	var out []Finding
-	for _, td := range byTypeSorted(rs, TypeTaskDefinition) {
+	for _, td := range byTypeSorted(rs, awsrules.TypeTaskDefinition) {
 		id := taskAgent(td)
 		if id == "" {
 			continue

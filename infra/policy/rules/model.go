@@ -17,19 +17,11 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
 )
 
-// Resource types the rules inspect.
+// Resource types the rules inspect besides the aws ones (infra/awsrules).
 const (
-	TypeContainer         = "docker:index/container:Container"
-	TypeNetwork           = "docker:index/network:Network"
-	TypeCommand           = "command:local:Command"
-	TypeTaskDefinition    = "aws:ecs/taskDefinition:TaskDefinition"
-	TypeService           = "aws:ecs/service:Service"
-	TypeFileSystem        = "aws:efs/fileSystem:FileSystem"
-	TypeAccessPoint       = "aws:efs/accessPoint:AccessPoint"
-	TypeSecurityGroup     = "aws:ec2/securityGroup:SecurityGroup"
-	TypeSGIngressRule     = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
-	TypeSecurityGroupRule = "aws:ec2/securityGroupRule:SecurityGroupRule"
-	TypeLogGroup          = "aws:cloudwatch/logGroup:LogGroup"
+	TypeContainer = "docker:index/container:Container"
+	TypeNetwork   = "docker:index/network:Network"
+	TypeCommand   = "command:local:Command"
 )
 
 // Unknown stands for a value the engine does not know yet: during a preview,

@@ -97,8 +97,8 @@ var (
 	containers = []string{TypeContainer}
 	networks   = []string{TypeNetwork}
 	labelled   = []string{TypeContainer, TypeNetwork}
-	taskDefs   = []string{TypeTaskDefinition}
-	sgTypes    = []string{TypeSecurityGroup, TypeSGIngressRule, TypeSecurityGroupRule}
+	taskDefs   = []string{awsrules.TypeTaskDefinition}
+	sgTypes    = []string{awsrules.TypeSecurityGroup, awsrules.TypeSGIngressRule, awsrules.TypeSecurityGroupRule}
 )
 
 // All is the registry: every policy of the pack, in the order users read them.
@@ -159,39 +159,39 @@ func All() []Policy {
 			Description: "EFS volumes are mounted with transit encryption and IAM authorization, so the task role decides what a task may mount."},
 		{Name: "ecs-task-efs-access-point", Level: Mandatory, Types: taskDefs, Resource: ecsTaskEFSAccessPoint,
 			Description: "EFS volumes are mounted through an access point, never the bare file system, so each mount is confined to one directory and POSIX user."},
-		{Name: "ecs-service-no-public-ip", Level: Mandatory, Types: []string{TypeService}, Resource: ecsServiceNoPublicIP,
+		{Name: "ecs-service-no-public-ip", Level: Mandatory, Types: []string{awsrules.TypeService}, Resource: ecsServiceNoPublicIP,
 			Description: "ECS services give their tasks no public IP: agents are not reachable from the internet."},
 		// EFS, security groups, logs (aws).
-		{Name: "efs-encrypted", Level: Mandatory, Types: []string{TypeFileSystem}, Resource: efsEncrypted,
+		{Name: "efs-encrypted", Level: Mandatory, Types: []string{awsrules.TypeFileSystem}, Resource: efsEncrypted,
 			Description: "EFS file systems are encrypted at rest."},
-		{Name: "efs-access-point-posix-user", Level: Mandatory, Types: []string{TypeAccessPoint}, Resource: efsAccessPointPosixUser,
+		{Name: "efs-access-point-posix-user", Level: Mandatory, Types: []string{awsrules.TypeAccessPoint}, Resource: efsAccessPointPosixUser,
 			Description: "EFS access points force a non-root POSIX user, so a client cannot act as any user it likes."},
-		{Name: "efs-access-point-root-path", Level: Mandatory, Types: []string{TypeAccessPoint}, Resource: efsAccessPointRootPath,
+		{Name: "efs-access-point-root-path", Level: Mandatory, Types: []string{awsrules.TypeAccessPoint}, Resource: efsAccessPointRootPath,
 			Description: "EFS access points serve one directory, never the file system root."},
 		{Name: "security-group-no-world-ingress", Level: Mandatory, Types: sgTypes, Resource: securityGroupNoWorldIngress,
 			Description: "No security group admits ingress from 0.0.0.0/0 or ::/0."},
-		{Name: "log-group-retention", Level: Advisory, Types: []string{TypeLogGroup}, Resource: logGroupRetention,
+		{Name: "log-group-retention", Level: Advisory, Types: []string{awsrules.TypeLogGroup}, Resource: logGroupRetention,
 			Description: "CloudWatch log groups have a retention period, so logs are not kept (and paid for) forever."},
 		// What AWS accepts in the inputs (aws): infra/awsrules, the table the
 		// component's config validation checks too. AWS refuses such a value
 		// only at deploy, after a clean preview.
-		{Name: "aws-security-group-text", Level: Mandatory, Types: []string{TypeSecurityGroup, TypeSecurityGroupRule, TypeSGIngressRule, TypeSGEgressRule}, Resource: awsSecurityGroupText,
+		{Name: "aws-security-group-text", Level: Mandatory, Types: []string{awsrules.TypeSecurityGroup, awsrules.TypeSecurityGroupRule, awsrules.TypeSGIngressRule, awsrules.TypeSGEgressRule}, Resource: awsSecurityGroupText,
 			Description: "Security group names and descriptions, and security group rule descriptions, are what EC2 accepts: at most 255 of a-z A-Z 0-9, spaces and ._-:/()#,@[]+=&;{}!$* (no apostrophe), no name starting with sg-."},
-		{Name: "aws-iam-names", Level: Mandatory, Types: []string{TypeRole, TypeRolePolicy}, Resource: awsIAMNames,
+		{Name: "aws-iam-names", Level: Mandatory, Types: []string{awsrules.TypeRole, awsrules.TypeRolePolicy}, Resource: awsIAMNames,
 			Description: "IAM role names (an auto-named role: its logical name plus 8 characters) are at most 64 of [\\w+=,.@-] (a namePrefix 38), role descriptions at most 1000 printable Latin-1 characters, role policy names at most 128 of [\\w+=,.@-]."},
-		{Name: "aws-ecs-names", Level: Mandatory, Types: []string{TypeTaskDefinition, TypeService, TypeCluster}, Resource: awsECSNames,
+		{Name: "aws-ecs-names", Level: Mandatory, Types: []string{awsrules.TypeTaskDefinition, awsrules.TypeService, awsrules.TypeCluster}, Resource: awsECSNames,
 			Description: "ECS task definition families, container names, service and cluster names are at most 255 letters, digits, _ and -."},
 		{Name: "aws-ecs-health-check", Level: Mandatory, Types: taskDefs, Resource: awsECSHealthCheck,
 			Description: "Container health checks are in ECS's ranges: interval 5-300 s, timeout 2-60 s, retries 1-10, startPeriod 0-300 s."},
-		{Name: "aws-log-group-name", Level: Mandatory, Types: []string{TypeLogGroup}, Resource: awsLogGroupName,
+		{Name: "aws-log-group-name", Level: Mandatory, Types: []string{awsrules.TypeLogGroup}, Resource: awsLogGroupName,
 			Description: "CloudWatch log group names are 1 to 512 characters of letters, digits and . - _ / #."},
-		{Name: "aws-cloud-map-names", Level: Mandatory, Types: []string{TypeDiscoveryService, TypeNamespace}, Resource: awsCloudMapNames,
+		{Name: "aws-cloud-map-names", Level: Mandatory, Types: []string{awsrules.TypeDiscoveryService, awsrules.TypeNamespace}, Resource: awsCloudMapNames,
 			Description: "Cloud Map service names are one DNS label (at most 63 letters, digits and -), namespace names DNS names of at most 253 characters."},
-		{Name: "aws-ecr-repository-name", Level: Mandatory, Types: []string{TypeRepository}, Resource: awsECRRepositoryName,
+		{Name: "aws-ecr-repository-name", Level: Mandatory, Types: []string{awsrules.TypeRepository}, Resource: awsECRRepositoryName,
 			Description: "ECR repository names are 2 to 256 lower-case letters, digits and single . _ - between them, in / separated components."},
-		{Name: "aws-efs-access-point-path", Level: Mandatory, Types: []string{TypeAccessPoint}, Resource: awsEFSAccessPointPath,
+		{Name: "aws-efs-access-point-path", Level: Mandatory, Types: []string{awsrules.TypeAccessPoint}, Resource: awsEFSAccessPointPath,
 			Description: "EFS access point root directories are absolute paths of at most 100 characters and four levels, without $#<>;`|&?{}^*."},
-		{Name: "aws-secret-name", Level: Mandatory, Types: []string{TypeSecret}, Resource: awsSecretName,
+		{Name: "aws-secret-name", Level: Mandatory, Types: []string{awsrules.TypeSecret}, Resource: awsSecretName,
 			Description: "Secrets Manager secret names (an auto-named secret: its logical name plus 8 characters) are at most 512 ASCII letters, digits and /_+=.@-."},
 		{Name: "aws-tags", Level: Mandatory, Types: []string{awsrules.TypeAny}, Resource: awsTagLimits,
 			Description: "Tags on every aws resource have keys of 1 to 128 and values of at most 256 letters, digits, spaces and _ . : / = + - @, none starting with aws:."},

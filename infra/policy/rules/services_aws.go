@@ -1,6 +1,9 @@
 package rules
 
-import "github.com/ai-flock/ai-flock/protocol"
+import (
+	"github.com/ai-flock/ai-flock/infra/awsrules"
+	"github.com/ai-flock/ai-flock/protocol"
+)
 
 // stackAWSServicesNoIngress: on aws the flock's services (role services)
 // hold the board's bus user and listen on nothing: their security group
@@ -14,7 +17,7 @@ func stackAWSServicesNoIngress(rs []Resource) []Finding {
 	var out []Finding
 	byID := map[string]Resource{}
 	groups := map[string]Resource{} // by resource name
-	for _, sg := range byTypeSorted(rs, TypeSecurityGroup) {
+	for _, sg := range byTypeSorted(rs, awsrules.TypeSecurityGroup) {
 		if id := resourceID(sg); id != "" {
 			byID[id] = sg
 		}
@@ -23,7 +26,7 @@ func stackAWSServicesNoIngress(rs []Resource) []Finding {
 		}
 	}
 	services := map[string]bool{} // the services' task definitions, by arn, id and family
-	for _, td := range byTypeSorted(rs, TypeTaskDefinition) {
+	for _, td := range byTypeSorted(rs, awsrules.TypeTaskDefinition) {
 		if awsTags(td)[protocol.LabelRole] == protocol.RoleServices {
 			for _, k := range []string{"arn", "id", "family"} {
 				if v := str(td.get(k)); v != "" {
@@ -32,7 +35,7 @@ func stackAWSServicesNoIngress(rs []Resource) []Finding {
 			}
 		}
 	}
-	for _, svc := range byTypeSorted(rs, TypeService) {
+	for _, svc := range byTypeSorted(rs, awsrules.TypeService) {
 		if awsTags(svc)[protocol.LabelRole] != protocol.RoleServices && !services[str(svc.get("taskDefinition"))] {
 			continue
 		}

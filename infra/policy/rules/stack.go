@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -62,7 +63,7 @@ func stackNothingPrivateShared(rs []Resource) []Finding {
 	// mounted by several tasks is mounted read-only by all of them.
 	apByID := map[string]Resource{}
 	privateRoots := map[string]string{} // root path -> agent
-	for _, ap := range byTypeSorted(rs, TypeAccessPoint) {
+	for _, ap := range byTypeSorted(rs, awsrules.TypeAccessPoint) {
 		if id := resourceID(ap); id != "" {
 			apByID[id] = ap
 		}
@@ -77,7 +78,7 @@ func stackNothingPrivateShared(rs []Resource) []Finding {
 		}
 		return "task " + td.Name
 	}
-	tds := byTypeSorted(rs, TypeTaskDefinition)
+	tds := byTypeSorted(rs, awsrules.TypeTaskDefinition)
 	for _, td := range tds {
 		self := taskAgent(td)
 		for _, m := range taskEFSMounts(td) {

@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -40,7 +41,7 @@ func stackUniqueAgentUID(rs []Resource) []Finding {
 	// aws: task definitions, and the access points of agents' private
 	// directories (one agent may have several: its directory, its logs).
 	seenTD := map[int]owner{}
-	for _, td := range byTypeSorted(rs, TypeTaskDefinition) {
+	for _, td := range byTypeSorted(rs, awsrules.TypeTaskDefinition) {
 		who := taskAgent(td)
 		if who == "" {
 			who = "task " + td.Name
@@ -59,7 +60,7 @@ func stackUniqueAgentUID(rs []Resource) []Finding {
 		}
 	}
 	seenAP := map[float64]owner{}
-	for _, ap := range byTypeSorted(rs, TypeAccessPoint) {
+	for _, ap := range byTypeSorted(rs, awsrules.TypeAccessPoint) {
 		who := apAgent(ap)
 		if who == "" {
 			continue
@@ -103,7 +104,7 @@ func stackAgentOwnDirectory(rs []Resource) []Finding {
 	// aws: each agent's task has an access point of its own (root /agents/<id>,
 	// its UID, 0700), and mounts it.
 	aps := map[string]Resource{} // agent -> its directory's access point
-	for _, ap := range byTypeSorted(rs, TypeAccessPoint) {
+	for _, ap := range byTypeSorted(rs, awsrules.TypeAccessPoint) {
 		root := path.Clean(str(ap.get("rootDirectory", "path")))
 		id := apAgent(ap)
 		if id == "" || !strings.HasPrefix(root, "/agents/") {
@@ -129,7 +130,7 @@ func stackAgentOwnDirectory(rs []Resource) []Finding {
 			}
 		}
 	}
-	for _, td := range byTypeSorted(rs, TypeTaskDefinition) {
+	for _, td := range byTypeSorted(rs, awsrules.TypeTaskDefinition) {
 		id := taskAgent(td)
 		if id == "" {
 			continue

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -85,7 +86,7 @@ func taskAgent(td Resource) string {
 // definitions: what a service's taskDefinition may name.
 func agentTaskDefinitions(rs []Resource) map[string]bool {
 	refs := map[string]bool{}
-	for _, td := range byTypeSorted(rs, TypeTaskDefinition) {
+	for _, td := range byTypeSorted(rs, awsrules.TypeTaskDefinition) {
 		if taskAgent(td) != "" {
 			for _, k := range []string{"arn", "id", "family"} {
 				if v := str(td.get(k)); v != "" {

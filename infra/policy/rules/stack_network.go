@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -66,7 +67,7 @@ func stackAgentOwnNetwork(rs []Resource) []Finding {
 	agentTDs := agentTaskDefinitions(rs)
 	sgByID := map[string]Resource{}
 	agentSG := map[string]Resource{} // by resource name
-	for _, sg := range byTypeSorted(rs, TypeSecurityGroup) {
+	for _, sg := range byTypeSorted(rs, awsrules.TypeSecurityGroup) {
 		if id := resourceID(sg); id != "" {
 			sgByID[id] = sg
 		}
@@ -74,7 +75,7 @@ func stackAgentOwnNetwork(rs []Resource) []Finding {
 			agentSG[sg.Name] = sg
 		}
 	}
-	for _, svc := range byTypeSorted(rs, TypeService) {
+	for _, svc := range byTypeSorted(rs, awsrules.TypeService) {
 		t := awsTags(svc)
 		if !(t[protocol.LabelRole] == protocol.RoleAgent || t[protocol.LabelAgent] != "" || agentTDs[str(svc.get("taskDefinition"))]) {
 			continue
@@ -115,8 +116,8 @@ func groupsNoIngress(rs []Resource, groups map[string]Resource, fix, inline, byR
 			out = append(out, sg.finding(fix, inline, len(list(in))))
 		}
 	}
-	for _, rule := range append(byTypeSorted(rs, TypeSGIngressRule), byTypeSorted(rs, TypeSecurityGroupRule)...) {
-		if rule.Type == TypeSecurityGroupRule && str(rule.get("type")) != "ingress" {
+	for _, rule := range append(byTypeSorted(rs, awsrules.TypeSGIngressRule), byTypeSorted(rs, awsrules.TypeSecurityGroupRule)...) {
+		if rule.Type == awsrules.TypeSecurityGroupRule && str(rule.get("type")) != "ingress" {
 			continue
 		}
 		if name, ok := ids[str(rule.get("securityGroupId"))]; ok {
@@ -135,7 +136,7 @@ func stackBusRoutesSelfOnly(rs []Resource) []Finding {
 	fix := fmt.Sprintf("admit the route port %d on the bus's security group from that group itself only (a rule whose source is the bus group, or self: true); agents and the operator reach the bus on %d", protocol.RoutePort, protocol.ClientPort)
 	names := map[string]string{} // security group ID -> resource name
 	busSG := map[string]bool{}
-	for _, sg := range byTypeSorted(rs, TypeSecurityGroup) {
+	for _, sg := range byTypeSorted(rs, awsrules.TypeSecurityGroup) {
 		id := resourceID(sg)
 		if id == "" {
 			continue
@@ -145,7 +146,7 @@ func stackBusRoutesSelfOnly(rs []Resource) []Finding {
 			busSG[id] = true
 		}
 	}
-	for _, svc := range byTypeSorted(rs, TypeService) {
+	for _, svc := range byTypeSorted(rs, awsrules.TypeService) {
 		if awsTags(svc)[protocol.LabelRole] != protocol.RoleBus {
 			continue
 		}
@@ -186,7 +187,7 @@ func stackBusRoutesSelfOnly(rs []Resource) []Finding {
 				protocol.RoutePort, names[own], strings.Join(peers, ", ")))
 		}
 	}
-	for _, sg := range byTypeSorted(rs, TypeSecurityGroup) {
+	for _, sg := range byTypeSorted(rs, awsrules.TypeSecurityGroup) {
 		own := resourceID(sg)
 		if !busSG[own] {
 			continue
@@ -198,7 +199,7 @@ func stackBusRoutesSelfOnly(rs []Resource) []Finding {
 			}
 		}
 	}
-	for _, r := range byTypeSorted(rs, TypeSecurityGroupRule) {
+	for _, r := range byTypeSorted(rs, awsrules.TypeSecurityGroupRule) {
 		own := str(r.get("securityGroupId"))
 		if str(r.get("type")) != "ingress" || !busSG[own] || !coversPort(r.get("protocol"), r.get("fromPort"), r.get("toPort"), protocol.RoutePort) {
 			continue
@@ -209,7 +210,7 @@ func stackBusRoutesSelfOnly(rs []Resource) []Finding {
 		}
 		report(r, own, others(own, truthy(r.get("self")), groups, r.get("cidrBlocks"), r.get("ipv6CidrBlocks"), r.get("prefixListIds")))
 	}
-	for _, r := range byTypeSorted(rs, TypeSGIngressRule) {
+	for _, r := range byTypeSorted(rs, awsrules.TypeSGIngressRule) {
 		own := str(r.get("securityGroupId"))
 		if !busSG[own] || !coversPort(r.get("ipProtocol"), r.get("fromPort"), r.get("toPort"), protocol.RoutePort) {
 			continue
