@@ -110,6 +110,8 @@ func (b *bench) close() {
 		}
 	}
 	_ = exec.Command("docker", "image", "rm", floorImage).Run()
+	// Its root, once what was under it is gone (a failed destroy leaves it).
+	_ = os.Remove(benchRoot)
 	_ = b.logFile.Close()
 }
 
