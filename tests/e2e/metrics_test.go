@@ -200,7 +200,7 @@ func TestPrometheusScrapesTheFlock(t *testing.T) {
 		`sum(flock_agent_up) - on() flock_agents`: 0, // every agent heartbeats
 	}
 	var last string
-	ok := waitUntil(60*time.Second, func() bool {
+	ok := testkit.Within(60*time.Second, 500*time.Millisecond, func() bool {
 		for q, v := range want {
 			got, present := p.query(t, q)
 			if !present || got != v {
@@ -239,16 +239,4 @@ func sortedMatches(re *regexp.Regexp, s string) []string {
 	m := re.FindAllString(s, -1)
 	slices.Sort(m)
 	return m
-}
-
-// waitUntil polls cond every 500 ms until it holds or timeout passes.
-func waitUntil(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(500 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
 }
