@@ -14,14 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-flock/ai-flock/tests/agenttest"
-	"github.com/ai-flock/ai-flock/tests/syncbuf"
-
 	"github.com/ai-flock/ai-flock/agent/mailbox"
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/agentcli"
+	"github.com/ai-flock/ai-flock/tests/agenttest"
 	"github.com/ai-flock/ai-flock/tests/bustest"
+	"github.com/ai-flock/ai-flock/tests/syncbuf"
 	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
