@@ -103,25 +103,15 @@ type Args struct {
 	// distinct image (flock.Image.Key); Config.Validate derives them
 	// (TagOwnImage). Nil when every agent runs the stock image.
 	OwnImages map[string]OwnImageTags
-	// Seeds are the agents' NATS nkey seeds (agent ID -> seed); OperatorSeed the operator's.
-	Seeds        map[string]string
+	// Rendered: the bus nodes' configs and the seeds and keys (agents',
+	// gateway's, upstreams', services').
+	flock.Rendered
+	// OperatorSeed is the operator's NATS nkey seed (the operator task's).
 	OperatorSeed string
-	// BusConfigs are the rendered NATS configs of the bus nodes, one per
-	// node in node order (Model.Bus.BusNodes); BusTopology is the JetStream
-	// topology they share. Public keys only.
-	BusConfigs  [][]byte
-	BusTopology []byte
-	// With a model gateway (Model.Gateway.Enabled): its rendered config
-	// (GatewayConfig: token hashes, no key), its bus nkey seed, each
-	// upstream's key (upstream name -> key) and each agent's gateway token
-	// (agent ID -> token).
+	// With a model gateway: its rendered config (GatewayConfig: token
+	// hashes, no key) and each agent's gateway token (agent ID -> token).
 	GatewayConfig []byte
-	GatewaySeed   string
-	GatewayKeys   map[string]string
 	GatewayTokens map[string]string
-	// ServicesSeed is the flock services' NATS nkey seed (the bus user
-	// protocol.ServicesUser); the component keeps it a Pulumi secret.
-	ServicesSeed string
 }
 
 // ECSFlock is the ECS flock component (type token flock:aws:Flock).

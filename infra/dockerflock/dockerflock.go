@@ -24,18 +24,9 @@ type Args struct {
 	AgentContext string
 	// BaseImage overrides the Dockerfile's BASE build argument ("scratch" builds offline).
 	BaseImage string
-	// Seeds are the agents' NATS nkey seeds (agent ID -> seed), kept secret.
-	Seeds map[string]string
-	// BusConfigs are the rendered bus configs, one per bus node in node
-	// order, and BusTopology the topology all nodes share (public keys only).
-	BusConfigs  [][]byte
-	BusTopology []byte
-	// GatewaySeed is the gateway's bus key and GatewayKeys the upstreams'
-	// keys (name -> key), kept secret; when the flock has a gateway.
-	GatewaySeed string
-	GatewayKeys map[string]string
-	// ServicesSeed is the flock services' bus key, kept secret.
-	ServicesSeed string
+	// Rendered: the bus nodes' configs and the seeds and keys (agents',
+	// gateway's, upstreams', services').
+	flock.Rendered
 }
 
 // DockerFlock is the Docker flock component (type token flock:docker:Flock).
