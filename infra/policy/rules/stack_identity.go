@@ -12,11 +12,8 @@ import (
 func stackUniqueAgentUID(rs []Resource) []Finding {
 	const fix = "give every agent (and the bus) its own UID: the flock model derives it from the agent's slot (flock:uidBase + slot), so never reuse a slot or hard-code a user"
 	var out []Finding
-	// Who runs as a UID: each agent is its own; the nodes of a clustered
-	// bus are one bus and share the bus's UID (slot 0).
-	type owner struct{ who, name string }
 	// docker: every flock container, agents and bus.
-	seen := map[int]owner{}
+	containers := uidOwners[int]{}
 	for _, c := range byTypeSorted(rs, TypeContainer) {
 		l := dockerLabels(c)
 		if l[protocol.LabelRole] != protocol.RoleAgent && l[protocol.LabelRole] != protocol.RoleBus {
@@ -30,17 +27,13 @@ func stackUniqueAgentUID(rs []Resource) []Finding {
 		if l[protocol.LabelRole] == protocol.RoleBus && l[protocol.LabelAgent] == "" {
 			who = protocol.RoleBus
 		}
-		if o, dup := seen[uid]; dup {
-			if o.who != who {
-				out = append(out, c.finding(fix, "runs as UID %d like %q: the two would share their nproc limit and the ownership of each other's files", uid, o.name))
-			}
-			continue
+		if o, shared := containers.claim(uid, who, c.Name); shared {
+			out = append(out, c.finding(fix, "runs as UID %d like %q: the two would share their nproc limit and the ownership of each other's files", uid, o.name))
 		}
-		seen[uid] = owner{who, c.Name}
 	}
 	// aws: task definitions, and the access points of agents' private
 	// directories (one agent may have several: its directory, its logs).
-	seenTD := map[int]owner{}
+	tasks := uidOwners[int]{}
 	for _, td := range byTypeSorted(rs, awsrules.TypeTaskDefinition) {
 		who := taskAgent(td)
 		if who == "" {
@@ -52,14 +45,12 @@ func stackUniqueAgentUID(rs []Resource) []Finding {
 			who = "agent " + who
 		}
 		for _, uid := range taskUIDs(td) {
-			if o, dup := seenTD[uid]; dup && o.who != who {
+			if o, shared := tasks.claim(uid, who, td.Name); shared {
 				out = append(out, td.finding(fix, "runs as UID %d like the task definition %q", uid, o.name))
-				continue
 			}
-			seenTD[uid] = owner{who, td.Name}
 		}
 	}
-	seenAP := map[float64]owner{}
+	accessPoints := uidOwners[float64]{}
 	for _, ap := range byTypeSorted(rs, awsrules.TypeAccessPoint) {
 		who := apAgent(ap)
 		if who == "" {
@@ -69,13 +60,28 @@ func stackUniqueAgentUID(rs []Resource) []Finding {
 		if !ok {
 			continue
 		}
-		if o, dup := seenAP[uid]; dup && o.who != who {
+		if o, shared := accessPoints.claim(uid, who, ap.Name); shared {
 			out = append(out, ap.finding(fix, "forces the POSIX UID %v on agent %s's files, like the access point %q of agent %s", uid, who, o.name, o.who))
-			continue
 		}
-		seenAP[uid] = owner{who, ap.Name}
 	}
 	return out
+}
+
+// uidOwners is who runs as each UID. Each agent is its own owner; the nodes
+// of a clustered bus are one bus and share the bus's UID (slot 0).
+type uidOwners[K comparable] map[K]uidOwner
+
+type uidOwner struct{ who, name string }
+
+// claim records that who runs as uid (name: the resource that says so),
+// unless someone does already; shared is true, with that first owner, when
+// it is someone else.
+func (u uidOwners[K]) claim(uid K, who, name string) (first uidOwner, shared bool) {
+	if o, ok := u[uid]; ok {
+		return o, o.who != who
+	}
+	u[uid] = uidOwner{who, name}
+	return uidOwner{}, false
 }
 
 func stackAgentOwnDirectory(rs []Resource) []Finding {
