@@ -61,15 +61,24 @@ install_go() {
     [[ $(head -n1 "$work/go/VERSION" 2>/dev/null) == "go$version" ]] ||
       die "the Go archive does not contain go$version"
     "$work/go/bin/go" version >/dev/null || die "the unpacked go binary does not run"
-    rm -rf "$FLOCK_GO_ROOT.old"
-    [[ -e $FLOCK_GO_ROOT ]] && mv "$FLOCK_GO_ROOT" "$FLOCK_GO_ROOT.old"
-    mv "$work/go" "$FLOCK_GO_ROOT"
-    rm -rf "$FLOCK_GO_ROOT.old" "$work"
+    swap_in "$work/go" "$FLOCK_GO_ROOT"
+    rm -rf "$work"
     changed "Go $version in $FLOCK_GO_ROOT"
   fi
   # On PATH for every shell, sudo's secure_path and `vagrant ssh -c` alike.
   ensure_symlink /usr/local/bin/go "$FLOCK_GO_ROOT/bin/go"
   ensure_symlink /usr/local/bin/gofmt "$FLOCK_GO_ROOT/bin/gofmt"
+}
+
+# swap_in NEW DIR: replaces DIR with the unpacked and checked tree NEW (on
+# the same filesystem), the old one moved aside first, so DIR is only ever
+# missing between two renames, never half written.
+swap_in() {
+  local new=$1 dir=$2
+  rm -rf "$dir.old"
+  if [[ -e $dir ]]; then mv "$dir" "$dir.old"; fi
+  mv "$new" "$dir"
+  rm -rf "$dir.old"
 }
 
 installed_pulumi_version() {
@@ -105,10 +114,8 @@ install_pulumi() {
       "$FLOCK_PULUMI_TARBALL" "$sha" "$work/pulumi.tar.gz"
     tar -C "$work" -xzf "$work/pulumi.tar.gz"
     [[ -x $work/pulumi/pulumi ]] || die "the Pulumi archive has no pulumi/pulumi"
-    rm -rf "$FLOCK_PULUMI_ROOT.old"
-    [[ -e $FLOCK_PULUMI_ROOT ]] && mv "$FLOCK_PULUMI_ROOT" "$FLOCK_PULUMI_ROOT.old"
-    mv "$work/pulumi" "$FLOCK_PULUMI_ROOT"
-    rm -rf "$FLOCK_PULUMI_ROOT.old" "$work"
+    swap_in "$work/pulumi" "$FLOCK_PULUMI_ROOT"
+    rm -rf "$work"
     [[ $(installed_pulumi_version) == "v$version" ]] ||
       die "the installed pulumi does not report v$version"
     changed "Pulumi CLI $version in $FLOCK_PULUMI_ROOT"
