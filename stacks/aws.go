@@ -19,23 +19,17 @@ type awsTarget struct{}
 // tokens and config, and declares the ECS flock component.
 func (awsTarget) Deploy(ctx *pulumi.Context, s Settings, keys Keys) (Outputs, error) {
 	args := s.AWS
-	var err error
 	// Monitoring listens on every address of the bus task: its security
 	// group admits the monitoring port from the operator task only. A
 	// cluster node's routes listen on every address too (the group admits
 	// the route port from the bus nodes only) and reach the others by their
 	// Cloud Map names; its store is on its own task storage.
 	hosts := awsflock.BusHosts(s.Model, args.Namespace)
-	for _, n := range s.Model.Bus.BusNodes() {
-		opt := busconfig.Options{StoreDir: protocol.BusStoreDir}
+	node := func(n int) busconfig.Options {
 		if s.Model.Bus.Clustered() {
-			opt = busconfig.Options{StoreDir: awsflock.BusNodeStoreDir, Node: n, RouteHost: "0.0.0.0", Routes: hosts}
+			return busconfig.Options{StoreDir: awsflock.BusNodeStoreDir, Node: n, RouteHost: "0.0.0.0", Routes: hosts}
 		}
-		conf, err := busconfig.Render(s.Model, keys.PublicKeys(), opt)
-		if err != nil {
-			return nil, fmt.Errorf("bus node %d: %w", n, err)
-		}
-		args.BusConfigs = append(args.BusConfigs, conf)
+		return busconfig.Options{StoreDir: protocol.BusStoreDir}
 	}
 	// Every task has an address of its own and is counted; operators on
 	// flock:aws.operatorCidrs (a VPN, where many may share an address) are not.
@@ -45,14 +39,14 @@ func (awsTarget) Deploy(ctx *pulumi.Context, s Settings, keys Keys) (Outputs, er
 			uncounted = append(uncounted, p)
 		}
 	}
-	if args.BusTopology, err = busconfig.RenderTopology(s.Model, uncounted...); err != nil {
+	var err error
+	if args.Rendered, err = render(s, keys, node, uncounted); err != nil {
 		return nil, err
 	}
-	args.Seeds = keys.AgentSeeds()
+	// The operator task's own seed; the flock's services (the board)
+	// connect as their own bus user, their seed a Pulumi secret in Secrets
+	// Manager like the others.
 	args.OperatorSeed = keys.Operator.Seed
-	// The flock's services (the board) connect as their own bus user; the
-	// component keeps the seed a Pulumi secret, in Secrets Manager.
-	args.ServicesSeed = keys.Services.Seed
 	if s.Model.Gateway.Enabled() {
 		if err := awsGateway(s, keys, &args); err != nil {
 			return nil, err
@@ -93,6 +87,6 @@ func awsGateway(s Settings, keys Keys, args *awsflock.Args) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	args.GatewayConfig, args.GatewaySeed, args.GatewayKeys = conf, keys.Gateway.Seed, s.GatewayKeys
+	args.GatewayConfig = conf
 	return nil
 }

@@ -22,17 +22,13 @@ func (dockerTarget) Deploy(ctx *pulumi.Context, s Settings, keys Keys) (Outputs,
 	for _, n := range s.Model.Bus.BusNodes() {
 		routes = append(routes, dockerflock.BusNodeAddress(s.Model, n).String())
 	}
-	for _, n := range s.Model.Bus.BusNodes() {
+	node := func(n int) busconfig.Options {
 		host := dockerflock.BusNodeAddress(s.Model, n).String()
 		opt := busconfig.Options{MonitorHost: host}
 		if s.Model.Bus.Clustered() {
 			opt.Node, opt.RouteHost, opt.Routes = n, host, routes
 		}
-		conf, err := busconfig.Render(s.Model, keys.PublicKeys(), opt)
-		if err != nil {
-			return nil, err
-		}
-		args.BusConfigs = append(args.BusConfigs, conf)
+		return opt
 	}
 	// The operator's host reaches the bus from the bus network (published
 	// ports), the services and the gateway from their own: none counts
@@ -42,14 +38,10 @@ func (dockerTarget) Deploy(ctx *pulumi.Context, s Settings, keys Keys) (Outputs,
 	if s.Model.Gateway.Enabled() {
 		uncounted = append(uncounted, s.Model.Gateway.Net)
 	}
-	topology, err := busconfig.RenderTopology(s.Model, uncounted...)
-	if err != nil {
+	var err error
+	if args.Rendered, err = render(s, keys, node, uncounted); err != nil {
 		return nil, err
 	}
-	args.Seeds = keys.AgentSeeds()
-	args.BusTopology = topology
-	args.GatewaySeed, args.GatewayKeys = keys.Gateway.Seed, s.GatewayKeys
-	args.ServicesSeed = keys.Services.Seed
 	f, err := dockerflock.New(ctx, s.Model.Name, args)
 	if err != nil {
 		return nil, fmt.Errorf("dev flock: %w", err)

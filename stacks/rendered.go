@@ -1,0 +1,36 @@
+package stacks
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/ai-flock/ai-flock/infra/busconfig"
+	"github.com/ai-flock/ai-flock/infra/flock"
+)
+
+// render renders what both components take alike (flock.Rendered): each
+// bus node's config with the options its target gives that node, the
+// topology (uncounted: the ranges whose connections count against no
+// agent's share), and the seeds and upstream keys.
+func render(s Settings, keys Keys, node func(n int) busconfig.Options, uncounted []netip.Prefix) (flock.Rendered, error) {
+	r := flock.Rendered{
+		Seeds:        keys.AgentSeeds(),
+		ServicesSeed: keys.Services.Seed,
+	}
+	for _, n := range s.Model.Bus.BusNodes() {
+		conf, err := busconfig.Render(s.Model, keys.PublicKeys(), node(n))
+		if err != nil {
+			return flock.Rendered{}, fmt.Errorf("bus node %d: %w", n, err)
+		}
+		r.BusConfigs = append(r.BusConfigs, conf)
+	}
+	topology, err := busconfig.RenderTopology(s.Model, uncounted...)
+	if err != nil {
+		return flock.Rendered{}, err
+	}
+	r.BusTopology = topology
+	if s.Model.Gateway.Enabled() {
+		r.GatewaySeed, r.GatewayKeys = keys.Gateway.Seed, s.GatewayKeys
+	}
+	return r, nil
+}
