@@ -155,37 +155,22 @@ func (a *Agent) writeResultFile(res *protocol.Result) {
 func (a *Agent) taskDir(id string) string { return filepath.Join(a.tasksDir, id) }
 
 // writeAtomic replaces p with b: readers see the old or the new file, whole.
-func writeAtomic(p string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), p); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
-}
+func writeAtomic(p string, b []byte) error { return replaceFile(p, b, false) }
 
 // writeDurable is writeAtomic that reaches the disk before it returns (the
 // file and its directory entry synced): a message is confirmed to its sender
 // only once it would survive a crash of the host.
-func writeDurable(p string, b []byte) error {
+func writeDurable(p string, b []byte) error { return replaceFile(p, b, true) }
+
+// replaceFile writes b to a temporary file beside p and renames it over p;
+// with sync, the file before the rename and the directory after it.
+func replaceFile(p string, b []byte, sync bool) error {
 	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(b)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -197,6 +182,9 @@ func writeDurable(p string, b []byte) error {
 	if err != nil {
 		os.Remove(f.Name())
 		return err
+	}
+	if !sync {
+		return nil
 	}
 	d, err := os.Open(filepath.Dir(p))
 	if err != nil {
