@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/kvwatch"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -55,42 +56,28 @@ func openStore(ctx, run context.Context, kv jetstream.KeyValue, log *slog.Logger
 func (st *store) watch(ctx context.Context, w jetstream.KeyWatcher, bg *sync.WaitGroup) {
 	defer bg.Done()
 	defer w.Stop()
-	loaded := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				if ctx.Err() == nil {
-					st.log.Error("board: the bucket's watcher stopped")
-					close(st.dead)
-				}
-				return
-			}
-			if e == nil {
-				if !loaded {
-					loaded = true
-					close(st.loaded)
-				}
-				continue
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				st.remove(e.Key(), e.Revision())
-				continue
-			}
-			if st.has(e.Key(), e.Revision()) {
-				continue // this node's own write, in the view since it was made: not decoded again
-			}
-			var t protocol.BoardTask
-			if err := json.Unmarshal(e.Value(), &t); err != nil {
-				st.log.Warn("board: unreadable entry ignored", "key", e.Key(), "err", err)
-				continue
-			}
-			t.Revision = e.Revision()
-			st.put(t)
-		}
+	if kvwatch.Follow(ctx, w, st.take, func() { close(st.loaded) }) {
+		st.log.Error("board: the bucket's watcher stopped")
+		close(st.dead)
 	}
+}
+
+// take brings one entry of the bucket into the view.
+func (st *store) take(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		st.remove(e.Key(), e.Revision())
+		return
+	}
+	if st.has(e.Key(), e.Revision()) {
+		return // this node's own write, in the view since it was made: not decoded again
+	}
+	var t protocol.BoardTask
+	if err := json.Unmarshal(e.Value(), &t); err != nil {
+		st.log.Warn("board: unreadable entry ignored", "key", e.Key(), "err", err)
+		return
+	}
+	t.Revision = e.Revision()
+	st.put(t)
 }
 
 // waitLoaded waits until the view holds the bucket's entries.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/kvwatch"
 	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/protocol"
 )
@@ -57,28 +58,15 @@ func (c *Client) WatchBudgets(ctx context.Context, fn func(protocol.LedgerEntry)
 		return err
 	}
 	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case u, ok := <-w.Updates():
-			if !ok {
-				return nil
+	kvwatch.Follow(ctx, w, func(u jetstream.KeyValueEntry) {
+		e := protocol.LedgerEntry{Agent: u.Key()}
+		if u.Operation() == jetstream.KeyValuePut {
+			if json.Unmarshal(u.Value(), &e) != nil || e.Agent != u.Key() {
+				return
 			}
-			if u == nil { // the initial values are all in
-				if ready != nil {
-					ready()
-				}
-				continue
-			}
-			e := protocol.LedgerEntry{Agent: u.Key()}
-			if u.Operation() == jetstream.KeyValuePut {
-				if json.Unmarshal(u.Value(), &e) != nil || e.Agent != u.Key() {
-					continue
-				}
-				e.Roll(e.Window, time.Now())
-			}
-			fn(e)
+			e.Roll(e.Window, time.Now())
 		}
-	}
+		fn(e)
+	}, ready)
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/kvwatch"
 	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/protocol"
 )
@@ -38,29 +39,14 @@ func (s *Services) watchConfig(ctx, run context.Context, js jetstream.JetStream)
 	go func() {
 		defer s.bg.Done()
 		done := false
-		for {
-			select {
-			case <-run.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					if run.Err() == nil {
-						s.fail("the services bucket's watcher stopped")
-					}
-					return
-				}
-				if e == nil {
-					if !done {
-						done = true
-						close(loaded)
-					}
-					continue
-				}
-				s.take(e)
-				if done {
-					s.applyConfig()
-				}
+		entry := func(e jetstream.KeyValueEntry) {
+			s.take(e)
+			if done {
+				s.applyConfig()
 			}
+		}
+		if kvwatch.Follow(run, w, entry, func() { done = true; close(loaded) }) {
+			s.fail("the services bucket's watcher stopped")
 		}
 	}()
 	return loaded, nil
