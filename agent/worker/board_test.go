@@ -336,19 +336,19 @@ func TestBoardRunTaskCompletesWhenIdle(t *testing.T) {
 		"FLOCK_TASK_DIR=" + dir + "\n", "FLOCK_TASK_ATTEMPT=1\n", "FLOCK_AGENT_ID=agent-1\n"} {
 		mustContain(t, "summary", res.Summary, want)
 	}
-	if got := readFile(t, filepath.Join(dir, "stdout")); !strings.HasSuffix(got, res.Summary) {
+	if got := testkit.ReadFile(t, filepath.Join(dir, "stdout")); !strings.HasSuffix(got, res.Summary) {
 		t.Fatalf("the summary is not stdout's tail:\n%s\nvs\n%s", res.Summary, got)
 	}
 	var ctxFile []protocol.BoardTask
-	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "context.json"))), &ctxFile); err != nil || len(ctxFile) != 1 || ctxFile[0].ID != "a" || ctxFile[0].Result.Summary != "what a found" {
+	if err := json.Unmarshal([]byte(testkit.ReadFile(t, filepath.Join(dir, "context.json"))), &ctxFile); err != nil || len(ctxFile) != 1 || ctxFile[0].ID != "a" || ctxFile[0].Result.Summary != "what a found" {
 		t.Fatalf("context.json: %+v %v", ctxFile, err)
 	}
 	var onDisk protocol.Result
-	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "result.json"))), &onDisk); err != nil || onDisk.Status != protocol.StatusOK || onDisk.Subject != "board:p.build" {
+	if err := json.Unmarshal([]byte(testkit.ReadFile(t, filepath.Join(dir, "result.json"))), &onDisk); err != nil || onDisk.Status != protocol.StatusOK || onDisk.Subject != "board:p.build" {
 		t.Fatalf("result.json: %+v %v", onDisk, err)
 	}
 	var asGiven protocol.BoardTask
-	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "task.json"))), &asGiven); err != nil || asGiven.Key() != "p.build" {
+	if err := json.Unmarshal([]byte(testkit.ReadFile(t, filepath.Join(dir, "task.json"))), &asGiven); err != nil || asGiven.Key() != "p.build" {
 		t.Fatalf("task.json: %+v %v", asGiven, err)
 	}
 	b.waitEvent(protocol.EventBoardClaimed, "p.build", 5*time.Second)
@@ -356,7 +356,7 @@ func TestBoardRunTaskCompletesWhenIdle(t *testing.T) {
 
 	// The summary is the end of stdout, at most MaxBoardSummary bytes.
 	big := b.board.wait(t, protocol.BoardOpComplete, "p", "big", 10*time.Second).Req.Result
-	out := readFile(t, filepath.Join(b.shared, "agents", "agent-1", "tasks", "board-p.big-1", "stdout"))
+	out := testkit.ReadFile(t, filepath.Join(b.shared, "agents", "agent-1", "tasks", "board-p.big-1", "stdout"))
 	if len(out) != 10000 || big.Summary != out[len(out)-protocol.MaxBoardSummary:] {
 		t.Fatalf("summary of 10000 bytes of output: %d bytes ending %q", len(big.Summary), big.Summary[max(0, len(big.Summary)-8):])
 	}
@@ -565,7 +565,7 @@ func TestBoardPlanRunsToDoneOnTheRealService(t *testing.T) {
 		// b and c printed their context: a, with its result.
 		var seen []protocol.BoardTask
 		file := filepath.Join(e.shared, "agents", task.Holder, "tasks", fmt.Sprintf("board-demo.%s-%d", task.ID, task.Attempts), "context.json")
-		if err := json.Unmarshal([]byte(readFile(t, file)), &seen); err != nil || len(seen) != 1 || seen[0].ID != "a" || seen[0].Result == nil || seen[0].Result.Summary != "a was here\n" {
+		if err := json.Unmarshal([]byte(testkit.ReadFile(t, file)), &seen); err != nil || len(seen) != 1 || seen[0].ID != "a" || seen[0].Result == nil || seen[0].Result.Summary != "a was here\n" {
 			t.Fatalf("%s's context.json: %+v %v", task.ID, seen, err)
 		}
 		mustContain(t, task.ID+"'s summary", r.Summary, `"summary": "a was here\n"`)

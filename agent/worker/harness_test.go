@@ -323,15 +323,6 @@ func (e *env) subscribeHeartbeats(id string) chan protocol.Heartbeat {
 	return hb
 }
 
-func readFile(t *testing.T, p string) string {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func mustContain(t *testing.T, what, got, want string) {
 	t.Helper()
 	if !strings.Contains(got, want) {

@@ -58,7 +58,7 @@ func TestAgentProgramEnvironmentAndStop(t *testing.T) {
 	a := e.start("agent-1", func(c *worker.Config) { c.Program = []string{self, "tool", "env"} })
 	e.waitEvent("agent-1", protocol.EventProgramExited, 10*time.Second)
 	agentDir := filepath.Join(e.shared, "agents", "agent-1")
-	env := readFile(t, filepath.Join(agentDir, "program.log"))
+	env := testkit.ReadFile(t, filepath.Join(agentDir, "program.log"))
 	for _, want := range []string{
 		"FLOCK_AGENT_ID=agent-1\n",
 		"FLOCK_AGENT_DIR=" + agentDir + "\n",

@@ -50,11 +50,11 @@ func TestRoundTripEachRoutingMode(t *testing.T) {
 	if res[0].Dir != dir {
 		t.Fatalf("result dir %q, want %q", res[0].Dir, dir)
 	}
-	if got := readFile(t, filepath.Join(dir, "stdout")); got != "from the pool\n" {
+	if got := testkit.ReadFile(t, filepath.Join(dir, "stdout")); got != "from the pool\n" {
 		t.Fatalf("stdout file: %q", got)
 	}
 	var onDisk protocol.Result
-	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "result.json"))), &onDisk); err != nil || onDisk.Status != protocol.StatusOK || onDisk.Seq != res[0].Seq {
+	if err := json.Unmarshal([]byte(testkit.ReadFile(t, filepath.Join(dir, "result.json"))), &onDisk); err != nil || onDisk.Status != protocol.StatusOK || onDisk.Seq != res[0].Seq {
 		t.Fatalf("result.json: %+v %v", onDisk, err)
 	}
 
@@ -515,7 +515,7 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 		Kind    string
 		Message protocol.Message
 	}
-	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(e.shared, "agents", "agent-1", r.File))), &st); err != nil {
+	if err := json.Unmarshal([]byte(testkit.ReadFile(t, filepath.Join(e.shared, "agents", "agent-1", r.File))), &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Kind != "inbox" || st.Message.Body != "please review" || st.Message.From != protocol.OperatorUser {
@@ -548,7 +548,7 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 		t.Fatalf("receipt %s (%v)", reply.Data, err)
 	}
 	var got worker.Stored
-	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(e.shared, "agents", "agent-1", rc.File))), &got); err != nil {
+	if err := json.Unmarshal([]byte(testkit.ReadFile(t, filepath.Join(e.shared, "agents", "agent-1", rc.File))), &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.From != "agent-2" || got.Message.From != "agent-2" || !strings.Contains(got.Problem, `claimed to be from "operator"`) {
@@ -590,7 +590,7 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 		t.Fatalf("broadcast: receipts %+v, missing %v, %v", receipts, missing, err)
 	}
 	for _, r := range receipts {
-		if r.Error != "" || !strings.Contains(readFile(t, filepath.Join(e.shared, "agents", r.To, r.File)), "all hands") {
+		if r.Error != "" || !strings.Contains(testkit.ReadFile(t, filepath.Join(e.shared, "agents", r.To, r.File)), "all hands") {
 			t.Fatalf("%s broadcast receipt %+v", r.To, r)
 		}
 		if ev := e.waitEvent(r.To, protocol.EventBroadcast, 5*time.Second); ev.Ref != "b-1" || ev.Detail != r.File {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/boardtest"
 	"github.com/ai-flock/ai-flock/tests/syncbuf"
+	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
 // fakeBoard is the fake board service of tests/boardtest (a plain NATS
@@ -152,7 +152,7 @@ func TestRunWorksTheBoardsPromptTasks(t *testing.T) {
 	b.add(promptTask("p", "essay", "Write one line about the capital.", 0), need)
 	got := b.wait(t, protocol.BoardOpComplete, "p", "essay")
 	file := filepath.Join(dir, "board", "p.essay", "answer.md")
-	answer := readAll(t, file)
+	answer := testkit.ReadFile(t, file)
 	if !strings.HasPrefix(answer, "fake answer to: ") || !strings.Contains(answer, "Paris is the capital of France.") ||
 		!strings.Contains(answer, "Write one line about the capital.") || !strings.Contains(answer, "gather the facts") {
 		t.Fatalf("answer.md: %q", answer)
@@ -175,7 +175,7 @@ func TestRunWorksTheBoardsPromptTasks(t *testing.T) {
 	long := strings.Repeat("é", 3000)
 	b.add(promptTask("p", "long", long, 0))
 	got = b.wait(t, protocol.BoardOpComplete, "p", "long")
-	answer = readAll(t, filepath.Join(dir, "board", "p.long", "answer.md"))
+	answer = testkit.ReadFile(t, filepath.Join(dir, "board", "p.long", "answer.md"))
 	if len(got.Result.Summary) > protocol.MaxBoardSummary || len(got.Result.Summary) < protocol.MaxBoardSummary-1 || !strings.HasPrefix(answer, got.Result.Summary) {
 		t.Fatalf("summary of a %d-byte answer: %d bytes", len(answer), len(got.Result.Summary))
 	}
@@ -237,15 +237,6 @@ func TestRunWithTheBoardOff(t *testing.T) {
 	}
 }
 
-func readAll(t *testing.T, p string) string {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // On a real bus with the real board service and real flock-agents (which
 // take run tasks only): a plan of two prompt tasks, the second needing the
 // first, is answered by agent-1's `ai-agent run` to done, the second asked
@@ -301,7 +292,7 @@ func TestRunWorksAPromptPlanOnTheRealBoard(t *testing.T) {
 		return n == 2
 	})
 	file := filepath.Join(dir, "board", "ask.essay", "answer.md")
-	answer := readAll(t, file)
+	answer := testkit.ReadFile(t, file)
 	if essay.Holder != "agent-1" || essay.Result.Summary != answer || len(essay.Result.Artifacts) != 1 || essay.Result.Artifacts[0] != "agents/agent-1/board/ask.essay/answer.md" {
 		t.Fatalf("essay %+v %+v", essay, essay.Result)
 	}

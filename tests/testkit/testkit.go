@@ -3,6 +3,7 @@ package testkit
 
 import (
 	"net"
+	"os"
 	"testing"
 )
 
@@ -30,4 +31,14 @@ func LocalIPv4(t testing.TB) string {
 	}
 	t.Fatal("this machine has no address but loopback")
 	return ""
+}
+
+// ReadFile is the file at p as a string; a file that cannot be read fails t.
+func ReadFile(t testing.TB, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
