@@ -158,38 +158,40 @@ func New(ctx *pulumi.Context, name string, args Args, opts ...pulumi.ResourceOpt
 	})
 }
 
+// check refuses Args a stack could not have built from a valid config (the
+// caller names the component in the error).
 func (a Args) check() error {
 	if a.Namespace == "" || a.ImageTag == "" || a.AgentContext == "" || a.LogRetentionDays <= 0 {
-		return fmt.Errorf("aws flock: Namespace, ImageTag, AgentContext and LogRetentionDays are required")
+		return fmt.Errorf("Namespace, ImageTag, AgentContext and LogRetentionDays are required")
 	}
 	if a.CPUArchitecture != X86_64 && a.CPUArchitecture != ARM64 {
-		return fmt.Errorf("aws flock: CPUArchitecture must be %s or %s (got %q)", X86_64, ARM64, a.CPUArchitecture)
+		return fmt.Errorf("CPUArchitecture must be %s or %s (got %q)", X86_64, ARM64, a.CPUArchitecture)
 	}
 	for _, ag := range a.Model.Agents {
 		if a.Seeds[ag.ID] == "" {
-			return fmt.Errorf("aws flock: agent %s: no credentials", ag.ID)
+			return fmt.Errorf("agent %s: no credentials", ag.ID)
 		}
 	}
 	if a.OperatorSeed == "" {
-		return fmt.Errorf("aws flock: no operator credentials")
+		return fmt.Errorf("no operator credentials")
 	}
 	if a.ServicesSeed == "" {
-		return fmt.Errorf("aws flock: no credentials for the flock's services")
+		return fmt.Errorf("no credentials for the flock's services")
 	}
 	own := ownImages(a.Model)
 	if len(own) > MaxOwnImages {
-		return fmt.Errorf("aws flock: %d distinct agent images, at most %d", len(own), MaxOwnImages)
+		return fmt.Errorf("%d distinct agent images, at most %d", len(own), MaxOwnImages)
 	}
 	for _, img := range own {
 		if t := a.OwnImages[img.Key()]; t.Agent == "" || (img.Dockerfile != "") != (t.Base != "") {
-			return fmt.Errorf("aws flock: %s: no tags for its image (Config.Validate derives them)", img.ConfigKey)
+			return fmt.Errorf("%s: no tags for its image (Config.Validate derives them)", img.ConfigKey)
 		}
 	}
 	if len(a.BusConfigs) != len(a.Model.Bus.BusNodes()) {
-		return fmt.Errorf("aws flock: %d bus configs for %d bus nodes", len(a.BusConfigs), len(a.Model.Bus.BusNodes()))
+		return fmt.Errorf("%d bus configs for %d bus nodes", len(a.BusConfigs), len(a.Model.Bus.BusNodes()))
 	}
 	if _, err := BusStorageGiB(a.Model); a.Model.Bus.Clustered() && err != nil {
-		return fmt.Errorf("aws flock: %w", err)
+		return err
 	}
 	return a.checkGateway()
 }

@@ -90,16 +90,16 @@ func (a Args) checkGateway() error {
 		return nil
 	}
 	if len(a.GatewayConfig) == 0 || a.GatewaySeed == "" {
-		return fmt.Errorf("aws flock: the gateway's config and bus credentials are required")
+		return fmt.Errorf("the gateway's config and bus credentials are required")
 	}
 	for _, up := range a.Model.Gateway.Upstreams {
 		if a.GatewayKeys[up.Name] == "" {
-			return fmt.Errorf("aws flock: no key for upstream %s", up.Name)
+			return fmt.Errorf("no key for upstream %s", up.Name)
 		}
 	}
 	for _, ag := range a.Model.Agents {
 		if a.GatewayTokens[ag.ID] == "" {
-			return fmt.Errorf("aws flock: agent %s: no gateway token", ag.ID)
+			return fmt.Errorf("agent %s: no gateway token", ag.ID)
 		}
 	}
 	return nil
