@@ -57,17 +57,19 @@ type Config struct {
 
 // Server is a running bus.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	ns       *server.Server
-	admin    nkeys.KeyPair
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	sub      *nats.Subscription
-	rost     *nats.Subscription
-	ln       net.Listener // clients connect here (peers.go), not to the server's own listener
-	peers    *peerLimits
-	refusals refusalLog
+	cfg        Config
+	log        *slog.Logger
+	ns         *server.Server
+	admin      nkeys.KeyPair
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	sub        *nats.Subscription
+	rost       *nats.Subscription
+	ln         net.Listener // clients connect here (peers.go), not to the server's own listener
+	peers      *peerLimits
+	refusals   refusalLog // connections past a peer's share
+	violations refusalLog // connections closed by the reply guard
+	replies    replyRules // the reply subjects each user may give (replyguard.go)
 
 	clientHost string // the config's client listener, for the bus's own listener
 	clientPort int
@@ -127,6 +129,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.replies.set(opts.Nkeys)
 	if err := s.peers.set(topo.Peers); err != nil {
 		return nil, fmt.Errorf("bus: topology: %w", err)
 	}
@@ -288,6 +291,8 @@ func (s *Server) Reload(ctx context.Context) error {
 	if err := s.peers.set(topo.Peers); err != nil {
 		return fmt.Errorf("bus: reload: topology: %w", err)
 	}
+	// Before the server takes the new users: none connects before its rule.
+	s.replies.set(opts.Nkeys)
 	if err := s.ns.ReloadOptions(opts); err != nil {
 		return fmt.Errorf("bus: reload: %w", err)
 	}

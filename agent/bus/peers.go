@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -150,12 +152,12 @@ func (s *Server) serveClients(l net.Listener) {
 }
 
 // relay joins one client connection to the server, the peer's side read
-// through its bucket.
+// through its bucket and its reply guard (replyguard.go).
 func (s *Server) relay(c net.Conn) {
 	release, held, ok := s.peers.admit(c.RemoteAddr())
 	if !ok {
 		refuse(c, held)
-		s.refusals.note(s.log, c.RemoteAddr())
+		s.refusals.note(s.log, c.RemoteAddr(), "connections refused: the peer holds its share of the bus's connections")
 		return
 	}
 	defer release()
@@ -165,12 +167,21 @@ func (s *Server) relay(c net.Conn) {
 		return
 	}
 	lim := s.peers.limiter(c.RemoteAddr())
+	var refusal atomic.Pointer[string]
 	go func() {
 		_, _ = io.Copy(c, sc) // server -> peer: never limited
+		// A refused connection: the server's side was closed first; the
+		// client is told why (after whatever of the server's it was sent).
+		if r := refusal.Load(); r != nil {
+			_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+			_, _ = fmt.Fprintf(c, "-ERR '%s'\r\n", *r)
+		}
 		c.Close()
 		sc.Close()
 	}()
+	guard := replyGuard{rules: &s.replies}
 	buf := make([]byte, 32<<10)
+	var out []byte
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {
@@ -184,7 +195,17 @@ func (s *Server) relay(c net.Conn) {
 					left -= k
 				}
 			}
-			if _, werr := sc.Write(buf[:n]); werr != nil {
+			var gerr error
+			out, gerr = guard.feed(buf[:n], out[:0])
+			if len(out) > 0 {
+				if _, werr := sc.Write(out); werr != nil {
+					break
+				}
+			}
+			if gerr != nil {
+				why := strings.ReplaceAll(strings.TrimPrefix(gerr.Error(), errRefused.Error()+": "), "'", "\"")
+				refusal.Store(&why)
+				s.violations.note(s.log, c.RemoteAddr(), "connections closed: the client sent what the bus refuses", "user", guard.User, "why", why)
 				break
 			}
 		}
@@ -193,18 +214,21 @@ func (s *Server) relay(c net.Conn) {
 		}
 	}
 	sc.Close()
-	c.Close()
+	if refusal.Load() == nil {
+		c.Close()
+	}
 }
 
-// refusalLog logs refused connections at most once a minute per peer, with
-// how many were refused since: a peer hammering the bus must not flood its log.
+// refusalLog logs what it is told at most once a minute per peer, with how
+// many times it was told since: a peer hammering the bus must not flood
+// its log.
 type refusalLog struct {
 	mu   sync.Mutex
 	last map[string]time.Time
 	n    map[string]int
 }
 
-func (r *refusalLog) note(log *slog.Logger, addr net.Addr) {
+func (r *refusalLog) note(log *slog.Logger, addr net.Addr, msg string, attrs ...any) {
 	ip, _ := peerAddr(addr)
 	key := ip.String()
 	r.mu.Lock()
@@ -219,7 +243,7 @@ func (r *refusalLog) note(log *slog.Logger, addr net.Addr) {
 	n := r.n[key]
 	r.last[key], r.n[key] = time.Now(), 0
 	r.mu.Unlock()
-	log.Warn("connections refused: the peer holds its share of the bus's connections", "peer", key, "refused", n)
+	log.Warn(msg, append([]any{"peer", key, "times", n}, attrs...)...)
 }
 
 // refusing bounds the refusals answered at once.

@@ -1,0 +1,132 @@
+package bus_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/tests/bustest"
+	"github.com/ai-flock/ai-flock/tests/testkit"
+)
+
+// JetStream answers a pull, an ack, an API call and a publish's ack on the
+// request's reply subject through its own client, past every permission. A
+// hostile agent gives a reply subject of another's: an API call (the answer
+// was taken as a request to delete agent-2's mailbox), a stream's subject
+// or a bucket's key (the answer was stored there). The bus refuses any
+// reply outside the sender's own reply inbox, closes the connection, and
+// nothing of the target changes.
+func TestAnAgentsRepliesStayInItsOwnInbox(t *testing.T) {
+	t.Parallel()
+	f, op, _, a2 := startTwoAgents(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	jsop := bustest.JetStream(t, op.Conn)
+	if _, err := bustest.JetStream(t, a2.Conn).Publish(ctx, protocol.ResultSubject("agent-2"), []byte(`{"v":1,"id":"real"}`)); err != nil {
+		t.Fatal(err)
+	}
+	ledger, err := jsop.KeyValue(ctx, protocol.LedgerBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.Put(ctx, "agent-2", []byte(`{"v":1,"agent":"agent-2","spent":7}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// What agent-1 may publish on, each answered by JetStream on the reply.
+	mail, tasks := protocol.MailStream("agent-1"), protocol.StreamTasks
+	asks := map[string]func(*nats.Conn, string) error{
+		"a malformed pull of its own mailbox": func(nc *nats.Conn, reply string) error {
+			return nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT."+mail+"."+protocol.MailConsumer, reply, []byte(`{"batch":"bad"}`))
+		},
+		"a pull of its own tasks": func(nc *nats.Conn, reply string) error {
+			return nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT."+tasks+"."+protocol.AgentConsumer("agent-1"), reply, []byte(`{"batch":1,"no_wait":true}`))
+		},
+		"its own consumer's info": func(nc *nats.Conn, reply string) error {
+			return nc.PublishRequest("$JS.API.CONSUMER.INFO."+tasks+"."+protocol.AgentConsumer("agent-1"), reply, nil)
+		},
+		"a result (the stream's ack)": func(nc *nats.Conn, reply string) error {
+			return nc.PublishRequest(protocol.ResultSubject("agent-1"), reply, []byte(`{"v":1,"id":"x"}`))
+		},
+	}
+	targets := []string{
+		"$JS.API.STREAM.DELETE." + protocol.MailStream("agent-2"),
+		"$JS.API.STREAM.PURGE." + protocol.ResultsStream("agent-2"),
+		"$JS.API.CONSUMER.DELETE." + tasks + "." + protocol.AgentConsumer("agent-2"),
+		"$KV." + protocol.LedgerBucket + ".agent-2",
+		protocol.TaskSubject("agent-2"),
+		protocol.InboxSubject("agent-2", protocol.OperatorUser),
+		protocol.SubjectBroadcast,
+		protocol.InboxPrefix("agent-2") + ".stolen",
+	}
+	for name, ask := range asks {
+		for _, target := range targets {
+			var lastErr error
+			closed := make(chan struct{})
+			nc, err := f.Dial(t, "agent-1", nats.NoReconnect(), nats.CustomInboxPrefix(protocol.InboxPrefix("agent-1")),
+				nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { lastErr = err }),
+				nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ask(nc, target); err != nil {
+				t.Fatalf("%s, reply %s: %v", name, target, err)
+			}
+			_ = nc.Flush()
+			select {
+			case <-closed:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s with the reply %s: the connection stayed open", name, target)
+			}
+			if err := nc.LastError(); err == nil || !strings.Contains(err.Error(), "reply subject") {
+				t.Errorf("%s with the reply %s: closed with %v (async %v), want the bus's reason", name, target, err, lastErr)
+			}
+		}
+	}
+
+	// Nothing of agent-2's changed.
+	if _, err := jsop.Stream(ctx, protocol.MailStream("agent-2")); err != nil {
+		t.Errorf("agent-2's mailbox: %v", err)
+	}
+	if _, err := jsop.Consumer(ctx, tasks, protocol.AgentConsumer("agent-2")); err != nil {
+		t.Errorf("agent-2's task consumer: %v", err)
+	}
+	if s, err := jsop.Stream(ctx, protocol.ResultsStream("agent-2")); err != nil {
+		t.Errorf("agent-2's results: %v", err)
+	} else if info, err := s.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Errorf("agent-2's results hold %+v (%v), want its one result", info.State, err)
+	}
+	if e, err := ledger.Get(ctx, "agent-2"); err != nil || e.Revision() != 1 {
+		t.Errorf("agent-2's ledger entry: %v (%v), want the first revision untouched", e, err)
+	}
+	for _, stream := range []string{tasks, protocol.MailStream("agent-2")} {
+		s, err := jsop.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info, err := s.Info(ctx, jetstream.WithSubjectFilter(">")); err != nil || info.State.Msgs != 0 {
+			t.Errorf("%s holds %v (%v), want nothing", stream, info.State.Subjects, err)
+		}
+	}
+
+	// The same asks with its own reply inbox work.
+	nc := f.Connect(t, "agent-1")
+	sub, err := nc.SubscribeSync(protocol.InboxPrefix("agent-1") + ".mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ask := range asks {
+		if err := ask(nc, protocol.InboxPrefix("agent-1")+".mine"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sub.NextMsg(5 * time.Second); err != nil {
+			t.Errorf("%s with its own reply inbox: no answer: %v", name, err)
+		}
+	}
+	testkit.WaitFor(t, 5*time.Second, "agent-1 still connected", func() bool { return nc.IsConnected() })
+}
