@@ -267,7 +267,8 @@ func (d *declarer) natGateway(vpc *ec2.Vpc, zone string) (*ec2.NatGateway, error
 }
 
 // endpoints declares the interface endpoints (private DNS, so the SDKs in
-// ECS and Fargate find them under the usual names) and the S3 gateway
+// ECS and Fargate find them under the usual names; this account's callers
+// only) and the S3 gateway
 // endpoint for ECR's layers, then lets the tasks reach S3 through its prefix list.
 func (d *declarer) endpoints(reverseDNS string) error {
 	for _, svc := range InterfaceEndpoints {
@@ -277,6 +278,7 @@ func (d *declarer) endpoints(reverseDNS string) error {
 			PrivateDnsEnabled: pulumi.Bool(true),
 			SubnetIds:         d.subnets,
 			SecurityGroupIds:  pulumi.StringArray{d.sg.endpoints.ID()},
+			Policy:            pulumi.String(OwnAccountEndpointPolicy(d.account)),
 			Tags:              d.tags("network", ""),
 		}, d.parent)
 		if err != nil {

@@ -118,6 +118,18 @@ func FileSystemPolicy(fsARN string) string {
 	).String()
 }
 
+// OwnAccountEndpointPolicy is every interface endpoint's policy: callers of
+// this account only. Without it an endpoint takes AWS's default policy,
+// full access for anyone: a program in a task with another account's keys
+// could write that account's logs, registry or secrets through the
+// endpoints the tasks reach, a way out of the VPC.
+func OwnAccountEndpointPolicy(account string) string {
+	return doc(Statement{Sid: "ThisAccountOnly", Effect: "Allow", Principal: "*",
+		Action: []string{"*"}, Resource: []string{"*"},
+		Condition: map[string]map[string]any{"StringEquals": {"aws:PrincipalAccount": account}},
+	}).String()
+}
+
 // ECRLayerBucketPolicy is the S3 gateway endpoint's policy: ECR image layers
 // (AWS's starport layer bucket of the region) and nothing else, so the
 // endpoint is no route to arbitrary buckets.

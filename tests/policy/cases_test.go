@@ -40,6 +40,12 @@ func awsWith(typ, name string, f func(in map[string]any)) func(t testing.TB) []c
 	return func(t testing.TB) []capture.Resource { return edit(t, awsStack(3), typ, name, f) }
 }
 
+// capturedAWSWith edits one resource of the aws stack as the program
+// declares it (the fixture has no endpoints).
+func capturedAWSWith(typ, name string, f func(in map[string]any)) func(t testing.TB) []capture.Resource {
+	return func(t testing.TB) []capture.Resource { return edit(t, awsCapture(t, 3), typ, name, f) }
+}
+
 func awsTask(name string, f func(c map[string]any)) func(t testing.TB) []capture.Resource {
 	return func(t testing.TB) []capture.Resource {
 		return editContainerDefs(t, awsStack(3), name, func(defs []map[string]any) { f(defs[0]) })
@@ -210,6 +216,12 @@ func breakCases() []breakCase {
 		{policy: "ecs-service-no-public-ip", resource: "flock-agent-3-svc", stack: "aws", want: "assigns public IPs to its tasks",
 			build: awsWith(awsrules.TypeService, "flock-agent-3-svc", func(in map[string]any) {
 				obj(in["networkConfiguration"])["assignPublicIp"] = true
+			})},
+		{policy: "vpc-endpoint-own-account", resource: "flock-endpoint-logs", stack: "aws", want: "has no policy: AWS attaches its default",
+			build: capturedAWSWith(awsrules.TypeVpcEndpoint, "flock-endpoint-logs", func(in map[string]any) { delete(in, "policy") })},
+		{policy: "vpc-endpoint-own-account", resource: "flock-endpoint-secretsmanager", stack: "aws", want: "statement 1 of the endpoint policy allows callers of any account",
+			build: capturedAWSWith(awsrules.TypeVpcEndpoint, "flock-endpoint-secretsmanager", func(in map[string]any) {
+				in["policy"] = `{"Version":"2012-10-17","Statement":{"Effect":"Allow","Principal":"*","Action":"*","Resource":"*"}}`
 			})},
 		{policy: "efs-encrypted", resource: "flock-efs", stack: "aws", want: "the file system is not encrypted at rest",
 			build: awsWith(awsrules.TypeFileSystem, "flock-efs", func(in map[string]any) { in["encrypted"] = false })},

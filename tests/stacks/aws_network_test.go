@@ -65,6 +65,10 @@ func checkAWSNetwork(t *testing.T, s *capture.Stack) {
 				!reflect.DeepEqual(list(ep, "securityGroupIds"), []any{capture.MockID("flock-endpoints-sg")}) {
 				t.Errorf("%s: want private DNS in both private subnets behind the endpoints group: %v", ep.Name, ep.Inputs)
 			}
+			if p := awsPolicy(t, ep, "policy"); len(p.Statement) != 1 || p.Statement[0].Effect != "Allow" ||
+				!reflect.DeepEqual(p.Statement[0].Condition, map[string]map[string]any{"StringEquals": {"aws:PrincipalAccount": capture.MockAccount}}) {
+				t.Errorf("%s: policy %+v: want this account's callers only (AWS's default is anyone's)", ep.Name, p)
+			}
 		case "Gateway":
 			if svc != "com.amazonaws."+capture.MockRegion+".s3" || !reflect.DeepEqual(list(ep, "routeTableIds"), []any{capture.MockID("flock-private-rt")}) {
 				t.Errorf("%s: want the S3 gateway on the private route table: %v", ep.Name, ep.Inputs)

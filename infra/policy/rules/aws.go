@@ -244,6 +244,44 @@ func ecsServiceNoPublicIP(r Resource) []Finding {
 		"assigns public IPs to its tasks (networkConfiguration.assignPublicIp is true)")}
 }
 
+func vpcEndpointOwnAccount(r Resource) []Finding {
+	const fix = "give every interface endpoint a policy that allows this account's callers only (Condition StringEquals aws:PrincipalAccount: the account)"
+	if t := r.get("vpcEndpointType"); isUnknown(t) || str(t) != "Interface" {
+		return nil
+	}
+	v := r.get("policy")
+	if isUnknown(v) {
+		return nil
+	}
+	if strings.TrimSpace(str(v)) == "" {
+		return []Finding{r.finding(fix, "the interface endpoint has no policy: AWS attaches its default, full access for callers of any account, a way out of the VPC")}
+	}
+	var doc struct {
+		Statement json.RawMessage
+	}
+	type statement struct {
+		Effect    string
+		Condition map[string]map[string]any
+	}
+	var sts []statement
+	if err := json.Unmarshal([]byte(str(v)), &doc); err != nil {
+		return []Finding{r.finding(fix, "the endpoint policy is not a JSON policy document: %v", err)}
+	}
+	if json.Unmarshal(doc.Statement, &sts) != nil {
+		var one statement
+		if err := json.Unmarshal(doc.Statement, &one); err != nil {
+			return []Finding{r.finding(fix, "the endpoint policy's Statement is neither a statement nor a list of them")}
+		}
+		sts = []statement{one}
+	}
+	for i, st := range sts {
+		if st.Effect == "Allow" && str(st.Condition["StringEquals"]["aws:PrincipalAccount"]) == "" {
+			return []Finding{r.finding(fix, "statement %d of the endpoint policy allows callers of any account (no StringEquals aws:PrincipalAccount)", i+1)}
+		}
+	}
+	return nil
+}
+
 func efsEncrypted(r Resource) []Finding {
 	return r.mustBeTrue("encrypted", "set encrypted: true (optionally with your own kmsKeyId)",
 		"the file system is not encrypted at rest (encrypted is %s)")

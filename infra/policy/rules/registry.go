@@ -162,6 +162,8 @@ func All() []Policy {
 		{Name: "ecs-service-no-public-ip", Level: Mandatory, Types: []string{awsrules.TypeService}, Resource: ecsServiceNoPublicIP,
 			Description: "ECS services give their tasks no public IP: agents are not reachable from the internet."},
 		// EFS, security groups, logs (aws).
+		{Name: "vpc-endpoint-own-account", Level: Mandatory, Types: []string{awsrules.TypeVpcEndpoint}, Resource: vpcEndpointOwnAccount,
+			Description: "Every interface endpoint has a policy allowing this account's callers only: AWS's default policy lets a task use the endpoint with another account's keys, a way out of the VPC."},
 		{Name: "efs-encrypted", Level: Mandatory, Types: []string{awsrules.TypeFileSystem}, Resource: efsEncrypted,
 			Description: "EFS file systems are encrypted at rest."},
 		{Name: "efs-access-point-posix-user", Level: Mandatory, Types: []string{awsrules.TypeAccessPoint}, Resource: efsAccessPointPosixUser,
