@@ -92,6 +92,17 @@ var PriceKey = protocol.GatewayPriceKey
 // tokens, by the prefix of their type: refused, since no budget counts them.
 var billedToolTypes = []string{"web_search", "code_execution", "code_interpreter", "file_search", "image_generation"}
 
+// connectingToolTypes are the server-side tools with which the upstream
+// connects to a server the request names (a URL to fetch, an MCP server):
+// a way out of the flock for whatever the agent puts in the request, and a
+// way in for what the server answers. Refused, whatever their price.
+var connectingToolTypes = []string{"web_fetch", "mcp"}
+
+// storedInputFields are request fields that make the upstream read input
+// it stores (an earlier response, a conversation, a saved prompt), which
+// the gateway cannot see and so cannot bound.
+var storedInputFields = []string{"previous_response_id", "conversation", "prompt"}
+
 // prepared is a metered request after the gateway read it: the body to
 // forward (changed only where the gateway wrote the output cap or asked for
 // a stream's usage) and the call's bound in tokens.
@@ -124,6 +135,16 @@ func prepare(e endpoint, raw []byte, defaultCap int64, prices map[string]int64) 
 	if err := json.Unmarshal(raw, &req); err != nil {
 		return nil, &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error",
 			Message: "a metered endpoint takes a JSON object: the gateway reads its output cap before forwarding it"}}
+	}
+	if what := connecting(req); what != "" {
+		return nil, &refusal{http.StatusForbidden, apiError{Type: "tool_not_allowed",
+			Message: fmt.Sprintf("%s has the upstream connect to a server the request names, a way out of the flock: the gateway does not forward it", what)}}
+	}
+	for _, f := range storedInputFields {
+		if v, ok := req[f]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) && e.path == "/v1/responses" {
+			return nil, &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error",
+				Message: fmt.Sprintf("%s has the upstream read input it stores, which the gateway cannot bound against the budget: send the input in the request", f)}}
+		}
 	}
 	tools, refused := billedTools(req, prices)
 	if refused != "" {
@@ -165,6 +186,15 @@ func prepare(e endpoint, raw []byte, defaultCap int64, prices map[string]int64) 
 			rewrite = true
 			p.notes = append(p.notes, "stream_options.include_usage set")
 		}
+	}
+	// Chat Completions' n choices each take up to the output cap.
+	if v, ok := req["n"]; ok && e.path == "/v1/chat/completions" {
+		var n int64
+		if json.Unmarshal(v, &n) != nil || n < 1 || n > maxChoices {
+			return nil, &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error",
+				Message: fmt.Sprintf("n must be an integer from 1 to %d: the gateway reserves each choice's output against the budget", maxChoices)}}
+		}
+		outCap *= n
 	}
 	p.bound = outCap + estimateInput(raw) + tools
 	switch {
@@ -224,6 +254,30 @@ func outputCap(req map[string]json.RawMessage, field string, def int64) (int64, 
 }
 
 func isTrue(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("true")) }
+
+// maxChoices is the most choices (n) of one Chat Completions call, as the
+// API allows.
+const maxChoices = 128
+
+// connecting names the first server-side tool (or MCP connector) of the
+// request with which the upstream would connect to a server it names ("").
+func connecting(req map[string]json.RawMessage) string {
+	if v, ok := req["mcp_servers"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		return "mcp_servers (the MCP connector)"
+	}
+	var tools []struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(req["tools"], &tools)
+	for _, t := range tools {
+		for _, c := range connectingToolTypes {
+			if strings.HasPrefix(t.Type, c) {
+				return fmt.Sprintf("tool %q", t.Type)
+			}
+		}
+	}
+	return ""
+}
 
 // billedTools adds up the operator's prices of the per-use billed tools the
 // request offers, or names the first one it has not priced.

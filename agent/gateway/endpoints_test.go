@@ -129,6 +129,33 @@ func TestRequestsMadeMeterable(t *testing.T) {
 			t.Errorf("%s %s: %d %s", tc.path, tc.body, st, b)
 		}
 	}
+	// Tools with which the upstream connects to a server the request names:
+	// refused, whatever the operator priced.
+	for _, tc := range []struct{ path, body string }{
+		{"/anthropic/v1/messages", `{"model":"m","max_tokens":50,"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}`},
+		{"/anthropic/v1/messages", `{"model":"m","max_tokens":50,"mcp_servers":[{"type":"url","url":"https://example.com/sse","name":"x"}]}`},
+		{"/openai/responses", `{"model":"m","tools":[{"type":"mcp","server_label":"x","server_url":"https://example.com/mcp"}]}`},
+	} {
+		before := len(tg.up.requests())
+		if st, _, b := tg.post(t, tc.path, tc.body); st != http.StatusForbidden || !strings.Contains(b, "a way out of the flock") || len(tg.up.requests()) != before {
+			t.Errorf("%s %s: %d %s", tc.path, tc.body, st, b)
+		}
+	}
+	// Input the upstream stores, which the gateway cannot bound.
+	for _, body := range []string{
+		`{"model":"m","previous_response_id":"resp_1","input":"more"}`,
+		`{"model":"m","conversation":"conv_1","input":"more"}`,
+		`{"model":"m","prompt":{"id":"pmpt_1"}}`,
+	} {
+		if st, _, b := tg.post(t, "/openai/responses", body); st != http.StatusBadRequest || !strings.Contains(b, "cannot bound") {
+			t.Errorf("%s: %d %s", body, st, b)
+		}
+	}
+	for _, body := range []string{`{"model":"m","n":0}`, `{"model":"m","n":129}`, `{"model":"m","n":"2"}`} {
+		if st, _, b := tg.post(t, "/openai/chat/completions", body); st != http.StatusBadRequest || !strings.Contains(b, "n must be") {
+			t.Errorf("%s: %d %s", body, st, b)
+		}
+	}
 	// A client-side tool (the agent runs it) is the agent's business.
 	if st, _, b := tg.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":50,"tools":[{"name":"get_weather","input_schema":{}}]}`); st != 200 {
 		t.Errorf("a client tool: %d %s", st, b)
@@ -299,5 +326,19 @@ func TestBodyBudget(t *testing.T) {
 	r2()
 	if b.used != 50 {
 		t.Errorf("held %d after the releases, want 50", b.used)
+	}
+}
+
+// Each of Chat Completions' n choices may take the whole output cap: the
+// bound reserves n of them.
+func TestChoicesMultiplyTheBound(t *testing.T) {
+	e := endpoint{method: http.MethodPost, path: "/v1/chat/completions", meter: metered, capField: "max_completion_tokens", streamUsage: true}
+	one, r1 := prepare(e, []byte(`{"model":"m","max_completion_tokens":1000,"messages":[]}`), DefaultMaxOutputTokens, nil)
+	four, r4 := prepare(e, []byte(`{"model":"m","max_completion_tokens":1000,"n":4,"messages":[]}`), DefaultMaxOutputTokens, nil)
+	if r1 != nil || r4 != nil {
+		t.Fatalf("refused: %v %v", r1, r4)
+	}
+	if one.bound < 1000 || four.bound-one.bound < 3000 || four.bound-one.bound > 3010 {
+		t.Fatalf("bound of one choice %d, of four %d: want three more output caps", one.bound, four.bound)
 	}
 }
