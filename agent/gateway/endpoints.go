@@ -88,21 +88,6 @@ func endpointOf(api string, prices map[string]int64, method, upstreamPath string
 // PriceKey is the rule for Upstream.Prices' keys.
 var PriceKey = protocol.GatewayPriceKey
 
-// billedTools are the server-side tools an upstream bills per use, beyond
-// tokens, by the prefix of their type: refused, since no budget counts them.
-var billedToolTypes = []string{"web_search", "code_execution", "code_interpreter", "file_search", "image_generation"}
-
-// connectingToolTypes are the server-side tools with which the upstream
-// connects to a server the request names (a URL to fetch, an MCP server):
-// a way out of the flock for whatever the agent puts in the request, and a
-// way in for what the server answers. Refused, whatever their price.
-var connectingToolTypes = []string{"web_fetch", "mcp"}
-
-// storedInputFields are request fields that make the upstream read input
-// it stores (an earlier response, a conversation, a saved prompt), which
-// the gateway cannot see and so cannot bound.
-var storedInputFields = []string{"previous_response_id", "conversation", "prompt"}
-
 // prepared is a metered request after the gateway read it: the body to
 // forward (changed only where the gateway wrote the output cap or asked for
 // a stream's usage) and the call's bound in tokens.
@@ -254,68 +239,6 @@ func outputCap(req map[string]json.RawMessage, field string, def int64) (int64, 
 }
 
 func isTrue(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("true")) }
-
-// maxChoices is the most choices (n) of one Chat Completions call, as the
-// API allows.
-const maxChoices = 128
-
-// connecting names the first server-side tool (or MCP connector) of the
-// request with which the upstream would connect to a server it names ("").
-func connecting(req map[string]json.RawMessage) string {
-	if v, ok := req["mcp_servers"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-		return "mcp_servers (the MCP connector)"
-	}
-	var tools []struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(req["tools"], &tools)
-	for _, t := range tools {
-		for _, c := range connectingToolTypes {
-			if strings.HasPrefix(t.Type, c) {
-				return fmt.Sprintf("tool %q", t.Type)
-			}
-		}
-	}
-	return ""
-}
-
-// billedTools adds up the operator's prices of the per-use billed tools the
-// request offers, or names the first one it has not priced.
-func billedTools(req map[string]json.RawMessage, prices map[string]int64) (price int64, refused string) {
-	var types []string
-	if _, ok := req["web_search_options"]; ok { // Chat Completions' search models
-		types = append(types, "web_search_options")
-	}
-	var tools []struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(req["tools"], &tools)
-	for _, t := range tools {
-		types = append(types, t.Type)
-	}
-	for _, t := range types {
-		b := billedPrefix(t)
-		if b == "" {
-			continue
-		}
-		p, ok := prices["tool:"+b]
-		if !ok {
-			return 0, t
-		}
-		price += p
-	}
-	return price, ""
-}
-
-// billedPrefix is the billed tool family a tool type belongs to ("").
-func billedPrefix(toolType string) string {
-	for _, b := range billedToolTypes {
-		if strings.HasPrefix(toolType, b) {
-			return b
-		}
-	}
-	return ""
-}
 
 // Input estimate. Text costs about a token per 4 bytes in these APIs'
 // tokenizers; the estimate takes 3, to err on the side of the budget. An
