@@ -188,7 +188,7 @@ func (g *replyGuard) op(line, out []byte) ([]byte, error) {
 			return out, fmt.Errorf("%w: %s with %d arguments", errRefused, verb, len(args))
 		}
 		if len(args) == sizes+2 && !g.rule.allows(args[1]) {
-			return out, fmt.Errorf("%w: reply subject %.64q is not in the client's own reply inbox", errRefused, args[1])
+			return out, fmt.Errorf("%w: reply subject %.64q is not in the reply inbox of the user that connected", errRefused, args[1])
 		}
 		var n [2]int
 		for i, a := range args[len(args)-sizes:] {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // hostileConn connects with the agent's own key, as any program in its
@@ -241,4 +243,47 @@ func hoardPool(url, seedFile string, d time.Duration) {
 	b, _ := json.Marshal(map[string]any{"given": given, "most": most})
 	fmt.Println(string(b))
 	os.Exit(0)
+}
+
+// replyRedirect gives each target as the reply subject of a malformed pull
+// of this agent's own mailbox, on a connection of its own with its own key:
+// JetStream answers a pull on its reply subject past every permission, so
+// a target that is an API call or a stream's subject would be acted on or
+// written. It prints {"target":…,"closed":…,"error":…} for each and exits
+// 1 when the bus refused every one (closed the connection), 0 when any
+// connection stayed open after it.
+func replyRedirect(url, seedFile string, targets []string) {
+	self := os.Getenv("AGENT_ID")
+	opt, err := nats.NkeyOptionFromSeed(seedFile)
+	if err != nil {
+		fail(err)
+	}
+	pull := "$JS.API.CONSUMER.MSG.NEXT." + protocol.MailStream(self) + "." + protocol.MailConsumer
+	refused := 0
+	for _, target := range targets {
+		closed := make(chan struct{})
+		nc, err := nats.Connect(url, opt, nats.CustomInboxPrefix(protocol.InboxPrefix(self)), nats.NoReconnect(),
+			nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+		if err != nil {
+			fail(err)
+		}
+		_ = nc.PublishRequest(pull, target, []byte(`{"batch":"bad"}`))
+		_ = nc.Flush()
+		got := map[string]any{"target": target, "closed": false}
+		select {
+		case <-closed:
+			refused++
+			got["closed"] = true
+			if err := nc.LastError(); err != nil {
+				got["error"] = err.Error()
+			}
+		case <-time.After(3 * time.Second):
+			nc.Close()
+		}
+		b, _ := json.Marshal(got)
+		fmt.Println(string(b))
+	}
+	if refused == len(targets) {
+		os.Exit(1)
+	}
 }

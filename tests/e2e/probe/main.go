@@ -145,6 +145,10 @@ func main() {
 		// A hostile agent: open as many bus connections as it can with its
 		// own key, and hold them.
 		holdConns(arg(2), arg(3), num(4), dur(5))
+	case "reply-redirect":
+		// A hostile agent: JetStream's answers sent on reply subjects of
+		// another agent's streams, or of the JetStream API (arg 4 on).
+		replyRedirect(arg(2), arg(3), os.Args[4:])
 	case "tcp-hold":
 		// A hostile agent: open n idle TCP connections to an address and
 		// hold them; say how many the other side kept open.
