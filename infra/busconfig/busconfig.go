@@ -67,6 +67,7 @@ type serverConfig struct {
 	MaxPayload    int    `json:"max_payload"`
 	MaxPending    int64  `json:"max_pending"`
 	MaxConn       int    `json:"max_connections"`
+	MaxSubs       int    `json:"max_subscriptions"`
 	PingInterval  string `json:"ping_interval"`
 	WriteDeadline string `json:"write_deadline"`
 	JetStream     struct {
@@ -91,6 +92,13 @@ type cluster struct {
 	NoAdvertise bool     `json:"no_advertise"`
 }
 
+// MaxSubscriptions bounds the subscriptions of one client connection (the
+// server closes a connection that asks for more): an agent subscribing to
+// its own inbox without end would otherwise grow the bus's memory until
+// its container's limit killed the bus for everyone. The flock's own
+// clients hold a few dozen at most.
+const MaxSubscriptions = 1024
+
 // Render returns the NATS server configuration (JSON, which nats-server reads
 // as its config format) for the flock.
 func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
@@ -108,6 +116,7 @@ func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
 	c.MaxPayload = m.Bus.MaxPayloadBytes
 	c.MaxPending = 64 << 20
 	c.MaxConn = m.Bus.MaxConnections(len(m.Agents))
+	c.MaxSubs = MaxSubscriptions
 	c.PingInterval = "20s"
 	c.WriteDeadline = "10s"
 	c.JetStream.StoreDir = opt.StoreDir
