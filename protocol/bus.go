@@ -54,6 +54,13 @@ type Topology struct {
 	Board BoardConfig `json:"board"`
 }
 
+// MaxSubscriptions bounds the subscriptions of one client connection (the
+// bus's rendered max_subscriptions; the server refuses each one past it):
+// an agent subscribing to its own inbox without end would otherwise grow
+// the bus's memory until its container's limit killed the bus for
+// everyone. The flock's own clients hold a few dozen at most.
+const MaxSubscriptions = 1024
+
 // PeerLimits bound what the bus reads from any one network peer (an agent,
 // or the operator's host): a token bucket per peer address. Zero: no limit.
 type PeerLimits struct {

@@ -8,12 +8,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/ai-flock/ai-flock/infra/busconfig"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // An agent subscribing to its own inbox without end would grow the bus's
-// memory for everyone: past busconfig.MaxSubscriptions on one connection
+// memory for everyone: past protocol.MaxSubscriptions on one connection
 // the bus refuses each new subscription, saying so; those it holds still
 // deliver, and agent-2 goes on.
 func TestAnAgentsSubscriptionsAreBounded(t *testing.T) {
@@ -33,7 +32,7 @@ func TestAnAgentsSubscriptionsAreBounded(t *testing.T) {
 	defer nc.Close()
 	subject := func(i int) string { return fmt.Sprintf("%s.s%d", protocol.InboxPrefix("agent-1"), i) }
 	subs := map[int]*nats.Subscription{}
-	for i := range busconfig.MaxSubscriptions + 16 {
+	for i := range protocol.MaxSubscriptions + 16 {
 		if subs[i], err = nc.SubscribeSync(subject(i)); err != nil {
 			t.Fatal(err)
 		}
@@ -45,9 +44,9 @@ func TestAnAgentsSubscriptionsAreBounded(t *testing.T) {
 			t.Fatalf("the bus said %v, want maximum subscriptions exceeded", err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatalf("%d subscriptions on one connection: none refused", busconfig.MaxSubscriptions+16)
+		t.Fatalf("%d subscriptions on one connection: none refused", protocol.MaxSubscriptions+16)
 	}
-	for _, i := range []int{0, busconfig.MaxSubscriptions - 1, busconfig.MaxSubscriptions + 15} {
+	for _, i := range []int{0, protocol.MaxSubscriptions - 1, protocol.MaxSubscriptions + 15} {
 		if err := a2.Publish(subject(i), []byte("x")); err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +55,7 @@ func TestAnAgentsSubscriptionsAreBounded(t *testing.T) {
 	for _, tc := range []struct {
 		i    int
 		want bool
-	}{{0, true}, {busconfig.MaxSubscriptions - 1, true}, {busconfig.MaxSubscriptions + 15, false}} {
+	}{{0, true}, {protocol.MaxSubscriptions - 1, true}, {protocol.MaxSubscriptions + 15, false}} {
 		_, err := subs[tc.i].NextMsg(time.Second)
 		if (err == nil) != tc.want {
 			t.Errorf("subscription %d: delivered %v, want %v", tc.i, err == nil, tc.want)

@@ -92,13 +92,6 @@ type cluster struct {
 	NoAdvertise bool     `json:"no_advertise"`
 }
 
-// MaxSubscriptions bounds the subscriptions of one client connection (the
-// server closes a connection that asks for more): an agent subscribing to
-// its own inbox without end would otherwise grow the bus's memory until
-// its container's limit killed the bus for everyone. The flock's own
-// clients hold a few dozen at most.
-const MaxSubscriptions = 1024
-
 // Render returns the NATS server configuration (JSON, which nats-server reads
 // as its config format) for the flock.
 func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
@@ -116,7 +109,7 @@ func Render(m flock.Model, keys PublicKeys, opt Options) ([]byte, error) {
 	c.MaxPayload = m.Bus.MaxPayloadBytes
 	c.MaxPending = 64 << 20
 	c.MaxConn = m.Bus.MaxConnections(len(m.Agents))
-	c.MaxSubs = MaxSubscriptions
+	c.MaxSubs = protocol.MaxSubscriptions
 	c.PingInterval = "20s"
 	c.WriteDeadline = "10s"
 	c.JetStream.StoreDir = opt.StoreDir
