@@ -392,7 +392,7 @@ func TestHostileStatusFlood(t *testing.T) {
 // the test ends.
 func operatorClient(t *testing.T) *operator.Client {
 	t.Helper()
-	nc, err := fut.connect()
+	nc, err := need(t).connect()
 	if err != nil {
 		t.Fatal(err)
 	}
