@@ -213,10 +213,16 @@ func (s *Server) relay(c net.Conn) {
 			break
 		}
 	}
-	sc.Close()
-	if refusal.Load() == nil {
-		c.Close()
+	if refusal.Load() != nil {
+		// The server's side ends and the goroutine above tells the client
+		// why and closes it; a client that does not read holds that write
+		// 2 s at most (then its socket is closed all the same).
+		_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		sc.Close()
+		return
 	}
+	sc.Close()
+	c.Close()
 }
 
 // refusalLog logs what it is told at most once a minute per peer, with how
