@@ -39,6 +39,11 @@ echo "gateway (go test -bench ./agent/gateway ./agent/cmd/flock-gateway):"
 go test -run '^$' -bench . -benchtime 2000x ./agent/gateway | grep '^Benchmark'
 go test -run '^$' -bench IdleRSS ./agent/cmd/flock-gateway | grep '^Benchmark'
 echo
+# The bus's reply guard: a client's bytes parsed and written anew against
+# passed on as they are, in the same run.
+echo "bus reply guard (go test -bench ReplyGuard ./agent/bus):"
+go test -run '^$' -bench ReplyGuard -benchtime 2s ./agent/bus | grep '^Benchmark'
+echo
 # The metrics exporter's cost on the trivial-task throughput: on against off,
 # interleaved, in the same run (one-node bus).
 echo "metrics exporter (go run ./tests/bench/metrics-cost):"
