@@ -237,8 +237,8 @@ func verbOf(name []byte) string {
 	return ""
 }
 
-// split splits a control line's arguments as nats-server does (at most
-// five: more is wrong for every operation).
+// split splits a control line's arguments as nats-server does (at space,
+// tab, CR and LF), into an array the guard reuses for every line.
 func (g *replyGuard) split(b []byte) [][]byte {
 	args := g.args[:0]
 	start := -1
