@@ -71,6 +71,10 @@ type PeerLimits struct {
 	// operator's side and the flock's services) are not counted.
 	Connections int      `json:"connections"`
 	Uncounted   []string `json:"uncounted,omitempty"`
+	// Unthrottled are the public keys of the users the bus reads at no
+	// rate once the server accepted their CONNECT (the flock's services:
+	// their replies to every agent must not queue behind one peer's share).
+	Unthrottled []string `json:"unthrottled,omitempty"`
 }
 
 // Consumer is a durable consumer of a stream.

@@ -24,7 +24,7 @@ func render(s Settings, keys Keys, node func(n int) busconfig.Options, uncounted
 		}
 		r.BusConfigs = append(r.BusConfigs, conf)
 	}
-	topology, err := busconfig.RenderTopology(s.Model, uncounted...)
+	topology, err := busconfig.RenderTopology(s.Model, busconfig.Peers{Uncounted: uncounted, Unthrottled: []string{keys.Services.Public}})
 	if err != nil {
 		return flock.Rendered{}, err
 	}

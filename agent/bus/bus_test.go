@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/ai-flock/ai-flock/agent/bus"
 	"github.com/ai-flock/ai-flock/agent/mailbox"
@@ -702,6 +703,62 @@ func TestPeerByteRateIsBounded(t *testing.T) {
 	}
 	if loopback > limited/2 {
 		t.Errorf("loopback took %s, limited %s: the control is no faster", loopback, limited)
+	}
+}
+
+// The flock's services are read at no peer rate once the server accepted
+// them: they answer every agent's board requests and do their own bucket
+// work on one connection, which must not queue behind one peer's share.
+// The same push from the same address as agent-1 is held to the rate; a
+// client that names the services' key in its CONNECT without its seed is
+// refused, never read at no rate.
+func TestTheServicesLinkIsNotThrottled(t *testing.T) {
+	testkit.SkipInShort(t, "slow: measures a rate over seconds; make check runs it")
+	kib := 1024
+	cfg := bustest.Agents(1)
+	cfg.Bus.PeerKiBps = &kib
+	f, _, ip, port, agent := onEveryInterface(t, cfg)
+	services, err := nats.NkeyOptionFromSeed(f.SeedFile(t, protocol.ServicesUser))
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(nk nats.Option, user, subject string) time.Duration {
+		nc, err := nats.Connect("nats://"+net.JoinHostPort(ip, port), nk, nats.CustomInboxPrefix(protocol.InboxPrefix(user)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		chunk := make([]byte, 32<<10)
+		const total = 8 << 20 // past the 4 MiB burst
+		start := time.Now()
+		for sent := 0; sent < total; sent += len(chunk) {
+			if err := nc.Publish(subject, chunk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := nc.FlushTimeout(30 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	svc := push(services, protocol.ServicesUser, protocol.InboxPrefix(protocol.ServicesUser)+".nobody")
+	limited := push(agent, "agent-1", protocol.EventsSubject("agent-1"))
+	t.Logf("8 MiB from %s at a %d KiB/s peer rate: as the services %s, as agent-1 %s", ip, kib, svc.Round(time.Millisecond), limited.Round(time.Millisecond))
+	if limited < 3500*time.Millisecond {
+		t.Errorf("agent-1's 8 MiB took %s: the %d KiB/s bound did not hold (the control)", limited, kib)
+	}
+	if svc > limited/2 {
+		t.Errorf("the services' 8 MiB took %s, agent-1's %s: the services' link is throttled", svc, limited)
+	}
+	// The services' public key with agent-1's signature: refused.
+	pub := bustest.Key(t, protocol.ServicesUser).Public
+	kp, err := nkeys.FromSeed([]byte(bustest.Key(t, "agent-1").Seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := nats.Connect("nats://"+net.JoinHostPort(ip, port), nats.Nkey(pub, kp.Sign), nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Fatal("a client with the services' public key and another's signature was accepted")
 	}
 }
 

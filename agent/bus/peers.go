@@ -46,6 +46,7 @@ type peerLimits struct {
 	maxConns  int
 	uncounted []netip.Prefix
 	conns     map[netip.Addr]int
+	free      map[string]bool // users read at no rate (PeerLimits.Unthrottled)
 }
 
 func newPeerLimits() *peerLimits {
@@ -75,7 +76,18 @@ func (p *peerLimits) set(l protocol.PeerLimits) error {
 		lim.SetBurst(p.burst)
 	}
 	p.maxConns, p.uncounted = l.Connections, uncounted
+	p.free = map[string]bool{}
+	for _, k := range l.Unthrottled {
+		p.free[k] = true
+	}
 	return nil
+}
+
+// unthrottled reports whether the user with that nkey is read at no rate.
+func (p *peerLimits) unthrottled(nkey string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return nkey != "" && p.free[nkey]
 }
 
 // peerAddr is a connection's peer address; false for loopback or an address
@@ -168,8 +180,9 @@ func (s *Server) relay(c net.Conn) {
 	}
 	lim := s.peers.limiter(c.RemoteAddr())
 	var refusal atomic.Pointer[string]
+	watch := &acceptWatch{w: c}
 	go func() {
-		_, _ = io.Copy(c, sc) // server -> peer: never limited
+		_, _ = io.Copy(watch, sc) // server -> peer: never limited
 		// A refused connection: the server's side was closed first; the
 		// client is told why (after whatever of the server's it was sent).
 		if r := refusal.Load(); r != nil {
@@ -184,6 +197,9 @@ func (s *Server) relay(c net.Conn) {
 	var out []byte
 	for {
 		n, err := c.Read(buf)
+		if lim != nil && guard.connected && watch.accepted.Load() && s.peers.unthrottled(guard.User) {
+			lim = nil // an unthrottled user, its CONNECT accepted: read at no rate from now on
+		}
 		if n > 0 {
 			if lim != nil {
 				// WaitN refuses n above the burst: take it in pieces.
@@ -223,6 +239,52 @@ func (s *Server) relay(c net.Conn) {
 	}
 	sc.Close()
 	c.Close()
+}
+
+// acceptWatch passes the server's output on to the peer and tells when the
+// server accepted the client's CONNECT. nats-server answers a client's
+// first PING with a PONG only once its CONNECT passed authentication (one
+// that fails gets -ERR and the connection is closed before anything else
+// it sent is read), and clients send PING right after CONNECT. Until then
+// the server sends control lines only (INFO, +OK, PING, PONG, -ERR): the
+// watch reads them as lines up to the first PONG, or gives up at -ERR or
+// after acceptWatchMax bytes; afterwards it passes bytes untouched.
+// acceptWatchMax bounds what the watch reads (an INFO is well under it).
+const acceptWatchMax = 64 << 10
+
+type acceptWatch struct {
+	w        io.Writer
+	accepted atomic.Bool
+	done     bool // accepted, or given up (the copying goroutine's own)
+	line     []byte
+	seen     int
+}
+
+func (a *acceptWatch) Write(p []byte) (int, error) {
+	for rest := p; !a.done && len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			i = len(rest) - 1
+		}
+		if a.seen += i + 1; a.seen > acceptWatchMax {
+			a.done, a.line = true, nil // no PONG where one comes: not accepted
+			break
+		}
+		if rest[i] != '\n' {
+			a.line = append(a.line, rest...)
+			break
+		}
+		line := bytes.TrimSuffix(append(a.line, rest[:i]...), []byte("\r"))
+		rest, a.line = rest[i+1:], a.line[:0]
+		switch {
+		case bytes.Equal(line, []byte("PONG")):
+			a.accepted.Store(true)
+			a.done = true
+		case bytes.HasPrefix(line, []byte("-ERR")):
+			a.done = true
+		}
+	}
+	return a.w.Write(p)
 }
 
 // refusalLog logs what it is told at most once a minute per peer, with how

@@ -186,15 +186,29 @@ func marshal(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// BuildTopology derives the streams and consumers from the model. The
-// peers in uncounted (the operator's side and the flock's services, as
-// each stack places them) hold connections beyond an agent's share.
-func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
+// Peers is what a stack knows of the bus's peers beyond the model.
+type Peers struct {
+	// Uncounted: the ranges whose connections count against no agent's
+	// share (the operator's side and the flock's services, as each stack
+	// places them).
+	Uncounted []netip.Prefix
+	// Unthrottled: the public keys of the users whose connections the bus
+	// reads at no peer rate once the server accepted them (the flock's
+	// services: their replies to every agent and their own bucket work
+	// must not queue behind one peer's share; on aws their address is not
+	// known before they run, so the bus knows them by their key).
+	Unthrottled []string
+}
+
+// BuildTopology derives the streams and consumers from the model, and the
+// bounds of what the bus reads from each peer.
+func BuildTopology(m flock.Model, p Peers) protocol.Topology {
 	b := m.Bus
 	peers := protocol.PeerLimits{BytesPerSecond: b.PeerBytesPerSecond, BurstBytes: b.PeerBurstBytes(), Connections: b.ConnectionsPerPeer}
-	for _, p := range uncounted {
-		peers.Uncounted = append(peers.Uncounted, p.Masked().String())
+	for _, pfx := range p.Uncounted {
+		peers.Uncounted = append(peers.Uncounted, pfx.Masked().String())
 	}
+	peers.Unthrottled = append(peers.Unthrottled, p.Unthrottled...)
 	t := protocol.Topology{Peers: peers, Streams: []jetstream.StreamConfig{
 		{
 			// Interest retention: a task stays until every consumer that
@@ -339,6 +353,6 @@ func BuildTopology(m flock.Model, uncounted ...netip.Prefix) protocol.Topology {
 const PoolGrace = 15 * time.Second
 
 // RenderTopology returns the topology as JSON.
-func RenderTopology(m flock.Model, uncounted ...netip.Prefix) ([]byte, error) {
-	return marshal(BuildTopology(m, uncounted...))
+func RenderTopology(m flock.Model, p Peers) ([]byte, error) {
+	return marshal(BuildTopology(m, p))
 }

@@ -137,7 +137,7 @@ func TestRenderRefusesMissingKeys(t *testing.T) {
 
 func TestTopologyHasAConsumerPerAgentAndThePool(t *testing.T) {
 	m := model(t, 3)
-	raw, err := RenderTopology(m)
+	raw, err := RenderTopology(m, Peers{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestTopologyHasAConsumerPerAgentAndThePool(t *testing.T) {
 	if want := (protocol.PeerLimits{BytesPerSecond: 1 << 20, BurstBytes: 4 << 20, Connections: 8}); !reflect.DeepEqual(top.Peers, want) {
 		t.Errorf("peer limits %+v, want %+v", top.Peers, want)
 	}
-	raw, err = RenderTopology(m, netip.MustParsePrefix("10.210.0.9/29"), netip.MustParsePrefix("172.31.0.0/16"))
+	raw, err = RenderTopology(m, Peers{Uncounted: []netip.Prefix{netip.MustParsePrefix("10.210.0.9/29"), netip.MustParsePrefix("172.31.0.0/16")}, Unthrottled: []string{"UABC"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +160,9 @@ func TestTopologyHasAConsumerPerAgentAndThePool(t *testing.T) {
 	}
 	if got, want := with.Peers.Uncounted, []string{"10.210.0.8/29", "172.31.0.0/16"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("uncounted peers %v, want %v", got, want)
+	}
+	if got, want := with.Peers.Unthrottled, []string{"UABC"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("unthrottled users %v, want %v", got, want)
 	}
 	// The server's own limit leaves room beyond every agent's share.
 	conf, err := Render(m, keys(t, m), Options{})
@@ -236,7 +239,7 @@ func TestClusteredNodeConfigLoadsInNatsServer(t *testing.T) {
 	if want := []string{"10.210.0.66:6222", "10.210.0.68:6222"}; !reflect.DeepEqual(routes, want) {
 		t.Errorf("node 2 routes to %v, want %v", routes, want)
 	}
-	for _, sc := range BuildTopology(m).Streams {
+	for _, sc := range BuildTopology(m, Peers{}).Streams {
 		if sc.Replicas != 3 {
 			t.Errorf("stream %s has %d replicas, want 3", sc.Name, sc.Replicas)
 		}
@@ -257,7 +260,7 @@ func TestClusteredNodeConfigLoadsInNatsServer(t *testing.T) {
 	if err != nil || strings.Contains(string(conf), `"cluster"`) {
 		t.Errorf("single node config has a cluster block (%v)", err)
 	}
-	if r := BuildTopology(single).Streams[0].Replicas; r != 1 {
+	if r := BuildTopology(single, Peers{}).Streams[0].Replicas; r != 1 {
 		t.Errorf("single node stream replicas %d", r)
 	}
 }
@@ -271,7 +274,7 @@ func TestBoardBucketAgentsAndPermissions(t *testing.T) {
 	m := model(t, 2)
 	m.Agents[1].Labels = []string{"gpu", "go"}
 	m.Board = flock.Board{ClaimLimit: 2, AddQuota: 0} // 0: no subtasks, not "the default"
-	top := BuildTopology(m)
+	top := BuildTopology(m, Peers{})
 	var bucket *jetstream.KeyValueConfig
 	for i, kc := range top.KeyValues {
 		if kc.Bucket == protocol.BoardBucket {

@@ -316,7 +316,8 @@ func (f *Bus) render(cfg flock.Config) error {
 			return err
 		}
 	}
-	topo, err := busconfig.RenderTopology(m)
+	// As the stacks render it: the services' link read at no peer rate.
+	topo, err := busconfig.RenderTopology(m, busconfig.Peers{Unthrottled: []string{svc.Public}})
 	if err != nil {
 		return fmt.Errorf("render topology: %w", err)
 	}
