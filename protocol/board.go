@@ -148,8 +148,10 @@ const (
 	MaxBoardArtifactRef    = 256
 	MaxBoardReason         = 1 << 10
 	MaxBoardPlanTasks      = 5000
-	DefaultBoardClaimLimit = 1  // tasks an agent holds at once
-	DefaultBoardAddQuota   = 50 // subtasks an agent may add, all told
+	BoardAgentPageBytes    = 64 << 10 // the largest page of a list an agent is sent (the operator's: the bus's max payload)
+	MaxBoardCursor         = 256      // a list's After
+	DefaultBoardClaimLimit = 1        // tasks an agent holds at once
+	DefaultBoardAddQuota   = 50       // subtasks an agent may add, all told
 )
 
 var boardIDPattern = regexp.MustCompile(BoardIDRule)
@@ -232,8 +234,11 @@ type BoardRequest struct {
 	Task string `json:"task,omitempty"`
 	// claim: a kind to take (run or prompt; empty: either).
 	Kind string `json:"kind,omitempty"`
-	// list: only these statuses (empty: all).
+	// list: only these statuses (empty: all); the page after After (the
+	// Next of the page before), at most Limit tasks (0: as many as fit).
 	Status []string `json:"status,omitempty"`
+	After  string   `json:"after,omitempty"`
+	Limit  int      `json:"limit,omitempty"`
 	// complete, fail: what the holder leaves.
 	Result *BoardResult `json:"result,omitempty"`
 	// fail, release, cancel: why.
@@ -254,6 +259,8 @@ type BoardReply struct {
 	Code  string      `json:"code,omitempty"`
 	Task  *BoardTask  `json:"task,omitempty"`
 	Tasks []BoardTask `json:"tasks,omitempty"`
+	// list: set when more tasks follow: ask again with After = Next.
+	Next string `json:"next,omitempty"`
 	// claim: the results of the tasks the claimed one needs.
 	Context []BoardTask `json:"context,omitempty"`
 	// apply: what happened to each task of the plan.

@@ -90,13 +90,21 @@ func (c *Client) Add(ctx context.Context, plan, under string, spec protocol.Boar
 }
 
 // List returns the tasks the caller may see (of plan when given, of the
-// statuses when given).
+// statuses when given), every page of them.
 func (c *Client) List(ctx context.Context, plan string, status ...string) ([]protocol.BoardTask, error) {
-	rep, err := c.Do(ctx, protocol.BoardOpList, protocol.BoardRequest{Plan: plan, Status: status})
-	if err != nil {
-		return nil, err
+	var tasks []protocol.BoardTask
+	req := protocol.BoardRequest{Plan: plan, Status: status}
+	for {
+		rep, err := c.Do(ctx, protocol.BoardOpList, req)
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, rep.Tasks...)
+		if rep.Next == "" || rep.Next == req.After {
+			return tasks, nil
+		}
+		req.After = rep.Next
 	}
-	return rep.Tasks, nil
 }
 
 // Show returns one task.

@@ -47,10 +47,22 @@ type env struct {
 	nc  *nats.Conn // the operator's connection
 }
 
+// start's board admits each agent's requests far past their default
+// bounds (admission.go): the tests of the board's rules send requests
+// faster, and more at once, than an agent would; the tests of those bounds
+// (admission_test.go) start with them.
 func start(t testing.TB, agents int) *env {
 	t.Helper()
+	return startWith(t, agents, board.Options{AgentRate: 1e4, AgentInFlight: 256})
+}
+
+// startWith is start with the board's options (the clock and the sweep's
+// pace are the test's own).
+func startWith(t testing.TB, agents int, opt board.Options) *env {
+	t.Helper()
 	clk := &clock{t: time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)}
-	f := bustest.Start(t, bustest.Agents(agents), bustest.WithBoard(board.Options{Now: clk.Now, SweepEvery: 10 * time.Millisecond}))
+	opt.Now, opt.SweepEvery = clk.Now, 10*time.Millisecond
+	f := bustest.Start(t, bustest.Agents(agents), bustest.WithBoard(opt))
 	nc := f.Connect(t, protocol.OperatorUser)
 	return &env{f: f, clk: clk, op: board.NewOperatorClient(nc), nc: nc}
 }

@@ -91,7 +91,7 @@ func TestFiftyAgentsShareFiftyTasks(t *testing.T) {
 func TestConcurrentCompletionsPromoteTheirDependent(t *testing.T) {
 	t.Parallel()
 	clk := &clock{t: time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)}
-	f := bustest.Start(t, bustest.Agents(2), bustest.WithBoard(board.Options{Now: clk.Now, SweepEvery: time.Hour}))
+	f := bustest.Start(t, bustest.Agents(2), bustest.WithBoard(board.Options{Now: clk.Now, SweepEvery: time.Hour, AgentRate: 1e4, AgentInFlight: 256}))
 	nc := f.Connect(t, protocol.OperatorUser)
 	e := &env{f: f, clk: clk, op: board.NewOperatorClient(nc), nc: nc}
 	clients := e.agents(t, 2)

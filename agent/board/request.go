@@ -53,7 +53,15 @@ func (s *Service) handle(m *nats.Msg) {
 		s.log.Warn("board: request not answered: its reply subject is not the caller's inbox", "caller", caller, "op", op, "reply", m.Reply)
 		return
 	}
-	rep := s.serve(caller, op, m.Data)
+	s.respond(m, caller, op, s.serve(caller, op, m.Data))
+}
+
+// respond sends rep to the reply subject of m, which must be the caller's
+// own reply inbox (replyAllowed).
+func (s *Service) respond(m *nats.Msg, caller, op string, rep *protocol.BoardReply) {
+	if !replyAllowed(caller, m.Reply) {
+		return
+	}
 	rep.V = protocol.Version
 	body, err := json.Marshal(rep)
 	if err != nil {
@@ -168,6 +176,9 @@ func decodeRequest(op string, data []byte) (protocol.BoardRequest, error) {
 	}
 	if req.Task != "" && !protocol.ValidBoardID(req.Task) {
 		return req, refuse(protocol.BoardErrInvalid, "task: must match %s (got %q)", protocol.BoardIDRule, clip(req.Task))
+	}
+	if req.Limit < 0 {
+		return req, refuse(protocol.BoardErrInvalid, "limit: must be 0 (as many as fit) or more (got %d)", req.Limit)
 	}
 	if req.Kind != "" && req.Kind != protocol.BoardKindRun && req.Kind != protocol.BoardKindPrompt {
 		return req, refuse(protocol.BoardErrInvalid, "kind: %q is neither %s nor %s", clip(req.Kind), protocol.BoardKindRun, protocol.BoardKindPrompt)

@@ -20,6 +20,12 @@ type Options struct {
 	Now        func() time.Time // the clock leases are read against (time.Now)
 	SweepEvery time.Duration    // how often leases and blocked tasks are checked (DefaultSweepEvery)
 	Workers    int              // requests handled at once (DefaultWorkers)
+	// Each agent's requests (admission.go): at most AgentRate a second,
+	// in bursts of AgentBurst, and AgentInFlight waiting or being answered
+	// at once (DefaultAgentRate, DefaultAgentBurst, DefaultAgentInFlight).
+	AgentRate     float64
+	AgentBurst    int
+	AgentInFlight int
 }
 
 // Defaults of Options.
@@ -36,6 +42,8 @@ const (
 	maxValueBytes  = protocol.BoardValueBytes // a task's entry (the bucket's MaxValueSize)
 	maxBodyBytes   = 64 << 10                 // a request's body, but apply's (bounded by the bus's max payload)
 	callerStripes  = 64
+	pendingMsgs    = 64 << 10 // requests the subscription holds for the handler
+	pendingBytes   = 64 << 20
 )
 
 // Service is the board service one bus node runs: it answers the board's
@@ -68,11 +76,8 @@ type Service struct {
 	promoting map[string]*promotion
 
 	subs     []*nats.Subscription
-	reqs     chan *nats.Msg // to the workers (Options.Workers goroutines)
+	adm      *admission // every caller's lane, served in turn by the workers (Options.Workers goroutines)
 	workers  sync.WaitGroup
-	mu       sync.Mutex // stopping and the in-flight count
-	stopping bool
-	inflight sync.WaitGroup
 	ring     chan struct{} // a task became ready: ring protocol.SubjectBoardReady (coalesced)
 	cancel   context.CancelFunc
 	bg       sync.WaitGroup
@@ -93,6 +98,15 @@ func Serve(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg proto
 	if opt.Workers <= 0 {
 		opt.Workers = DefaultWorkers
 	}
+	if opt.AgentRate <= 0 {
+		opt.AgentRate = DefaultAgentRate
+	}
+	if opt.AgentBurst <= 0 {
+		opt.AgentBurst = max(DefaultAgentBurst, int(opt.AgentRate))
+	}
+	if opt.AgentInFlight <= 0 {
+		opt.AgentInFlight = DefaultAgentInFlight
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -106,7 +120,7 @@ func Serve(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg proto
 		obj = nil
 	}
 	run, cancel := context.WithCancel(context.Background())
-	s := &Service{obj: obj, nc: nc, log: log, opt: opt, reqs: make(chan *nats.Msg), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]int{}, promoting: map[string]*promotion{}}
+	s := &Service{obj: obj, nc: nc, log: log, opt: opt, adm: newAdmission(opt), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]int{}, promoting: map[string]*promotion{}}
 	s.SetConfig(cfg)
 	if s.st, err = openStore(ctx, run, kv, log, &s.bg); err != nil {
 		cancel()
@@ -120,6 +134,14 @@ func Serve(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg proto
 	for _, subj := range []string{protocol.SubjectBoardAgentRequests, protocol.SubjectBoardOperator} {
 		sub, err := nc.QueueSubscribe(subj, protocol.BoardQueueGroup, s.onRequest)
 		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("board: subscribe %s: %w", subj, err)
+		}
+		// The handler never waits (admission.go), so little waits here;
+		// a bound keeps a burst the handler cannot keep up with from
+		// growing the services' memory (past it the client drops, and
+		// the error handler says so).
+		if err := sub.SetPendingLimits(pendingMsgs, pendingBytes); err != nil {
 			s.Stop()
 			return nil, fmt.Errorf("board: subscribe %s: %w", subj, err)
 		}
@@ -193,11 +215,7 @@ func (s *Service) Stop() {
 				time.Sleep(5 * time.Millisecond)
 			}
 		}
-		s.mu.Lock()
-		s.stopping = true
-		s.mu.Unlock()
-		s.inflight.Wait()
-		close(s.reqs) // nothing sends any more: stopping is set, and what was taken is answered
+		s.adm.stop() // the workers answer what waits, then end
 		s.workers.Wait()
 		s.cancel()
 		s.bg.Wait()
@@ -205,28 +223,54 @@ func (s *Service) Stop() {
 	})
 }
 
-// onRequest hands a request to a worker; with every worker busy it waits
-// (the subscription's pending messages are the queue).
+// onRequest sorts a request into its caller's lane (admission.go), or
+// refuses it at once when the caller is past its bounds. It never waits.
 func (s *Service) onRequest(m *nats.Msg) {
-	s.mu.Lock()
-	if s.stopping {
-		s.mu.Unlock()
+	caller, op, ok := protocol.BoardCaller(m.Subject)
+	if !ok {
+		s.log.Warn("board: request on a subject that names no caller", "subject", m.Subject)
 		return
 	}
-	s.inflight.Add(1)
-	s.mu.Unlock()
-	s.reqs <- m
+	now := time.Now()
+	why, answer, ln := s.adm.admit(caller, m, now)
+	if why == queued || why == stopping {
+		return
+	}
+	if n := s.adm.droppedSince(ln, now); n > 0 {
+		s.log.Warn("board: a caller past its bounds: refusals not answered", "caller", caller, "times", n, "rate", s.opt.AgentRate, "in_flight", s.opt.AgentInFlight)
+	}
+	if !answer {
+		return
+	}
+	var be *protocol.BoardError
+	if why == overRate {
+		be = &protocol.BoardError{Code: protocol.BoardErrLimit, Msg: fmt.Sprintf("%s is over its %g requests a second to the board (bursts of %d): ask again in a moment", caller, s.opt.AgentRate, s.opt.AgentBurst)}
+	} else {
+		bound := s.opt.AgentInFlight
+		if caller == protocol.OperatorUser {
+			bound = operatorInFlight
+		}
+		be = &protocol.BoardError{Code: protocol.BoardErrLimit, Msg: fmt.Sprintf("%s has %d requests waiting or being answered, its bound: wait for their answers", caller, bound)}
+	}
+	s.respond(m, caller, op, &protocol.BoardReply{Error: be.Msg, Code: be.Code})
 }
 
-// work answers requests until Stop: the workers live as long as the
-// service (a goroutine a request grew its stack again on every request).
+// work answers requests, each lane's in turn, until Stop.
 func (s *Service) work() {
 	defer s.workers.Done()
-	for m := range s.reqs {
+	for {
+		m, ln, ok := s.adm.next()
+		if !ok {
+			return
+		}
 		s.handle(m)
-		s.inflight.Done()
+		s.adm.done(ln)
 	}
 }
+
+// Stalled reports requests that wait with no worker taking one: a board
+// that is stuck (its health says so, for the supervisor to restart it).
+func (s *Service) Stalled() (waiting int, d time.Duration) { return s.adm.stalled(time.Now()) }
 
 // lockCaller serialises one caller's claims and adds on this node.
 func (s *Service) lockCaller(id string) func() {

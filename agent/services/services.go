@@ -68,6 +68,15 @@ const (
 // retryEvery paces the waits for the bus: its buckets, its configuration.
 const retryEvery = 500 * time.Millisecond
 
+// A board whose requests wait with no worker taking one is not serving:
+// past stallUnready its ready file is no longer kept fresh (its health
+// check fails), past stallDead the services give up, to be started again
+// (a request takes 10 s at most, so a board at work never waits so long).
+const (
+	stallUnready = 15 * time.Second
+	stallDead    = 45 * time.Second
+)
+
 // Services is the running services.
 type Services struct {
 	nc      *nats.Conn
@@ -220,14 +229,22 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 	return s, nil
 }
 
-// supervise keeps the ready file fresh while the services serve and are
-// connected, and gives up when the board's view of its bucket stopped.
+// supervise keeps the ready file fresh while the services are connected
+// and the board answers its requests, and gives up when the board's view
+// of its bucket stopped or its requests have waited too long.
 func (s *Services) supervise(run context.Context, readyFile string) {
 	defer s.bg.Done()
 	t := time.NewTicker(ReadyEvery)
 	defer t.Stop()
 	for {
-		if s.nc.IsConnected() && readyFile != "" {
+		waiting, stalled := s.board.Stalled()
+		switch {
+		case stalled >= stallDead:
+			s.fail(fmt.Sprintf("the board is stuck: %d requests have waited %s with no worker taking one", waiting, stalled.Round(time.Second)))
+			return
+		case stalled >= stallUnready:
+			s.log.Warn("not serving: the board's requests wait with no worker taking one", "waiting", waiting, "for", stalled.Round(time.Second).String())
+		case s.nc.IsConnected() && readyFile != "":
 			if err := writeReady(readyFile); err != nil {
 				s.log.Warn("ready file not written", "file", readyFile, "err", err)
 			}
