@@ -278,10 +278,18 @@ const (
 	BoardErrNotReady  = "not-ready"  // the task is not ready (someone else has it, or it waits)
 	BoardErrForbidden = "forbidden"  // the caller may not do this (labels, assignee, kind)
 	BoardErrLimit     = "limit"      // a claim limit or a quota
+	BoardErrBusy      = "busy"       // the caller is past its request rate or its requests in flight: ask again in a moment
 	BoardErrNothing   = "nothing"    // claim: nothing ready for this caller
 	BoardErrConflict  = "conflict"   // the entry changed under the request: ask again
 	BoardErrInternal  = "internal"
 )
+
+// BoardRetryable reports whether a refusal with this code may pass when
+// asked again unchanged: the entry changed under the request, the board
+// failed on it, or the caller was past its request bounds.
+func BoardRetryable(code string) bool {
+	return code == BoardErrConflict || code == BoardErrInternal || code == BoardErrBusy
+}
 
 // BoardChange is what applying a plan did to one task.
 type BoardChange struct {

@@ -15,8 +15,9 @@ import (
 // can make another wait behind its own requests. An agent's lane admits
 // at most Options.AgentRate requests a second (bursts of AgentBurst) and
 // holds at most AgentInFlight at once, waiting or being answered; past
-// either bound the request is refused at once, naming the bound, without
-// touching the board. The operator's lane has no rate and a wider bound.
+// either bound the request is refused at once (protocol.BoardErrBusy),
+// naming the bound, without touching the board; Client asks again after a
+// pause. The operator's lane has no rate and a wider bound.
 // The subscription's handler only sorts requests into lanes, never waits,
 // so the bus's deliveries to the services do not pile up behind a busy
 // board either.

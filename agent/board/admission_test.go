@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/testkit"
@@ -48,37 +47,61 @@ func TestAnAgentsRequestsAreBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		codes[rep.Code]++
-		if rep.Code == protocol.BoardErrLimit {
+		if rep.Code == protocol.BoardErrBusy {
 			why = rep.Error
 		}
 	}
-	if codes[""] < board.DefaultAgentInFlight || codes[protocol.BoardErrLimit] == 0 || codes[""]+codes[protocol.BoardErrLimit] != n {
+	if codes[""] < board.DefaultAgentInFlight || codes[protocol.BoardErrBusy] == 0 || codes[""]+codes[protocol.BoardErrBusy] != n {
 		t.Fatalf("%d requests at once: %v, want at least %d served and the rest refused for the bound", n, codes, board.DefaultAgentInFlight)
 	}
 	if !strings.Contains(why, fmt.Sprintf("agent-1 has %d requests waiting or being answered, its bound", board.DefaultAgentInFlight)) {
 		t.Errorf("the refusal %q does not name the bound", why)
 	}
 	// Rate: one at a time, past the burst within a second.
-	cl := e.agent(t, "agent-1")
+	ask := func() protocol.BoardReply {
+		t.Helper()
+		m, err := nc.Request(protocol.BoardAgentSubject("agent-1", protocol.BoardOpShow), []byte(`{"v":1,"plan":"p","task":"a"}`), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep protocol.BoardReply
+		if err := json.Unmarshal(m.Data, &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	time.Sleep(2 * time.Second) // the bucket full again
 	var rateWhy string
+	served := 0
 	for range 3 * board.DefaultAgentBurst {
-		if _, err := cl.Show(ctxT(t), "p", "a"); err != nil {
-			rateWhy = refused(t, err, protocol.BoardErrLimit).Msg
+		rep := ask()
+		if rep.Code != "" {
+			if rep.Code != protocol.BoardErrBusy {
+				t.Fatalf("refused %q (%s), want %s", rep.Error, rep.Code, protocol.BoardErrBusy)
+			}
+			rateWhy = rep.Error
 			break
 		}
+		served++
 	}
-	if !strings.Contains(rateWhy, fmt.Sprintf("agent-1 is over its %d requests a second to the board", board.DefaultAgentRate)) {
-		t.Fatalf("%d requests in a row: refusal %q, want the rate named", 3*board.DefaultAgentBurst, rateWhy)
+	if !strings.Contains(rateWhy, fmt.Sprintf("agent-1 is over its %d requests a second to the board", board.DefaultAgentRate)) || served < board.DefaultAgentBurst {
+		t.Fatalf("%d requests in a row: %d served, then %q; want the burst of %d served, then the rate named", 3*board.DefaultAgentBurst, served, rateWhy, board.DefaultAgentBurst)
 	}
 	// Another agent and the operator are served meanwhile.
 	if _, err := e.agent(t, "agent-2").Show(ctxT(t), "p", "a"); err != nil {
 		t.Fatalf("agent-2 refused while agent-1 is past its rate: %v", err)
 	}
 	e.show(t, "p", "a")
-	// And agent-1 again once its bucket refilled.
-	time.Sleep(200 * time.Millisecond)
-	if _, err := cl.Show(ctxT(t), "p", "a"); err != nil {
-		t.Fatalf("agent-1 still refused after slowing down: %v", err)
+	// The client waits a busy refusal out: it asks again after a pause.
+	cl := e.agent(t, "agent-1")
+	start := time.Now()
+	for range 2 * board.DefaultAgentBurst {
+		if _, err := cl.Show(ctxT(t), "p", "a"); err != nil {
+			t.Fatalf("agent-1's client past its rate: %v (it should pause and ask again)", err)
+		}
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Fatalf("%d requests through the client in %s: the rate did not hold", 2*board.DefaultAgentBurst, took)
 	}
 }
 
@@ -222,4 +245,3 @@ func prefixed(p string, ids []string) []string {
 	}
 	return out
 }
-

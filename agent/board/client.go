@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -33,13 +35,43 @@ func (c *Client) subject(op string) string {
 }
 
 // Do sends one request and returns the reply; a refusal is a
-// *protocol.BoardError.
+// *protocol.BoardError. A caller past its request rate or its requests in
+// flight (protocol.BoardErrBusy) is refused before the board is asked:
+// Do asks again after a pause that doubles (busyPause to busyPauseMax)
+// while ctx lasts, and returns the refusal when it ends.
 func (c *Client) Do(ctx context.Context, op string, req protocol.BoardRequest) (*protocol.BoardReply, error) {
 	req.V = protocol.Version
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
+	pause := busyPause
+	for {
+		rep, err := c.ask(ctx, op, body)
+		var be *protocol.BoardError
+		if !errors.As(err, &be) || be.Code != protocol.BoardErrBusy {
+			return rep, err
+		}
+		wait := pause/2 + rand.N(pause/2+1)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return rep, err
+		}
+		select {
+		case <-ctx.Done():
+			return rep, err
+		case <-time.After(wait):
+		}
+		pause = min(2*pause, busyPauseMax)
+	}
+}
+
+// The pauses of a request refused as busy.
+const (
+	busyPause    = 100 * time.Millisecond
+	busyPauseMax = 2 * time.Second
+)
+
+func (c *Client) ask(ctx context.Context, op string, body []byte) (*protocol.BoardReply, error) {
 	msg, err := c.nc.RequestWithContext(ctx, c.subject(op), body)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {

@@ -43,7 +43,7 @@ const (
 	maxBodyBytes   = 64 << 10                 // a request's body, but apply's (bounded by the bus's max payload)
 	callerStripes  = 64
 	pendingMsgs    = 64 << 10 // requests the subscription holds for the handler
-	pendingBytes   = 64 << 20
+	pendingBytes   = 16 << 20
 )
 
 // Service is the board service one bus node runs: it answers the board's
@@ -244,13 +244,13 @@ func (s *Service) onRequest(m *nats.Msg) {
 	}
 	var be *protocol.BoardError
 	if why == overRate {
-		be = &protocol.BoardError{Code: protocol.BoardErrLimit, Msg: fmt.Sprintf("%s is over its %g requests a second to the board (bursts of %d): ask again in a moment", caller, s.opt.AgentRate, s.opt.AgentBurst)}
+		be = &protocol.BoardError{Code: protocol.BoardErrBusy, Msg: fmt.Sprintf("%s is over its %g requests a second to the board (bursts of %d): ask again in a moment", caller, s.opt.AgentRate, s.opt.AgentBurst)}
 	} else {
 		bound := s.opt.AgentInFlight
 		if caller == protocol.OperatorUser {
 			bound = operatorInFlight
 		}
-		be = &protocol.BoardError{Code: protocol.BoardErrLimit, Msg: fmt.Sprintf("%s has %d requests waiting or being answered, its bound: wait for their answers", caller, bound)}
+		be = &protocol.BoardError{Code: protocol.BoardErrBusy, Msg: fmt.Sprintf("%s has %d requests waiting or being answered, its bound: wait for their answers", caller, bound)}
 	}
 	s.respond(m, caller, op, &protocol.BoardReply{Error: be.Msg, Code: be.Code})
 }

@@ -266,7 +266,7 @@ func (a *Agent) runBoard(cl *board.Client, rep *protocol.BoardReply) {
 		switch {
 		case err == nil:
 			log.Debug("board: lease renewed")
-		case errors.As(err, &be) && be.Code != protocol.BoardErrConflict && be.Code != protocol.BoardErrInternal && be.Code != protocol.BoardErrInvalid:
+		case errors.As(err, &be) && !protocol.BoardRetryable(be.Code) && be.Code != protocol.BoardErrInvalid:
 			log.Warn("board: the lease is lost: stopping the task", "err", err)
 			lose(fmt.Errorf("%w: %v", errLeaseLost, err))
 		default:

@@ -65,7 +65,7 @@ func (a *Agent) finishBoard(do func(context.Context) error) error {
 		err := do(ctx)
 		cancel()
 		var be *protocol.BoardError
-		if err == nil || errors.As(err, &be) && be.Code != protocol.BoardErrConflict && be.Code != protocol.BoardErrInternal {
+		if err == nil || errors.As(err, &be) && !protocol.BoardRetryable(be.Code) {
 			return err
 		}
 		if a.handback.Load() || time.Now().Add(backoff).After(deadline) {

@@ -178,7 +178,7 @@ func (a *agent) renewWhile(ctx context.Context, cl *board.Client, t *protocol.Bo
 		switch {
 		case err == nil:
 			log.Debug("board: lease renewed")
-		case errors.As(err, &be) && be.Code != protocol.BoardErrConflict && be.Code != protocol.BoardErrInternal && be.Code != protocol.BoardErrInvalid:
+		case errors.As(err, &be) && !protocol.BoardRetryable(be.Code) && be.Code != protocol.BoardErrInvalid:
 			lost(err)
 			return false
 		case ctx.Err() == nil:
@@ -219,7 +219,7 @@ func retry(do func(context.Context) error) error {
 		err = do(ctx)
 		cancel()
 		var be *protocol.BoardError
-		if err == nil || errors.As(err, &be) && be.Code != protocol.BoardErrConflict && be.Code != protocol.BoardErrInternal {
+		if err == nil || errors.As(err, &be) && !protocol.BoardRetryable(be.Code) {
 			return err
 		}
 	}
