@@ -173,6 +173,10 @@ func main() {
 		// A hostile agent at the board: what the board and the bus must
 		// refuse its key (victim, other plan, own plan).
 		boardHostile(arg(2), arg(3), arg(4), arg(5), arg(6))
+	case "board-flood":
+		// A hostile agent floods the board with list requests (plan and
+		// task it may claim, for how long).
+		boardFlood(arg(2), arg(3), arg(4), arg(5), dur(6))
 	case "http":
 		httpCall(arg(2), arg(3), len(os.Args) > 4 && os.Args[4] == "stream")
 	case "connect":
@@ -198,7 +202,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|board-claim|board-hostile|mcp|http|connect|flood|latency ...")
+	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|board-claim|board-hostile|board-flood|mcp|http|connect|flood|latency ...")
 	os.Exit(2)
 }
 
