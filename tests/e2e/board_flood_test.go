@@ -75,20 +75,16 @@ func TestHostileBoardFlood(t *testing.T) {
 		t.Fatalf("the flood probe: %v: %s", err, res.all())
 	}
 	var outcome struct {
-		Added   int    `json:"added"`
-		Sent    int    `json:"sent"`
-		Refused string `json:"refused"`
+		Added int `json:"added"`
+		Sent  int `json:"sent"`
 	}
 	if err := json.Unmarshal([]byte(lastLine(res.out)), &outcome); err != nil {
 		t.Fatalf("%q: %v", res.out, err)
 	}
-	t.Logf("agent-1 sent %d list requests in %s (and added %d subtasks), hearing %q; meanwhile the operator's apply took %s and agent-2's task was done %s after it (summary %q)",
-		outcome.Sent, floodFor, outcome.Added, outcome.Refused, applied.Round(time.Millisecond), took.Round(time.Millisecond), done.Result.Summary)
+	t.Logf("agent-1 sent %d list requests in %s (and added %d subtasks); meanwhile the operator's apply took %s and agent-2's task was done %s after it (summary %q)",
+		outcome.Sent, floodFor, outcome.Added, applied.Round(time.Millisecond), took.Round(time.Millisecond), done.Result.Summary)
 	if outcome.Sent < 50000 {
 		t.Fatalf("agent-1 sent only %d requests in %s: no flood to speak of", outcome.Sent, floodFor)
-	}
-	if !strings.HasPrefix(outcome.Refused, protocol.BoardErrBusy) {
-		t.Errorf("agent-1 heard %q in the flood, want its requests refused as %s", outcome.Refused, protocol.BoardErrBusy)
 	}
 	if took > 10*time.Second {
 		t.Errorf("agent-2's task took %s from the apply to done during the flood, want a few seconds", took)
