@@ -158,7 +158,10 @@ func printReport(sio IO, r audit.Report) {
 	if len(r.Anchors) == 0 {
 		fmt.Fprintln(sio.Out, "warning: no anchored head: entries cut off at the end would not show (give one with --anchor)")
 	}
-	if r.Starts > 0 {
+	switch {
+	case r.Starts == 1:
+		fmt.Fprintln(sio.Out, "the writer started once: what crossed the bus before it is not in the trail")
+	case r.Starts > 1:
 		fmt.Fprintf(sio.Out, "the writer started %d times: what crossed the bus while it was down is not in the trail\n", r.Starts)
 	}
 	if r.OK() {
