@@ -102,10 +102,13 @@ func (w *Writer) write(ctx context.Context, summaries bool) {
 	if summaries || now.Sub(w.lastMissed) >= time.Second {
 		own = w.t.records(now, w.shares.size(), summaries)
 	}
+	if len(own) > 0 && !w.persistTotal(ctx) {
+		// The bucket is ahead of the trail, or the entries wait: the
+		// count an entry says is there first, in case the entry is lost.
+		w.t.back(own)
+		own = nil
+	}
 	if len(own) > 0 {
-		// The bucket is ahead of the trail: the count an entry says is
-		// there first, in case the entry is lost.
-		w.persistTotal(ctx)
 		w.lastMissed = now
 		for _, e := range own {
 			if e.Kind != protocol.AuditWriterStarted {

@@ -277,18 +277,19 @@ func (w *Writer) countDropped(l *listener) {
 }
 
 // persistTotal writes the running count of entries not recorded to the
-// anchors' bucket when it moved.
-func (w *Writer) persistTotal(ctx context.Context) {
+// anchors' bucket when it moved, and reports whether the bucket holds it.
+func (w *Writer) persistTotal(ctx context.Context) bool {
 	total, moved := w.t.unpersisted()
 	if !moved {
-		return
+		return true
 	}
 	data, _ := json.Marshal(protocol.AuditUnrecorded{Total: total, Time: w.cfg.Now().UTC()})
 	if _, err := w.kv.Put(ctx, protocol.AuditUnrecordedKey, data); err != nil {
 		w.log.Warn("audit: the count of entries not recorded not kept", "total", total, "err", err)
-		return
+		return false
 	}
 	w.t.persistedAt(total)
+	return true
 }
 
 // persistShares writes what each sender has left of its share.
