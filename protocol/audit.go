@@ -21,12 +21,16 @@ const (
 	AuditStream  = "FLOCK_AUDIT"
 	AuditSubject = "audit.entry" // the only subject of AuditStream; only the services publish on it
 
-	// AuditAnchorsBucket holds AuditHeadKey (the last anchored head) and
-	// AuditCheckpointKey (the last entry retention removed).
+	// AuditAnchorsBucket holds AuditHeadKey (the last anchored head),
+	// AuditCheckpointKey (the last entry retention removed),
+	// AuditUnrecordedKey (the running count of entries not recorded) and
+	// AuditSharesKey (what each sender has left of its share).
 	AuditAnchorsBucket = "FLOCK_AUDIT_ANCHORS"
 	AuditAnchorsStream = "KV_" + AuditAnchorsBucket
 	AuditHeadKey       = "head"
 	AuditCheckpointKey = "checkpoint"
+	AuditUnrecordedKey = "unrecorded"
+	AuditSharesKey     = "shares"
 
 	// AuditRetentionMeta is the stream's metadata key that tells the writer
 	// how long entries are kept (a Go duration; the topology sets it from
@@ -41,29 +45,50 @@ const (
 	// otherwise (DiscardNew: a full trail refuses entries, which the writer
 	// logs, rather than drop old ones without a checkpoint).
 	DefaultAuditBytes = 256 << 20
-	// AuditAnchorsBytes bounds the anchors' bucket: two keys, a few
-	// revisions each.
-	AuditAnchorsBytes = 64 << 10
+	// AuditAnchorsBytes bounds the anchors' bucket: four keys, a few
+	// revisions each; AuditAnchorsValueBytes one value (the shares of a
+	// flock of 500 agents, two per agent, fit).
+	AuditAnchorsBytes      = 1 << 20
+	AuditAnchorsValueBytes = 64 << 10
+
+	// MaxAuditEntry bounds one entry's line, whatever crossed the bus:
+	// every field is an ID, a name, a status or a number the protocol's
+	// rules bound (a field breaking its rule is kept as its length), far
+	// under the stream's 64 KiB message, so that many entries fit in one
+	// message and none can fail to fit.
+	MaxAuditEntry = 1 << 10
 )
 
 // Audit entry kinds.
 const (
-	AuditTaskSent      = "task.sent"      // the operator sent a task (Agent: its agent, "all" or "pool")
-	AuditTaskAssigned  = "task.assigned"  // the bus gave a pool task to an agent
-	AuditTaskResult    = "task.result"    // an agent answered a task
-	AuditMessage       = "message"        // an agent or the operator wrote to an agent's inbox
-	AuditBroadcast     = "broadcast"      // the operator's announcement
-	AuditBoardChange   = "board.change"   // a board task changed (Outcome: its status)
-	AuditBoardRequest  = "board.operator" // the operator asked the board (What: the request)
-	AuditGatewayCall   = "gateway.call"   // the gateway forwarded a call (Outcome: HTTP status)
-	AuditBudgetChange  = "budget.change"  // an agent's ledger entry was started over or its budget changed
-	AuditWriterStarted = "audit.started"  // the writer (re)started: what crossed the bus before it was not seen
-	AuditMissed        = "audit.missed"   // the writer lost entries (Outcome: how many; it fell behind, or the trail was full)
+	AuditTaskSent      = "task.sent"       // the operator sent a task (Agent: its agent, "all" or "pool")
+	AuditTaskAssigned  = "task.assigned"   // the bus gave a pool task to an agent
+	AuditTaskResult    = "task.result"     // an agent answered a task
+	AuditMessage       = "message"         // an agent or the operator wrote to an agent's inbox
+	AuditBroadcast     = "broadcast"       // the operator's announcement
+	AuditBoardChange   = "board.change"    // a board task changed (Outcome: its status)
+	AuditBoardRequest  = "board.operator"  // the operator asked the board (What: the request)
+	AuditGatewayCall   = "gateway.call"    // the gateway forwarded a call (Outcome: HTTP status)
+	AuditBudgetChange  = "budget.change"   // an agent's ledger entry was started over or its budget changed
+	AuditWriterStarted = "audit.started"   // the writer (re)started: what crossed the bus before it was not seen (Total: carried over)
+	AuditMissed        = "audit.missed"    // the writer lost entries (What: why; Count: how many, 0 when not known; Agent: whose, when known)
+	AuditOverShare     = "audit.overshare" // entries of a sender over its share of the trail, counted and not recorded (What: the share; Count)
+	AuditUnwritten     = "audit.unwritten" // an entry that could not be written (Who, Agent: its; What: its kind; Outcome: why)
 )
 
 // AuditKinds are the kinds an entry may have, for the CLI's --kind.
 var AuditKinds = []string{AuditTaskSent, AuditTaskAssigned, AuditTaskResult, AuditMessage, AuditBroadcast,
-	AuditBoardChange, AuditBoardRequest, AuditGatewayCall, AuditBudgetChange, AuditWriterStarted, AuditMissed}
+	AuditBoardChange, AuditBoardRequest, AuditGatewayCall, AuditBudgetChange, AuditWriterStarted, AuditMissed,
+	AuditOverShare, AuditUnwritten}
+
+// The causes an audit.missed entry names (its What).
+const (
+	AuditMissedQueue   = "queue full"    // the writer's queue (bounded in bytes) had no room for the sender
+	AuditMissedDropped = "dropped"       // the bus client dropped messages over a subscription's pending limits (a slow consumer)
+	AuditMissedRefused = "refused"       // the trail refused the entries (full, or its message limit)
+	AuditMissedFailed  = "not written"   // appending failed after the writer's tries
+	AuditMissedLink    = "bus link lost" // the writer's connection to the bus went down: what crossed meanwhile is not known (Count 0)
+)
 
 // AuditEntry is one line of the trail. It never holds a body or a secret:
 // IDs, names, statuses and counts only.
@@ -77,8 +102,16 @@ type AuditEntry struct {
 	Outcome string    `json:"outcome,omitempty"` // a status, an HTTP status
 	Tokens  int64     `json:"tokens,omitempty"`  // a gateway call's charge
 	Trace   string    `json:"trace,omitempty"`   // the W3C trace ID a task, result or gateway call carried
-	Prev    string    `json:"prev"`              // the SHA-256 (hex) of the entry before it; "" for the first ever
-	Hash    string    `json:"hash"`              // the SHA-256 (hex) of this entry with Hash empty
+	// Count and Total are the writer's own: how many entries this
+	// audit.missed, audit.overshare or audit.unwritten entry is about, and
+	// how many entries the trail has not recorded since it began, this
+	// one's included (carried across the writer's restarts by
+	// AuditUnrecordedKey; an audit.started entry carries it too), so that
+	// a record lost with what it counted still shows as a jump.
+	Count int64  `json:"count,omitempty"`
+	Total int64  `json:"total,omitempty"`
+	Prev  string `json:"prev"` // the SHA-256 (hex) of the entry before it; "" for the first ever
+	Hash  string `json:"hash"` // the SHA-256 (hex) of this entry with Hash empty
 }
 
 // Sum is the entry's hash: SHA-256 over its JSON with Hash empty.
@@ -108,4 +141,20 @@ type AuditAnchor struct {
 	Seq  uint64    `json:"seq"`
 	Hash string    `json:"hash"`
 	Time time.Time `json:"time"` // the entry's time
+}
+
+// AuditUnrecorded is AuditUnrecordedKey: how many entries the trail has
+// not recorded since it began, as the writer counted them (the next
+// audit.missed, audit.overshare or audit.started entry says so in the
+// trail; until then `audit verify` reports the difference).
+type AuditUnrecorded struct {
+	Total int64     `json:"total"`
+	Time  time.Time `json:"time"`
+}
+
+// AuditShares is AuditSharesKey: the bytes each sender had left of its
+// share of the trail at Time (a sender not named had its whole share).
+type AuditShares struct {
+	Time time.Time        `json:"time"`
+	Left map[string]int64 `json:"left"`
 }

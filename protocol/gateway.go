@@ -170,3 +170,12 @@ type Usage struct {
 // that offers it: web_search, code_execution, code_interpreter,
 // file_search, image_generation).
 var GatewayPriceKey = regexp.MustCompile(`^((GET|POST|PUT|PATCH|DELETE) /[A-Za-z0-9._~/:-]+|tool:[a-z_]+)$`)
+
+// UpstreamNameRule is the rule for an upstream's name (a key of
+// flock:gateway.upstreams): agents call the gateway at /<name>/….
+const UpstreamNameRule = `^[a-z][a-z0-9-]{0,30}$`
+
+var upstreamNamePattern = regexp.MustCompile(UpstreamNameRule)
+
+// ValidUpstreamName reports whether s may name an upstream.
+func ValidUpstreamName(s string) bool { return upstreamNamePattern.MatchString(s) }

@@ -10,24 +10,123 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // A message of the trail holds one or more entries, as JSON lines, in
 // order; the chain runs across messages.
 
-// chunkOf is one message to publish: its lines and the last entry in it.
+// chunkOf is one message to publish: its lines, how many entries they
+// are, and the last entry in it.
 type chunkOf struct {
 	data  []byte
 	n     int
 	final protocol.AuditAnchor
 }
 
-// publish seals entries onto the head, publishes them in as few messages
-// as fit, each expecting the one before it as the stream's last, waits for
-// the acks, and returns how many entries were stored, in order from the
-// first.
-func (w *Writer) publish(ctx context.Context, entries []protocol.AuditEntry) (int, error) {
+// lostEntry is an entry append could not write, and why (a cause of
+// protocol.AuditMissed*).
+type lostEntry struct {
+	at    int // its index in what append was given
+	e     protocol.AuditEntry
+	cause string
+}
+
+// append writes entries onto the head, in order, and returns those it
+// could not write. Each message is published expecting the one before it
+// as the stream's last (a second writer cannot fork the chain), pipelined.
+// No entry's failure takes others with it: when a message fails, those
+// before it are kept, and the rest are sealed again onto the head and
+// retried (the messages after a failed one were refused only because the
+// stream's last was not what they expected); a message the stream refuses
+// as too large is split and its entries tried alone, and an entry refused
+// alone is the only one lost. A failure that may pass (a timeout, the bus
+// away, another writer's append) is retried, up to maxTries, after reading
+// the head again: a head that is one of the messages sent says those up to
+// it were stored (an acknowledgement lost). A full trail refuses
+// everything: the rest is lost at once.
+func (w *Writer) append(ctx context.Context, entries []protocol.AuditEntry) []lostEntry {
+	var lost []lostEntry
+	todo := entries
+	lose := func(es []protocol.AuditEntry, cause string) {
+		for i, e := range es {
+			lost = append(lost, lostEntry{len(entries) - len(todo) + i, e, cause})
+		}
+	}
+	single := 0 // the next entries to publish one per message
+	for try := 0; len(todo) > 0; {
+		chunks := w.seal(todo, single)
+		n, err := w.publish(ctx, chunks)
+		done := 0
+		for _, c := range chunks[:n] {
+			done += c.n
+		}
+		todo, single = todo[done:], max(0, single-done)
+		if err == nil || len(todo) == 0 {
+			continue
+		}
+		switch apiCode(err) {
+		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
+			if chunks[n].n > 1 {
+				single = chunks[n].n
+				continue
+			}
+			w.log.Error("audit: an entry the trail refuses as too large", "kind", todo[0].Kind, "who", todo[0].Who, "bytes", len(chunks[n].data), "err", err)
+			lose(todo[:1], tooLarge)
+			todo, single = todo[1:], max(0, single-1)
+			continue
+		case errStoreFailed:
+			w.log.Error("audit: the trail refuses entries (full?)", "entries", len(todo), "err", err)
+			lose(todo, protocol.AuditMissedRefused)
+			return lost
+		}
+		try++
+		if try >= maxTries || ctx.Err() != nil {
+			w.log.Error("audit: entries not appended", "entries", len(todo), "tries", try, "err", err)
+			lose(todo, protocol.AuditMissedFailed)
+			return lost
+		}
+		w.log.Warn("audit: entries not appended yet", "left", len(todo), "err", err)
+		if !pace.Sleep(ctx, time.Duration(min(try, 10))*200*time.Millisecond) {
+			lose(todo, protocol.AuditMissedFailed)
+			return lost
+		}
+		if err := w.resync(ctx); err != nil {
+			w.log.Warn("audit: head not read", "err", err)
+			continue
+		}
+		for j := len(chunks) - 1; j >= n; j-- {
+			if w.head.Seq == chunks[j].final.Seq && w.head.Hash == chunks[j].final.Hash {
+				for _, c := range chunks[n : j+1] {
+					todo, single = todo[c.n:], max(0, single-c.n)
+				}
+				break
+			}
+		}
+	}
+	return lost
+}
+
+// tooLarge is why append lost an entry the stream refused alone, as over
+// its message limit: the entry becomes an audit.unwritten one.
+const tooLarge = "too large"
+
+// errStoreFailed is JetStream's "storing failed": a stream that refuses
+// new messages (DiscardNew: the trail is full).
+const errStoreFailed jetstream.ErrorCode = 10077
+
+func apiCode(err error) jetstream.ErrorCode {
+	var a *jetstream.APIError
+	if errors.As(err, &a) {
+		return a.ErrorCode
+	}
+	return 0
+}
+
+// seal seals entries onto the head into messages of at most w.chunk bytes,
+// the first single entries one per message.
+func (w *Writer) seal(entries []protocol.AuditEntry, single int) []chunkOf {
 	now := w.cfg.Now().UTC()
 	head := w.head
 	var chunks []chunkOf
@@ -39,7 +138,7 @@ func (w *Writer) publish(ctx context.Context, entries []protocol.AuditEntry) (in
 			e.Time = now
 		}
 		line := e.Seal()
-		if cur.n > 0 && len(cur.data)+1+len(line) > w.chunk {
+		if cur.n > 0 && (i <= single || len(cur.data)+1+len(line) > w.chunk) {
 			chunks = append(chunks, cur)
 			cur = chunkOf{}
 		}
@@ -54,33 +153,43 @@ func (w *Writer) publish(ctx context.Context, entries []protocol.AuditEntry) (in
 	if cur.n > 0 {
 		chunks = append(chunks, cur)
 	}
+	return chunks
+}
+
+// publish publishes chunks, each expecting the one before it as the
+// stream's last, waits (up to batchWait) for the acknowledgements, and
+// returns how many were stored, in order from the first, moving the head
+// past them.
+func (w *Writer) publish(ctx context.Context, chunks []chunkOf) (int, error) {
+	wait, cancel := context.WithTimeout(ctx, batchWait)
+	defer cancel()
 	futures := make([]jetstream.PubAckFuture, 0, len(chunks))
+	var first error
 	for i, c := range chunks {
 		f, err := w.js.PublishAsync(protocol.AuditSubject, c.data, jetstream.WithExpectLastSequence(w.last+uint64(i)), jetstream.WithExpectStream(protocol.AuditStream))
 		if err != nil {
+			first = err
 			break
 		}
 		futures = append(futures, f)
 	}
 	stored := 0
-	var first error
+	base := w.last
 	for i, f := range futures {
 		select {
 		case ack := <-f.Ok():
-			if first == nil && ack.Sequence == w.last+1 {
-				stored += chunks[i].n
+			if ack.Sequence == base+uint64(i)+1 && stored == i {
+				stored++
 				w.head, w.last = chunks[i].final, ack.Sequence
 			}
 		case err := <-f.Err():
-			if first == nil {
-				first = err
-			}
-		case <-ctx.Done():
-			return stored, ctx.Err()
+			return stored, err
+		case <-wait.Done():
+			return stored, wait.Err()
 		}
 	}
-	if first == nil && stored < len(entries) {
-		first = errors.New("not every entry was published")
+	if first == nil && stored < len(chunks) {
+		first = errors.New("not every message was published")
 	}
 	return stored, first
 }

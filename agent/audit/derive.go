@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 
@@ -34,103 +35,174 @@ type ledgerState struct {
 }
 
 // deriver turns bus messages into entries (without Seq, Time, Prev, Hash).
+// It is called from every subscription's goroutine.
 type deriver struct {
 	isAgent func(string) bool
+	mu      sync.Mutex // guards ledger
 	ledger  map[string]ledgerState
 }
 
-// derive returns the entry a message makes, or false for a message that
-// makes none (a malformed one, the gateway's routine ledger writes, a
-// subject of an agent the flock does not have).
-func (d *deriver) derive(subject string, h nats.Header, data []byte) (protocol.AuditEntry, bool) {
+// Senders: the share of the trail an entry is charged to (shares.go).
+// An agent's own (what it publishes: results, mail), the services' for an
+// agent (a gateway call, a board change it holds, a pool task given to it,
+// its ledger started over), and the operator's (its tasks, broadcasts,
+// mail and requests, and what the services do for none: a pool task
+// queued again, a board task no agent holds).
+func forAgent(id string) string { return servicesFor + id }
+
+const servicesFor = "services:"
+
+// invalid is what an entry keeps of a field that breaks its rule: its
+// length, never its content (which may be anything an agent chose: 10 KB
+// of characters JSON writes as six bytes each). JSON writes "<" and ">" as
+// six bytes too, hence the parentheses.
+func invalid(s string) string { return "(invalid: " + strconv.Itoa(len(s)) + " bytes)" }
+
+// unreadable is what an entry keeps of a body that is not the JSON it
+// should be.
+func unreadable(data []byte) string { return "(unreadable: " + strconv.Itoa(len(data)) + " bytes)" }
+
+// checked keeps s if it keeps rule (or is empty: absent), else its length.
+func checked(s string, rule func(string) bool) string {
+	if s == "" || rule(s) {
+		return s
+	}
+	return invalid(s)
+}
+
+func resultStatus(s string) bool {
+	switch s {
+	case protocol.StatusOK, protocol.StatusFailed, protocol.StatusTimeout, protocol.StatusRejected, protocol.StatusError:
+		return true
+	}
+	return false
+}
+
+// user is who a body may name: an agent's ID or one of the flock's own
+// users (operator, gateway: they keep the same rule).
+func user(s string) bool { return protocol.ValidAgentID(s) }
+
+// derive returns the entry a message makes and the share it is charged
+// to, or false for a message that makes none (the gateway's routine
+// ledger writes, a subject of an agent the flock does not have, a service's
+// message that cannot be read). Every field taken from a body or a subject
+// is checked against the protocol's rule for it and kept as its length
+// when it breaks it: no entry is over protocol.MaxAuditEntry.
+func (d *deriver) derive(subject string, h nats.Header, data []byte) (protocol.AuditEntry, string, bool) {
 	t := strings.Split(subject, ".")
-	agentOK := func(id string) bool { return id != "" && (d.isAgent == nil || d.isAgent(id)) }
+	agentOK := func(id string) bool { return protocol.ValidAgentID(id) && (d.isAgent == nil || d.isAgent(id)) }
 	switch {
 	case t[0] == "tasks" && len(t) == 2:
 		var task struct {
 			ID string `json:"id"`
 		}
 		_ = json.Unmarshal(data, &task) // an unreadable task is still sent; its ID stays empty
+		to := checked(t[1], func(s string) bool { return s == "all" || s == protocol.ConsumerPool || protocol.ValidAgentID(s) })
 		if subject == protocol.SubjectTasksPool && h.Get(protocol.HeaderPoolSeq) != "" {
 			// The bus queues a pool task again that no agent answered.
-			return protocol.AuditEntry{Who: "bus", Kind: protocol.AuditTaskAssigned, Agent: t[1], What: task.ID, Outcome: "queued again"}, true
+			return protocol.AuditEntry{Who: "bus", Kind: protocol.AuditTaskAssigned, Agent: to, What: checked(task.ID, protocol.ValidTaskID), Outcome: "queued again"}, protocol.OperatorUser, true
 		}
-		return protocol.AuditEntry{Who: protocol.OperatorUser, Kind: protocol.AuditTaskSent, Agent: t[1], What: task.ID, Trace: protocol.TraceIDOf(h.Get(protocol.HeaderTraceparent))}, true
+		return protocol.AuditEntry{Who: protocol.OperatorUser, Kind: protocol.AuditTaskSent, Agent: to, What: checked(task.ID, protocol.ValidTaskID),
+			Trace: protocol.TraceIDOf(h.Get(protocol.HeaderTraceparent))}, protocol.OperatorUser, true
 	case t[0] == "tasks" && len(t) == 3 && t[1] == "pool":
 		var task struct {
 			ID string `json:"id"`
 		}
 		_ = json.Unmarshal(data, &task)
-		return protocol.AuditEntry{Who: "bus", Kind: protocol.AuditTaskAssigned, Agent: t[2], What: task.ID}, agentOK(t[2])
+		return protocol.AuditEntry{Who: "bus", Kind: protocol.AuditTaskAssigned, Agent: t[2], What: checked(task.ID, protocol.ValidTaskID)}, forAgent(t[2]), agentOK(t[2])
 	case len(t) == 3 && t[0] == "task" && t[1] == "result":
+		if !agentOK(t[2]) {
+			return protocol.AuditEntry{}, "", false
+		}
 		var r struct {
 			TaskID string `json:"task_id"`
 			Status string `json:"status"`
 			Trace  string `json:"trace"`
 		}
-		if json.Unmarshal(data, &r) != nil || !agentOK(t[2]) {
-			return protocol.AuditEntry{}, false
+		e := protocol.AuditEntry{Who: t[2], Kind: protocol.AuditTaskResult}
+		if json.Unmarshal(data, &r) != nil {
+			// An agent published something on its result subject: a deed
+			// of its, recorded (and charged to its share) as such.
+			e.Outcome = unreadable(data)
+			return e, t[2], true
 		}
-		return protocol.AuditEntry{Who: t[2], Kind: protocol.AuditTaskResult, What: r.TaskID, Outcome: r.Status, Trace: traceID(r.Trace)}, true
+		e.What, e.Outcome, e.Trace = checked(r.TaskID, protocol.ValidTaskID), checked(r.Status, resultStatus), traceID(r.Trace)
+		return e, t[2], true
 	case len(t) == 4 && t[0] == "agent" && t[2] == "inbox":
+		if t[3] != protocol.OperatorUser && !agentOK(t[3]) || !agentOK(t[1]) {
+			return protocol.AuditEntry{}, "", false
+		}
 		var m struct {
 			ID string `json:"id"`
 		}
-		_ = json.Unmarshal(data, &m)
-		if t[3] != protocol.OperatorUser && !agentOK(t[3]) {
-			return protocol.AuditEntry{}, false
+		e := protocol.AuditEntry{Who: t[3], Kind: protocol.AuditMessage, Agent: t[1]}
+		if json.Unmarshal(data, &m) != nil {
+			e.Outcome = unreadable(data)
 		}
-		return protocol.AuditEntry{Who: t[3], Kind: protocol.AuditMessage, Agent: t[1], What: m.ID}, agentOK(t[1])
+		e.What = checked(m.ID, protocol.ValidTaskID) // a message's ID keeps a task ID's rule (agent/mailbox)
+		return e, t[3], true
 	case subject == protocol.SubjectBroadcast:
 		var m struct {
 			ID string `json:"id"`
 		}
 		_ = json.Unmarshal(data, &m)
-		return protocol.AuditEntry{Who: protocol.OperatorUser, Kind: protocol.AuditBroadcast, What: m.ID}, true
+		return protocol.AuditEntry{Who: protocol.OperatorUser, Kind: protocol.AuditBroadcast, What: checked(m.ID, protocol.ValidTaskID)}, protocol.OperatorUser, true
 	case len(t) == 4 && t[0] == "board" && t[1] == "events":
 		var b protocol.BoardTask
 		if json.Unmarshal(data, &b) != nil {
-			return protocol.AuditEntry{}, false
+			return protocol.AuditEntry{}, "", false
 		}
 		who := b.Holder
 		if who == "" {
 			who = b.CreatedBy
 		}
-		return protocol.AuditEntry{Who: who, Kind: protocol.AuditBoardChange, What: t[2] + "/" + t[3], Outcome: b.Status}, true
+		who = checked(who, user)
+		sender := protocol.OperatorUser
+		if who != protocol.OperatorUser && agentOK(who) {
+			sender = forAgent(who)
+		}
+		return protocol.AuditEntry{Who: who, Kind: protocol.AuditBoardChange, What: checked(t[2], protocol.ValidBoardID) + "/" + checked(t[3], protocol.ValidBoardID),
+			Outcome: checked(b.Status, protocol.ValidBoardStatus)}, sender, true
 	case len(t) == 3 && t[0] == "board" && t[1] == "operator":
-		return protocol.AuditEntry{Who: protocol.OperatorUser, Kind: protocol.AuditBoardRequest, What: t[2]}, true
+		return protocol.AuditEntry{Who: protocol.OperatorUser, Kind: protocol.AuditBoardRequest, What: checked(t[2], protocol.ValidBoardID)}, protocol.OperatorUser, true
 	case len(t) == 3 && t[0] == "agent" && t[2] == "usage":
 		var u protocol.Usage
 		if json.Unmarshal(data, &u) != nil || !agentOK(t[1]) {
-			return protocol.AuditEntry{}, false
+			return protocol.AuditEntry{}, "", false
 		}
-		return protocol.AuditEntry{Who: protocol.GatewayUser, Kind: protocol.AuditGatewayCall, Agent: t[1], What: u.Upstream,
-			Outcome: strconv.Itoa(u.Status), Tokens: u.Total, Trace: traceID(u.Trace)}, true
+		return protocol.AuditEntry{Who: protocol.GatewayUser, Kind: protocol.AuditGatewayCall, Agent: t[1], What: checked(u.Upstream, protocol.ValidUpstreamName),
+			Outcome: strconv.Itoa(u.Status), Tokens: u.Total, Trace: traceID(u.Trace)}, forAgent(t[1]), true
 	case strings.HasPrefix(subject, "$KV."+protocol.LedgerBucket+"."):
 		return d.ledgerChange(strings.TrimPrefix(subject, "$KV."+protocol.LedgerBucket+"."), data)
 	}
-	return protocol.AuditEntry{}, false
+	return protocol.AuditEntry{}, "", false
 }
 
 // ledgerChange makes an entry when an agent's ledger entry starts over or
 // its budget or raise changes; the gateway's charges (Spent) make none.
-func (d *deriver) ledgerChange(agent string, data []byte) (protocol.AuditEntry, bool) {
+func (d *deriver) ledgerChange(agent string, data []byte) (protocol.AuditEntry, string, bool) {
 	var e protocol.LedgerEntry
-	if json.Unmarshal(data, &e) != nil {
-		return protocol.AuditEntry{}, false // a delete or purge marker has no body
+	if !protocol.ValidAgentID(agent) || json.Unmarshal(data, &e) != nil {
+		return protocol.AuditEntry{}, "", false // a delete or purge marker has no body
 	}
 	now := ledgerState{epoch: e.Epoch, budget: e.Budget, raised: e.Raised}
+	d.mu.Lock()
 	was, known := d.ledger[agent]
 	d.ledger[agent] = now
+	d.mu.Unlock()
 	if known && was == now || !known && e.Raised == 0 && e.Epoch == 0 {
-		return protocol.AuditEntry{}, false
+		return protocol.AuditEntry{}, "", false
 	}
-	who := e.By
+	who := checked(e.By, user)
 	if who == "" {
 		who = protocol.GatewayUser
 	}
+	sender := forAgent(agent)
+	if who == protocol.OperatorUser {
+		sender = protocol.OperatorUser
+	}
 	outcome := "budget " + strconv.FormatInt(e.Budget, 10) + " raised " + strconv.FormatInt(e.Raised, 10) + " epoch " + strconv.FormatInt(e.Epoch, 10)
-	return protocol.AuditEntry{Who: who, Kind: protocol.AuditBudgetChange, Agent: agent, Outcome: outcome}, true
+	return protocol.AuditEntry{Who: who, Kind: protocol.AuditBudgetChange, Agent: agent, Outcome: outcome}, sender, true
 }
 
 // traceID keeps a trace ID a body names only if it is one: an agent's

@@ -116,5 +116,39 @@ func Verify(ctx context.Context, js jetstream.JetStream, given ...protocol.Audit
 	if err != nil {
 		return Report{}, err
 	}
+	// After the entries: the writer counts there before an entry says so.
+	var u protocol.AuditUnrecorded
+	ok, err := readKey(ctx, kv, protocol.AuditUnrecordedKey, &u)
+	if err != nil {
+		return Report{}, err
+	}
+	if ok {
+		v.Unrecorded(&u)
+	}
 	return v.Report(), nil
+}
+
+// readAnchor reads key of the anchors' bucket (nil: none written).
+func readAnchor(ctx context.Context, kv jetstream.KeyValue, key string) (*protocol.AuditAnchor, error) {
+	var a protocol.AuditAnchor
+	ok, err := readKey(ctx, kv, key, &a)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// readKey reads key of the anchors' bucket into v (false: none written).
+func readKey(ctx context.Context, kv jetstream.KeyValue, key string, v any) (bool, error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("audit: %s: %w", key, err)
+	}
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		return false, fmt.Errorf("audit: %s unreadable: %w", key, err)
+	}
+	return true, nil
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ai-flock/ai-flock/agent/pace"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -27,36 +26,33 @@ type Config struct {
 	// writer listens to their inboxes (SetAgents follows changes).
 	IsAgent func(id string) bool
 	Agents  func() []string
-	// Subscribe listens to a subject (nil: a subscription of the
-	// writer's own); the returned func stops it.
-	Subscribe func(subject string, h nats.MsgHandler) (func(), error)
+	// Subscribe listens to a subject (nil: a subscription of the writer's
+	// own): stop ends it, dropped says how many messages the bus client
+	// dropped on it so far (over its pending limits: a slow consumer),
+	// which the writer counts as missed.
+	Subscribe func(subject string, h nats.MsgHandler) (stop func(), dropped func() int, err error)
 	// AnchorEvery and RetainEvery pace the anchoring of the head and the
 	// removal of what retention let go (0: protocol.AuditAnchorEvery, a
-	// minute).
-	AnchorEvery, RetainEvery time.Duration
+	// minute); SummaryEvery the entries saying what went over a share
+	// (0: AnchorEvery).
+	AnchorEvery, RetainEvery, SummaryEvery time.Duration
 	// Linger is how long the writer lets entries gather before it
 	// appends them (0: DefaultLinger; below 0: none).
 	Linger time.Duration
-	Now    func() time.Time
-	Logger *slog.Logger
+	// QueueBytes bounds the writer's queue (0: DefaultQueueBytes).
+	QueueBytes int
+	// TrailBytes is what the shares are sized from (0: the stream's
+	// MaxBytes, or protocol.DefaultAuditBytes when it has none).
+	TrailBytes int64
+	Now        func() time.Time
+	Logger     *slog.Logger
 }
-
-// queued is a message the writer has yet to append.
-type queued struct {
-	subject string
-	header  nats.Header
-	data    []byte
-	at      time.Time // when it crossed: the entry's time
-}
-
-// maxQueued bounds what waits for the writer; past it, messages are
-// counted as missed and the next entry says how many.
-const maxQueued = 1 << 16
 
 // DefaultLinger is how long entries gather before they are appended.
 const DefaultLinger = 50 * time.Millisecond
 
-// maxTries bounds the appends of one batch.
+// maxTries bounds the appends of one batch that fail for a reason that
+// may pass (a timeout, the bus away, another writer's append).
 const maxTries = 10
 
 // maxBatch bounds the entries sealed at once.
@@ -66,6 +62,18 @@ const maxBatch = 1024
 // as few messages as fit (JSON lines), so that the trail costs the bus a
 // store write per batch, not per entry.
 const maxChunk = 60 << 10
+
+// batchWait bounds the wait for one batch's acknowledgements (the
+// services' link to the bus may be slow).
+const batchWait = 30 * time.Second
+
+// listener is one subscription of the writer's.
+type listener struct {
+	subject string
+	stop    func()
+	dropped func() int
+	seen    int // dropped, as last counted
+}
 
 // Writer is the running audit writer.
 type Writer struct {
@@ -77,26 +85,32 @@ type Writer struct {
 	log    *slog.Logger
 	d      deriver
 	keep   time.Duration
+	trail  int64 // the bytes the shares are sized from
 
-	in     chan queued
-	mu     sync.Mutex
-	missed int
+	q      *queue
+	shares *shares
+	t      *tally
 
 	head     protocol.AuditAnchor // the last entry appended
 	last     uint64               // the stream sequence of the message holding it
 	chunk    int                  // the most bytes of entries one message holds
 	anchored uint64
 
-	subs    []func()
-	subsMu  sync.Mutex
-	inboxes map[string]func() // by agent
-	stop    context.CancelFunc
-	done    chan struct{}
+	subsMu     sync.Mutex
+	subs       map[string]*listener // by subject
+	inboxes    map[string]string    // agent: its inbox subject
+	reconnects uint64
+	down       time.Time // when the link was seen down (zero: up)
+	lastMissed time.Time // when the writer's own entries were last written
+
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // Start finds the trail's head (the last entry, or retention's checkpoint
-// when it removed them all), subscribes to what it derives entries from,
-// appends an entry saying it started, and writes until Stop.
+// when it removed them all) and what the writer before it left (the count
+// of what was not recorded, the shares), subscribes to what it derives
+// entries from, appends an entry saying it started, and writes until Stop.
 func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config) (*Writer, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -107,8 +121,14 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Confi
 	if cfg.RetainEvery <= 0 {
 		cfg.RetainEvery = time.Minute
 	}
+	if cfg.SummaryEvery <= 0 {
+		cfg.SummaryEvery = cfg.AnchorEvery
+	}
 	if cfg.Linger == 0 {
 		cfg.Linger = DefaultLinger
+	}
+	if cfg.QueueBytes <= 0 {
+		cfg.QueueBytes = DefaultQueueBytes
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -122,36 +142,77 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Confi
 	if err != nil {
 		return nil, fmt.Errorf("audit: bucket %s: %w", protocol.AuditAnchorsBucket, err)
 	}
-	w := &Writer{nc: nc, js: js, stream: stream, kv: kv, cfg: cfg, log: log, in: make(chan queued, 8192), done: make(chan struct{}),
-		inboxes: map[string]func(){},
-		d:       deriver{isAgent: cfg.IsAgent, ledger: map[string]ledgerState{}}}
-	if w.keep, err = retention(stream.CachedInfo().Config); err != nil {
+	sc := stream.CachedInfo().Config
+	w := &Writer{nc: nc, js: js, stream: stream, kv: kv, cfg: cfg, log: log, done: make(chan struct{}),
+		subs: map[string]*listener{}, inboxes: map[string]string{}, trail: cfg.TrailBytes,
+		d: deriver{isAgent: cfg.IsAgent, ledger: map[string]ledgerState{}}}
+	if w.keep, err = retention(sc); err != nil {
 		return nil, err
 	}
-	w.chunk = int(min(int64(maxChunk), nc.MaxPayload()-2<<10, int64(stream.CachedInfo().Config.MaxMsgSize)))
+	if w.trail <= 0 {
+		w.trail = sc.MaxBytes
+	}
+	if w.trail <= 0 {
+		w.trail = protocol.DefaultAuditBytes
+	}
+	w.chunk = int(min(int64(maxChunk), nc.MaxPayload()-2<<10))
+	if sc.MaxMsgSize > 0 {
+		w.chunk = min(w.chunk, int(sc.MaxMsgSize)-1<<10)
+	}
+	w.chunk = max(w.chunk, protocol.MaxAuditEntry)
 	if err := w.resync(ctx); err != nil {
 		return nil, err
 	}
 	w.anchored = w.head.Seq
+	var agents []string
+	if cfg.Agents != nil {
+		agents = cfg.Agents()
+	}
+	w.q = newQueue(cfg.QueueBytes, len(agents))
+	w.shares = newShares(sizeShares(w.trail, w.keep, len(agents)))
+	if err := w.carryOver(ctx); err != nil {
+		return nil, err
+	}
+	w.reconnects = nc.Stats().Reconnects
 	for _, subj := range Subjects {
-		stop, err := w.subscribe(subj)
-		if err != nil {
+		if err := w.listen(subj); err != nil {
 			w.unsubscribe()
 			return nil, err
 		}
-		w.subs = append(w.subs, stop)
 	}
 	if cfg.Agents != nil {
-		if err := w.SetAgents(cfg.Agents()); err != nil {
+		if err := w.SetAgents(agents); err != nil {
 			w.unsubscribe()
 			return nil, err
 		}
 	}
 	run, stop := context.WithCancel(context.Background())
 	w.stop = stop
-	w.in <- queued{at: cfg.Now()} // the writer's own entry: it started
 	go w.loop(run)
 	return w, nil
+}
+
+// carryOver reads what the writer before left in the anchors' bucket: the
+// count of entries not recorded (the trail's own running total goes on
+// from it) and what each sender had left of its share.
+func (w *Writer) carryOver(ctx context.Context) error {
+	var u protocol.AuditUnrecorded
+	if ok, err := readKey(ctx, w.kv, protocol.AuditUnrecordedKey, &u); err != nil {
+		return err
+	} else if !ok {
+		u.Total = 0
+	}
+	w.t = newTally(u.Total)
+	var st protocol.AuditShares
+	ok, err := readKey(ctx, w.kv, protocol.AuditSharesKey, &st)
+	if err != nil {
+		w.log.Warn("audit: the shares the writer before left are unreadable: every sender starts with its whole share", "err", err)
+		return nil
+	}
+	if ok {
+		w.shares.restore(st, w.cfg.Now())
+	}
+	return nil
 }
 
 // retention reads the stream's retention from its metadata.
@@ -167,18 +228,42 @@ func retention(c jetstream.StreamConfig) (time.Duration, error) {
 	return d, nil
 }
 
-// take queues a message for the writer; it never blocks the connection.
+// take derives a message's entry and queues it, charged to its sender's
+// share; it never blocks the connection, and keeps nothing of the body.
+// An entry its sender has no share left for is counted over its share; one
+// the queue has no room for, missed.
 func (w *Writer) take(m *nats.Msg) {
-	select {
-	case w.in <- queued{subject: m.Subject, header: m.Header, data: m.Data, at: w.cfg.Now()}:
-	default:
-		w.mu.Lock()
-		w.missed++
-		w.mu.Unlock()
+	e, sender, ok := w.d.derive(m.Subject, m.Header, m.Data)
+	if !ok {
+		return
+	}
+	now := w.cfg.Now()
+	e.Time = now.UTC()
+	size, err := lineSize(e)
+	if err != nil || size > protocol.MaxAuditEntry {
+		w.t.unwrittenEntry(e, fmt.Sprintf("its line would be %d bytes, over the trail's bound of %d", size, protocol.MaxAuditEntry))
+		return
+	}
+	if !w.shares.take(sender, size, now) {
+		w.t.add(lossKey{kind: protocol.AuditOverShare, what: sender}, 1)
+		return
+	}
+	if !w.q.push(queued{e: e, sender: sender, size: size}) {
+		w.shares.refund(sender, size)
+		w.t.missed(protocol.AuditMissedQueue, shareAgent(sender), 1)
 	}
 }
 
-// Stop stops listening, appends what was queued, and returns.
+// lineSize is the most bytes e's line takes once sealed: its JSON with the
+// largest sequence and the two hashes, and its newline.
+func lineSize(e protocol.AuditEntry) (int, error) {
+	e.Seq, e.Prev, e.Hash = 1<<63, "", ""
+	b, err := json.Marshal(e)
+	return len(b) + 2*64 + 1, err
+}
+
+// Stop stops listening, appends what was queued and says what was not
+// recorded, and returns.
 func (w *Writer) Stop() {
 	w.unsubscribe()
 	w.stop()
@@ -188,199 +273,76 @@ func (w *Writer) Stop() {
 func (w *Writer) unsubscribe() {
 	w.subsMu.Lock()
 	defer w.subsMu.Unlock()
-	for _, stop := range w.subs {
-		stop()
+	for subj, l := range w.subs {
+		l.stop()
+		delete(w.subs, subj)
 	}
-	w.subs = nil
-	for id, stop := range w.inboxes {
-		stop()
-		delete(w.inboxes, id)
-	}
+	clear(w.inboxes)
 }
 
-// subscribe has take listen to subject.
-func (w *Writer) subscribe(subject string) (func(), error) {
+// listen has take listen to subject.
+func (w *Writer) listen(subject string) error {
+	stop, dropped, err := w.subscribe(subject)
+	if err != nil {
+		return err
+	}
+	w.subsMu.Lock()
+	w.subs[subject] = &listener{subject: subject, stop: stop, dropped: dropped}
+	w.subsMu.Unlock()
+	return nil
+}
+
+func (w *Writer) subscribe(subject string) (func(), func() int, error) {
 	if w.cfg.Subscribe != nil {
-		stop, err := w.cfg.Subscribe(subject, w.take)
+		stop, dropped, err := w.cfg.Subscribe(subject, w.take)
 		if err != nil {
-			return nil, fmt.Errorf("audit: %w", err)
+			return nil, nil, fmt.Errorf("audit: %w", err)
 		}
-		return stop, nil
+		return stop, dropped, nil
 	}
 	sub, err := w.nc.Subscribe(subject, w.take)
 	if err != nil {
-		return nil, fmt.Errorf("audit: subscribe %s: %w", subject, err)
+		return nil, nil, fmt.Errorf("audit: subscribe %s: %w", subject, err)
 	}
-	_ = sub.SetPendingLimits(maxQueued, 64<<20)
-	return func() { _ = sub.Unsubscribe() }, nil
+	_ = sub.SetPendingLimits(1<<14, 4<<20)
+	return func() { _ = sub.Unsubscribe() }, func() int { n, _ := sub.Dropped(); return n }, nil
 }
 
-// SetAgents listens to the inboxes of ids, and of no other agent.
+// SetAgents listens to the inboxes of ids, and of no other agent, and
+// sizes the shares and the queue for them.
 func (w *Writer) SetAgents(ids []string) error {
-	w.subsMu.Lock()
-	defer w.subsMu.Unlock()
+	w.shares.resize(sizeShares(w.trail, w.keep, len(ids)))
+	w.q.setAgents(len(ids))
 	want := map[string]bool{}
 	var errs []error
 	for _, id := range ids {
 		want[id] = true
-		if w.inboxes[id] != nil {
+		w.subsMu.Lock()
+		_, have := w.inboxes[id]
+		w.subsMu.Unlock()
+		if have {
 			continue
 		}
-		stop, err := w.subscribe(protocol.InboxOf(id))
-		if err != nil {
+		subj := protocol.InboxOf(id)
+		if err := w.listen(subj); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		w.inboxes[id] = stop
+		w.subsMu.Lock()
+		w.inboxes[id] = subj
+		w.subsMu.Unlock()
 	}
-	for id, stop := range w.inboxes {
+	w.subsMu.Lock()
+	defer w.subsMu.Unlock()
+	for id, subj := range w.inboxes {
 		if !want[id] {
-			stop()
+			if l := w.subs[subj]; l != nil {
+				w.countDropped(l) // what it dropped before it goes
+				l.stop()
+				delete(w.subs, subj)
+			}
 			delete(w.inboxes, id)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func (w *Writer) loop(run context.Context) {
-	defer close(w.done)
-	anchor := time.NewTicker(w.cfg.AnchorEvery)
-	defer anchor.Stop()
-	retain := time.NewTicker(w.cfg.RetainEvery)
-	defer retain.Stop()
-	w.retain(run)
-	for {
-		select {
-		case <-run.Done():
-			if !w.busBack(time.Second) {
-				// Nothing queued can be written: stopping now, not after
-				// the store's timeouts (a destroy stops bus and services
-				// together).
-				w.log.Warn("audit: stopping with the bus away: what was queued is not written", "queued", len(w.in), "head", w.head.Seq)
-				return
-			}
-			w.drain()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			w.anchor(ctx)
-			cancel()
-			return
-		case q := <-w.in:
-			// What comes within the linger goes in the same messages:
-			// under load, a store write per batch instead of per entry.
-			if w.cfg.Linger > 0 {
-				t := time.NewTimer(w.cfg.Linger)
-				select {
-				case <-t.C:
-				case <-run.Done():
-					t.Stop()
-				}
-			}
-			w.append(run, w.batch(q))
-		case <-anchor.C:
-			w.anchor(run)
-		case <-retain.C:
-			w.retain(run)
-		}
-	}
-}
-
-// batch is q and whatever else is queued, up to maxBatch entries.
-func (w *Writer) batch(q queued) []protocol.AuditEntry {
-	var out []protocol.AuditEntry
-	add := func(q queued) {
-		if q.subject == "" {
-			out = append(out, protocol.AuditEntry{Time: q.at.UTC(), Who: protocol.ServicesUser, Kind: protocol.AuditWriterStarted})
-			return
-		}
-		if e, ok := w.d.derive(q.subject, q.header, q.data); ok {
-			e.Time = q.at.UTC()
-			out = append(out, e)
-		}
-	}
-	add(q)
-	for len(out) < maxBatch {
-		select {
-		case q := <-w.in:
-			add(q)
-		default:
-			return w.withMissed(out)
-		}
-	}
-	return w.withMissed(out)
-}
-
-// withMissed notes, in an entry of its own, the messages that found the
-// queue full since the last batch.
-func (w *Writer) withMissed(out []protocol.AuditEntry) []protocol.AuditEntry {
-	w.mu.Lock()
-	n := w.missed
-	w.missed = 0
-	w.mu.Unlock()
-	if n > 0 {
-		w.log.Error("audit: messages missed: the writer fell behind", "missed", n)
-		out = append(out, protocol.AuditEntry{Time: w.cfg.Now().UTC(), Who: protocol.ServicesUser, Kind: protocol.AuditMissed, Outcome: fmt.Sprintf("%d entries lost", n)})
-	}
-	return out
-}
-
-// drain appends what is queued when the writer stops.
-func (w *Writer) drain() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for {
-		select {
-		case q := <-w.in:
-			w.append(ctx, w.batch(q))
-		default:
-			return
-		}
-	}
-}
-
-// append seals the entries onto the head and publishes them, each
-// expecting the one before it as the stream's last: a second writer, or a
-// publish that failed, cannot fork the chain. On a failure the writer
-// reads the head again and seals what was not stored onto it; after
-// maxTries it gives them up, and the next entry says how many were lost.
-func (w *Writer) append(ctx context.Context, entries []protocol.AuditEntry) {
-	for try := 0; len(entries) > 0; try++ {
-		if try == maxTries {
-			w.log.Error("audit: entries lost: the trail refuses them (full?)", "entries", len(entries))
-			w.mu.Lock()
-			w.missed += len(entries)
-			w.mu.Unlock()
-			return
-		}
-		if try > 0 {
-			if !pace.Sleep(ctx, time.Duration(min(try, 10))*200*time.Millisecond) {
-				w.log.Error("audit: entries not appended: stopping", "entries", len(entries))
-				return
-			}
-			if err := w.resync(ctx); err != nil {
-				w.log.Warn("audit: head not read", "err", err)
-				continue
-			}
-		}
-		stored, err := w.publish(ctx, entries)
-		entries = entries[stored:]
-		if err != nil {
-			w.log.Warn("audit: entries not appended yet", "left", len(entries), "err", err)
-		}
-	}
-}
-
-// readAnchor reads key of the anchors' bucket (nil: none written).
-func readAnchor(ctx context.Context, kv jetstream.KeyValue, key string) (*protocol.AuditAnchor, error) {
-	e, err := kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("audit: %s: %w", key, err)
-	}
-	var a protocol.AuditAnchor
-	if err := json.Unmarshal(e.Value(), &a); err != nil {
-		return nil, fmt.Errorf("audit: %s unreadable: %w", key, err)
-	}
-	return &a, nil
 }

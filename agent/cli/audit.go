@@ -109,7 +109,9 @@ func (a *anchorFlags) Set(v string) error {
 	return nil
 }
 
-// auditVerifyCmd checks the whole trail: exit 0 whole, 1 with problems.
+// auditVerifyCmd checks the whole trail: exit 0 whole, 1 with problems
+// (an edit, a deletion, a truncation) or gaps (entries it says it does not
+// hold).
 func auditVerifyCmd(ctx context.Context, args []string, env Env, sio IO) int {
 	o := newOperatorCmd("audit verify", env, sio)
 	var anchors anchorFlags
@@ -156,11 +158,23 @@ func printReport(sio IO, r audit.Report) {
 	if len(r.Anchors) == 0 {
 		fmt.Fprintln(sio.Out, "warning: no anchored head: entries cut off at the end would not show (give one with --anchor)")
 	}
+	switch {
+	case r.Starts == 1:
+		fmt.Fprintln(sio.Out, "the writer started once: what crossed the bus before it is not in the trail")
+	case r.Starts > 1:
+		fmt.Fprintf(sio.Out, "the writer started %d times: what crossed the bus while it was down is not in the trail\n", r.Starts)
+	}
 	if r.OK() {
 		fmt.Fprintln(sio.Out, "ok: the trail is whole")
 		return
 	}
+	for _, g := range r.Gaps {
+		fmt.Fprintln(sio.Out, "not recorded:", g)
+	}
 	for _, p := range r.Problems {
 		fmt.Fprintln(sio.Out, "problem:", p)
+	}
+	if r.Intact() {
+		fmt.Fprintf(sio.Out, "not whole: intact, but %d entries are not in it (above)\n", r.NotRecorded)
 	}
 }

@@ -71,14 +71,40 @@ func TestAuditExportsAndVerifiesTheTrail(t *testing.T) {
 		}
 	}
 
-	// An entry deleted by someone holding the JetStream API.
+	// The trail full: the task's entries are refused, counted, and
+	// verify says so (exit 1, intact but not whole).
 	op := e.f.Connect(t, protocol.OperatorUser)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stream, err := bustest.JetStream(t, op).Stream(ctx, protocol.AuditStream)
+	js := bustest.JetStream(t, op)
+	stream, err := js.Stream(ctx, protocol.AuditStream)
 	if err != nil {
 		t.Fatal(err)
 	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, roomy := info.Config, info.Config
+	full.MaxBytes = int64(info.State.Bytes)
+	if _, err := js.UpdateStream(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := e.run(t, "task", "--agent", "agent-2", "--id", "unrecorded-1", "--", self, "tool", "exit", "0"); code != cli.ExitOK {
+		t.Fatalf("the task while the trail is full: exit %d: %s", code, errOut)
+	}
+	testkit.WaitFor(t, 10*time.Second, "verify to say the task's entries are not recorded", func() bool {
+		code, out, _ = e.run(t, "audit", "verify")
+		return code == cli.ExitTaskFailed && strings.Contains(out, "not recorded: 2 entries not recorded since entry") && strings.Contains(out, "not whole: intact, but 2 entries are not in it")
+	})
+	if strings.Contains(out, "problem:") {
+		t.Fatalf("verify with entries not recorded names a problem: %s", out)
+	}
+	if _, err := js.UpdateStream(ctx, roomy); err != nil {
+		t.Fatal(err)
+	}
+
+	// An entry deleted by someone holding the JetStream API.
 	if err := stream.DeleteMsg(ctx, stream.CachedInfo().State.FirstSeq); err != nil {
 		t.Fatal(err)
 	}

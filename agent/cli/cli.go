@@ -73,7 +73,8 @@ Operator (common flags: --nats URL, --nkey FILE, --json):
                     with what outcome (never a body); T: 90m, 24h or an RFC 3339 time
   audit verify [--anchor SEQ:HASH]...
                     check the trail's hash chain, retention's checkpoint and the
-                    anchored heads: 0 whole, 1 an entry edited, deleted or cut off
+                    anchored heads: 0 whole, 1 an entry edited, deleted or cut off,
+                    or entries not recorded (lost, over a share, not written)
   dead              list parked (dead-letter) tasks
   budget [list | raise AGENT TOKENS | reset AGENT]
                     the agents' model spending against their budgets (the

@@ -188,7 +188,7 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*S
 	}
 	if !cfg.NoAudit {
 		ac := cfg.Audit
-		ac.IsAgent, ac.Agents, ac.Subscribe, ac.Logger = s.isAgent, s.agentIDs, s.tap.Subscribe, log.With("component", "audit")
+		ac.IsAgent, ac.Agents, ac.Subscribe, ac.Logger = s.isAgent, s.agentIDs, s.tap.Listen, log.With("component", "audit")
 		for {
 			var w *audit.Writer
 			w, err = audit.Start(ctx, nc, js, ac)

@@ -256,7 +256,7 @@ func BuildTopology(m flock.Model, p Peers) protocol.Topology {
 		})
 	}
 	bucket(protocol.AuditAnchorsBucket, "the audit trail's anchored head and retention checkpoint (the audit writer's)",
-		8, protocol.AuditAnchorsBytes, 1<<10)
+		8, protocol.AuditAnchorsBytes, protocol.AuditAnchorsValueBytes)
 	// The spending ledger: one entry per agent, replicated like the
 	// streams, so a gateway that restarts (or a second one) continues from
 	// the same totals.

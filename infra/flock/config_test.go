@@ -83,7 +83,7 @@ func TestValidateRules(t *testing.T) {
 			c.Network.PrefixLength = ip(28)
 			c.Bus.JetStreamMaxMiB = ip(4000) // 2 MiB of it for each agent's mailbox
 			return c
-		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 123 KiB each for their results"},
+		}(), "flock:bus.jetStreamMaxMiB", "leaves 900 agents 122 KiB each for their results"},
 		{"bus limits", with(func(c *Config) { c.Bus.Limits.MemoryMiB = ip(1) }), "flock:bus.limits.memoryMiB", "between 32"},
 		{"audit retention syntax", with(func(c *Config) { c.Audit.Retention = sp("forever") }), "flock:audit.retention", "Go duration"},
 		{"audit retention short", with(func(c *Config) { c.Audit.Retention = sp("1m") }), "flock:audit.retention", "between 1h0m0s"},

@@ -110,7 +110,7 @@ var DefaultModelGatewayLimits = Limits{CPUs: 0.5, MemoryMiB: 128, Pids: 256, Tmp
 const MaxBudgetTokens = 1_000_000_000_000
 
 var (
-	upstreamName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
+	upstreamName = regexp.MustCompile(protocol.UpstreamNameRule)
 	secretKey    = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9]{0,63}$`)
 	headerName   = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
 )

@@ -225,6 +225,9 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 		"flock:bus":        `{"heartbeatInterval": "2s", "ackWait": "5s", "maxDeliver": 4, "resultsMiBPerAgent": 8}`,
 		"flock:docker":     `{"baseImage": "scratch"}`,
 		"flock:board":      fmt.Sprintf(`{"addQuota": %d}`, boardAddQuota),
+		// The smallest trail, so that a flood reaches an agent's share of it
+		// within TestHostileAuditFlood.
+		"flock:audit": `{"maxMiB": 16}`,
 	}, gatewayKeyConfig, openaiKeyConfig)
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)

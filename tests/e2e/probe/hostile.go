@@ -287,3 +287,34 @@ func replyRedirect(url, seedFile string, targets []string) {
 		os.Exit(1)
 	}
 }
+
+// floodAudit publishes, as fast as the bus reads it, results whose task ID
+// is 11,000 '<' (which JSON writes as six bytes each: an entry keeping it
+// would be over the audit trail's 64 KiB message) on its own result
+// subject, and every tenth time a message to agent to's inbox with such an
+// ID, for d. It prints how many of each it published.
+func floodAudit(url, seedFile, to string, d time.Duration) {
+	nc, _ := hostileConn(url, seedFile)
+	defer nc.Close()
+	self := os.Getenv("AGENT_ID")
+	id := strings.Repeat("<", 11000)
+	result := []byte(`{"v":1,"task_id":"` + id + `","agent":"` + self + `","status":"ok"}`)
+	message := []byte(`{"v":1,"id":"` + id + `","from":"` + self + `","body":"x"}`)
+	results, messages := 0, 0
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		if err := nc.Publish(protocol.ResultSubject(self), result); err != nil {
+			fail(fmt.Errorf("after %d results: %w", results, err))
+		}
+		results++
+		if results%10 == 0 {
+			if err := nc.Publish(protocol.InboxSubject(to, self), message); err != nil {
+				fail(fmt.Errorf("after %d messages: %w", messages, err))
+			}
+			messages++
+		}
+	}
+	if err := nc.FlushTimeout(2 * time.Minute); err != nil { // the bus reads us at its per-peer rate
+		fail(err)
+	}
+	ok(fmt.Sprintf("published %d results and %d messages in %s", results, messages, d))
+}

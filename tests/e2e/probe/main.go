@@ -141,6 +141,10 @@ func main() {
 		// A hostile agent: messages to a peer's inbox as fast as it can,
 		// each asking for a receipt, for a duration.
 		floodInbox(arg(2), arg(3), arg(4), dur(5))
+	case "flood-audit":
+		// A hostile agent: results and messages whose IDs would make audit
+		// entries past the trail's message size, as fast as it can.
+		floodAudit(arg(2), arg(3), arg(4), dur(5))
 	case "conns":
 		// A hostile agent: open as many bus connections as it can with its
 		// own key, and hold them.

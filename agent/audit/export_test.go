@@ -1,0 +1,4 @@
+package audit
+
+// LineSize is lineSize, for the tests outside the package.
+var LineSize = lineSize
