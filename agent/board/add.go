@@ -54,7 +54,7 @@ func (s *Service) add(ctx context.Context, caller string, req protocol.BoardRequ
 	switch {
 	case err != nil:
 		return nil, err
-	case !ok:
+	case !ok || !visible(viewer, parent):
 		return nil, noTask(parentKey)
 	case parent.Status != protocol.BoardClaimed || parent.Holder != caller:
 		return nil, refuse(protocol.BoardErrNotHolder, "task %s is not held by %s: subtasks are added under a task one holds", parent.Key(), caller)

@@ -31,6 +31,8 @@ func (s *Service) claim(ctx context.Context, caller string, req protocol.BoardRe
 	}
 	take := func(t protocol.BoardTask) (protocol.BoardTask, error) {
 		switch {
+		case !visible(a, t):
+			return t, noTask(t.Key()) // neither its status nor whom it is for
 		case t.Status != protocol.BoardReady:
 			return t, refuse(protocol.BoardErrNotReady, "task %s is %s, not ready", t.Key(), t.Status)
 		case !mayTake(a, t):
