@@ -16,6 +16,16 @@ import (
 // operator asks on board.operator.<op>. Every transition is published on
 // board.events.<plan>.<task>, and a task that became ready rings
 // SubjectBoardReady (no body) so idle agents claim without polling.
+//
+// A task's ID says who alone may create it. A plan's tasks are the
+// operator's, their IDs BoardIDRule's (no '/'); a subtask an agent adds
+// lives in that agent's namespace, "<agent>/<id>" (BoardAgentTaskID), which
+// no plan file can name. So no agent can take an ID the operator's plan
+// uses or may use, nor one of another agent's: the key is
+// "<plan>.<agent>/<id>" and the event subject board.events.<plan>.<agent>/<id>
+// ('/' is a plain character of KV keys and subjects, so "*" still matches
+// one task). Where a task's ID becomes a file or object name, its '/' is a
+// '.' (BoardTaskFile): no ID has a dot, so the two stay apart.
 
 // BoardBucket is the bucket's name; its stream is "KV_" + BoardBucket.
 const BoardBucket = "FLOCK_BOARD"
@@ -91,7 +101,8 @@ func containsDot(s string) bool {
 }
 
 // Board operations. Agents: list, show, claim, renew, complete, fail,
-// release, add. The operator: apply, list, show, cancel, retry.
+// release, add, put, get. The operator: apply, apply-dry-run, list, show,
+// cancel, retry, remove, get.
 const (
 	BoardOpList     = "list"
 	BoardOpShow     = "show"
@@ -105,6 +116,11 @@ const (
 	BoardOpCancel   = "cancel"
 	BoardOpRetry    = "retry"
 	BoardOpRemove   = "remove" // the operator removes a finished plan's tasks
+	// BoardOpDryRun is apply's checks and the changes it would make,
+	// written nowhere: its request is apply's. An op of its own, not a
+	// flag of apply's, so that a board service that does not know it
+	// refuses it ("unknown op") rather than apply the plan for real.
+	BoardOpDryRun = "apply-dry-run"
 )
 
 // Board task statuses.
@@ -156,7 +172,8 @@ const (
 
 var boardIDPattern = regexp.MustCompile(BoardIDRule)
 
-// ValidBoardID reports whether s may be a plan's or a task's ID.
+// ValidBoardID reports whether s may be a plan's ID, or the ID of a task of
+// a plan file (the operator's).
 func ValidBoardID(s string) bool { return boardIDPattern.MatchString(s) }
 
 var boardLabelPattern = regexp.MustCompile(BoardLabelRule)
@@ -169,7 +186,9 @@ func ValidBoardLabel(s string) bool { return boardLabelPattern.MatchString(s) }
 func BoardKey(plan, task string) string { return plan + "." + task }
 
 // BoardTaskSpec is a task as a plan file (or an agent adding a subtask) states
-// it: everything the operator decides. Exactly one of Run and Prompt.
+// it: everything the operator decides. Exactly one of Run and Prompt. ID is
+// BoardIDRule's in a plan file and in an add (the board makes an agent's
+// "<agent>/<id>"); a stored task's is its whole ID.
 type BoardTaskSpec struct {
 	ID       string   `json:"id" yaml:"id"`
 	Title    string   `json:"title,omitempty" yaml:"title,omitempty"`
@@ -294,9 +313,9 @@ func BoardRetryable(code string) bool {
 // BoardChange is what applying a plan did to one task.
 type BoardChange struct {
 	Task   string `json:"task"`
-	Change string `json:"change"` // created, updated, unchanged, kept, cancelled
+	Change string `json:"change"` // created, updated, unchanged, kept, cancelled, refused
 	Status string `json:"status"`
-	Why    string `json:"why,omitempty"` // for kept: why the edit was not applied
+	Why    string `json:"why,omitempty"` // for kept and refused: why
 }
 
 // Changes an apply reports.
@@ -306,6 +325,10 @@ const (
 	BoardUnchanged = "unchanged"
 	BoardKept      = "kept"
 	BoardRemoved   = "cancelled"
+	// BoardRefused is a dry run's word for a task of the file that the
+	// apply would refuse (one on the board the operator did not create):
+	// the whole apply is then refused, and writes nothing.
+	BoardRefused = "refused"
 )
 
 // BoardError is a refused request as a Go error.

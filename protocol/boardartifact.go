@@ -29,8 +29,12 @@ const (
 	NeedsDir     = "needs"
 )
 
-// ArtifactObject is an artifact's name in the store.
-func ArtifactObject(plan, task, name string) string { return plan + "/" + task + "/" + name }
+// ArtifactObject is an artifact's name in the store: "<plan>/<task>/<name>",
+// an agent's subtask as BoardTaskFile names it ("<agent>.<id>"), so that no
+// task's artifact is another's (agent-1/x's "a" and task agent-1's "x/a").
+func ArtifactObject(plan, task, name string) string {
+	return plan + "/" + BoardTaskFile(task) + "/" + name
+}
 
 // BoardArtifact describes a stored artifact.
 type BoardArtifact struct {

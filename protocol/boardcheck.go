@@ -53,8 +53,9 @@ func field(path, name string) string {
 	return path + "." + name
 }
 
-// Validate checks a task spec as it stands alone: its ID, exactly one of
-// run and prompt, the sizes, its needs (well-formed, none twice, not
+// Validate checks a task spec as it stands alone: its ID (BoardIDRule's),
+// exactly one of run and prompt, the sizes, its needs (well-formed task
+// names, BoardTaskRefRule's: a subtask may need an agent's; none twice, not
 // itself), its labels, assignee, attempts and timeout. Whether its needs
 // exist is the plan's question (BoardPlan.Validate), or the board's for a
 // subtask. path prefixes every field ("tasks[3]"; "" for none).
@@ -102,8 +103,8 @@ func (s BoardTaskSpec) Validate(path string) error {
 	for i, n := range s.Needs {
 		f := field(path, fmt.Sprintf("needs[%d]", i))
 		switch j, dup := seen[n]; {
-		case !ValidBoardID(n):
-			p.add(f, "must be a task ID matching %s (got %q)", BoardIDRule, clip(n))
+		case !ValidBoardTaskRef(n):
+			p.add(f, "must be a task ID matching %s (got %q)", BoardTaskRefRule, clip(n))
 		case n == s.ID:
 			p.add(f, "a task cannot need itself (%q)", n)
 		case dup:
@@ -203,7 +204,11 @@ func (pl BoardPlan) Validate() error {
 	}
 	for i, s := range pl.Tasks {
 		for k, n := range s.Needs {
-			if _, ok := index[n]; !ok && ValidBoardID(n) && n != s.ID {
+			switch _, ok := index[n]; {
+			case ok || !ValidBoardTaskRef(n) || n == s.ID:
+			case BoardTaskOwner(n) != OperatorUser:
+				p.add(fmt.Sprintf("tasks[%d].needs[%d]", i, k), "%q is an agent's subtask: a plan's tasks need only tasks of the plan", n)
+			default:
 				p.add(fmt.Sprintf("tasks[%d].needs[%d]", i, k), "%q is not a task of the plan", n)
 			}
 		}

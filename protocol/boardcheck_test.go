@@ -59,7 +59,9 @@ func TestBoardTaskSpecValidate(t *testing.T) {
 		{"title two lines", BoardTaskSpec{ID: "a", Prompt: "x", Title: "a\nb"}, []string{"t.title"}},
 		{"self need", prompt("a", "b", "a"), []string{"t.needs[1]"}},
 		{"dup need", prompt("a", "b", "b"), []string{"t.needs[1]"}},
-		{"bad need", prompt("a", "b/c"), []string{"t.needs[0]"}},
+		{"bad needs", prompt("a", "B/c", "a/b/c", "../x", "agent-1/", "/x"), []string{"t.needs[0]", "t.needs[1]", "t.needs[2]", "t.needs[3]", "t.needs[4]"}},
+		{"an agent's subtask as a need", prompt("a", "agent-1/x", "b"), nil},
+		{"an agent's ID", BoardTaskSpec{ID: "agent-1/x", Prompt: "x"}, []string{"t.id"}},
 		{"too many needs", BoardTaskSpec{ID: "a", Prompt: "x", Needs: ids(MaxBoardNeeds + 1)}, []string{"t.needs"}},
 		{"bad label", BoardTaskSpec{ID: "a", Prompt: "x", Labels: []string{"GPU", "ok", "-x"}}, []string{"t.labels[0]", "t.labels[2]"}},
 		{"dup label", BoardTaskSpec{ID: "a", Prompt: "x", Labels: []string{"gpu", "gpu"}}, []string{"t.labels[1]"}},
@@ -110,6 +112,8 @@ func TestBoardPlanValidate(t *testing.T) {
 		{"duplicate", BoardPlan{Plan: "p", Tasks: []BoardTaskSpec{prompt("a"), prompt("b"), prompt("a")}}, []string{"tasks[2].id"}, []string{`"a" is also tasks[0]'s ID`}},
 		{"unknown need", BoardPlan{Plan: "p", Tasks: []BoardTaskSpec{prompt("a"), prompt("b", "a", "zz")}}, []string{"tasks[1].needs[1]"}, []string{`"zz" is not a task of the plan`}},
 		{"self need", BoardPlan{Plan: "p", Tasks: []BoardTaskSpec{prompt("a", "a")}}, []string{"tasks[0].needs[0]"}, nil},
+		{"an agent's subtask as a need", BoardPlan{Plan: "p", Tasks: []BoardTaskSpec{prompt("a", "agent-1/a")}}, []string{"tasks[0].needs[0]"}, []string{`"agent-1/a" is an agent's subtask: a plan's tasks need only tasks of the plan`}},
+		{"an agent's ID in a plan", BoardPlan{Plan: "p", Tasks: []BoardTaskSpec{{ID: "agent-1/a", Prompt: "x"}}}, []string{"tasks[0].id"}, nil},
 		{"cycle", BoardPlan{Plan: "p", Tasks: []BoardTaskSpec{prompt("a", "b"), prompt("b", "c"), prompt("c", "a"), prompt("d", "a")}},
 			[]string{"tasks[0].needs"}, []string{"a -> b -> c -> a"}},
 		{"two cycles", BoardPlan{Plan: "p", Tasks: []BoardTaskSpec{prompt("a", "b"), prompt("b", "a"), prompt("x", "y"), prompt("y", "x")}},
@@ -133,6 +137,35 @@ func TestBoardPlanValidate(t *testing.T) {
 	big := BoardPlan{Plan: "p", Tasks: make([]BoardTaskSpec, MaxBoardPlanTasks+1)}
 	if got := fields(big.Validate()); len(got) != 1 || got[0] != "tasks" {
 		t.Fatalf("a plan over the limit: %v", got)
+	}
+}
+
+// A task's ID says who may create it, and names one file: a plan's task
+// and an agent's subtask never share a key, an object name or a directory.
+func TestBoardTaskNamespaces(t *testing.T) {
+	for _, c := range []struct{ id, owner, file string }{
+		{"build", OperatorUser, "build"},
+		{"agent-1", OperatorUser, "agent-1"},
+		{"agent-1/build", "agent-1", "agent-1.build"},
+		{BoardAgentTaskID("agent-22", "x-1"), "agent-22", "agent-22.x-1"},
+	} {
+		if !ValidBoardTaskRef(c.id) || BoardTaskOwner(c.id) != c.owner || BoardTaskFile(c.id) != c.file {
+			t.Errorf("%s: valid %v, owner %q, file %q; want %q, %q", c.id, ValidBoardTaskRef(c.id), BoardTaskOwner(c.id), BoardTaskFile(c.id), c.owner, c.file)
+		}
+	}
+	// Task "agent-1"'s artifact "x/a" and task "agent-1/x"'s "a".
+	if a, b := ArtifactObject("p", "agent-1", "x/a"), ArtifactObject("p", "agent-1/x", "a"); a == b {
+		t.Errorf("two tasks' artifacts are one object: %s", a)
+	}
+	if got := BoardKeyFile("p", "agent-1/x"); got != "p.agent-1.x" || BoardKeyFile("p", "x") != "p.x" {
+		t.Errorf("key files %q", got)
+	}
+	squat := BoardTask{Plan: "p", BoardTaskSpec: BoardTaskSpec{ID: "deploy"}, CreatedBy: "agent-1"}
+	own := BoardTask{Plan: "p", BoardTaskSpec: BoardTaskSpec{ID: "agent-1/deploy"}, CreatedBy: "agent-1"}
+	forged := BoardTask{Plan: "p", BoardTaskSpec: BoardTaskSpec{ID: "agent-2/deploy"}, CreatedBy: "agent-1"}
+	plan := BoardTask{Plan: "p", BoardTaskSpec: BoardTaskSpec{ID: "deploy"}, CreatedBy: OperatorUser}
+	if squat.ByOwner() || forged.ByOwner() || !own.ByOwner() || !plan.ByOwner() {
+		t.Errorf("by owner: squat %v, forged %v, own %v, plan %v", squat.ByOwner(), forged.ByOwner(), own.ByOwner(), plan.ByOwner())
 	}
 }
 

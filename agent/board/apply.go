@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +26,15 @@ const applyWorkers = 8
 // the plan that the file no longer has are cancelled when not started yet
 // and kept otherwise; the subtasks agents added are not the file's, and
 // stay. Applying the same file again changes nothing.
-func (s *Service) apply(ctx context.Context, req protocol.BoardRequest) (*protocol.BoardReply, error) {
+//
+// A task of the file that is on the board but was not created by the
+// operator (an agent's subtask under that ID, left from before agents'
+// subtasks had a namespace of their own) is never adopted: the apply is
+// refused whole, naming each such task and who created it.
+//
+// dry: the same checks, and the changes the apply would make (a task it
+// would refuse as "refused"), written nowhere.
+func (s *Service) apply(ctx context.Context, req protocol.BoardRequest, dry bool) (*protocol.BoardReply, error) {
 	plan := protocol.BoardPlan{Plan: req.Plan, Tasks: req.Tasks}
 	if err := plan.Validate(); err != nil {
 		return nil, refuse(protocol.BoardErrInvalid, "the plan is not applied: %d problem(s):\n%s", len(protocol.Problems(err)), err)
@@ -33,6 +42,12 @@ func (s *Service) apply(ctx context.Context, req protocol.BoardRequest) (*protoc
 	// The file's order is the order of creation: claims take the oldest
 	// first, so a plan's ready tasks go in the order they are written.
 	start := s.now()
+	if dry {
+		return s.dryRun(ctx, plan, start)
+	}
+	if err := s.adopts(plan); err != nil {
+		return nil, err
+	}
 	changes := make([]protocol.BoardChange, len(plan.Tasks))
 	errs := make([]error, len(plan.Tasks))
 	next := make(chan int)
@@ -55,6 +70,66 @@ func (s *Service) apply(ctx context.Context, req protocol.BoardRequest) (*protoc
 	if err := errors.Join(errs...); err != nil {
 		return rep, fmt.Errorf("plan %s partly applied (apply it again): %w", plan.Plan, err)
 	}
+	for _, g := range s.gone(plan) {
+		c, err := s.removeTask(ctx, g.Key())
+		if err != nil {
+			return rep, fmt.Errorf("plan %s partly applied (apply it again): %w", plan.Plan, err)
+		}
+		rep.Changes = append(rep.Changes, c)
+	}
+	return rep, nil
+}
+
+// dryRun is apply's answer without its writes: the change each task of the
+// file would see, then each task the file no longer has; and apply's
+// refusal when it would refuse (the changes come with it, the tasks it
+// would not adopt as "refused").
+func (s *Service) dryRun(ctx context.Context, plan protocol.BoardPlan, start time.Time) (*protocol.BoardReply, error) {
+	rep := &protocol.BoardReply{Changes: make([]protocol.BoardChange, 0, len(plan.Tasks))}
+	for i, spec := range plan.Tasks {
+		cur, ok, err := s.st.lookup(ctx, protocol.BoardKey(plan.Plan, spec.ID))
+		if err != nil {
+			return nil, err
+		}
+		if ok && cur.CreatedBy != protocol.OperatorUser {
+			rep.Changes = append(rep.Changes, protocol.BoardChange{Task: spec.ID, Change: protocol.BoardRefused, Status: cur.Status, Why: notAdopted(cur)})
+			continue
+		}
+		_, c := s.applyStep(plan.Plan, spec, cur, ok, start.Add(time.Duration(i)))
+		rep.Changes = append(rep.Changes, c)
+	}
+	for _, g := range s.gone(plan) {
+		_, c := removal(g)
+		rep.Changes = append(rep.Changes, c)
+	}
+	return rep, s.adopts(plan)
+}
+
+// adopts refuses a plan any of whose tasks is on the board created by
+// another than the operator, naming each and who created it. The view has
+// every such task: only an agent's add from before namespaces made one.
+func (s *Service) adopts(plan protocol.BoardPlan) error {
+	var not []string
+	for i, spec := range plan.Tasks {
+		if cur, ok := s.st.get(protocol.BoardKey(plan.Plan, spec.ID)); ok && cur.CreatedBy != protocol.OperatorUser {
+			not = append(not, fmt.Sprintf("tasks[%d]: task %s (%s) %s", i, cur.Key(), cur.Status, notAdopted(cur)))
+		}
+	}
+	if len(not) == 0 {
+		return nil
+	}
+	return refuse(protocol.BoardErrForbidden, "the plan is not applied: %d of its tasks are on the board but were not created by the operator, and apply adopts none (give the file's task another ID, or remove the plan once it is finished):\n%s",
+		len(not), strings.Join(not, "\n"))
+}
+
+// notAdopted says why apply does not take t as the file's task.
+func notAdopted(t protocol.BoardTask) string {
+	return fmt.Sprintf("was created by %s, not the operator: apply does not adopt it", t.CreatedBy)
+}
+
+// gone is the operator's tasks of the plan, not cancelled, that the file no
+// longer has, oldest first.
+func (s *Service) gone(plan protocol.BoardPlan) []protocol.BoardTask {
 	inFile := map[string]bool{}
 	for _, t := range plan.Tasks {
 		inFile[t.ID] = true
@@ -63,14 +138,7 @@ func (s *Service) apply(ctx context.Context, req protocol.BoardRequest) (*protoc
 		return !inFile[t.ID] && t.CreatedBy == protocol.OperatorUser && t.Status != protocol.BoardCancelled
 	})
 	slices.SortFunc(gone, byAge)
-	for _, g := range gone {
-		c, err := s.removeTask(ctx, g.Key())
-		if err != nil {
-			return rep, fmt.Errorf("plan %s partly applied (apply it again): %w", plan.Plan, err)
-		}
-		rep.Changes = append(rep.Changes, c)
-	}
-	return rep, nil
+	return gone
 }
 
 // applyTask applies one task of the file.
@@ -84,36 +152,20 @@ func (s *Service) applyTask(ctx context.Context, plan string, spec protocol.Boar
 		if err != nil {
 			return c, err
 		}
-		revive := ok && cur.Status == protocol.BoardCancelled && cur.Reason == removedReason
-		var next protocol.BoardTask
-		switch {
-		case !ok:
-			next = protocol.BoardTask{Plan: plan, BoardTaskSpec: spec, CreatedBy: protocol.OperatorUser, Created: created}
-			next.Status = s.waitingStatus(next)
-			c.Change = protocol.BoardCreated
-		case sameSpec(cur.BoardTaskSpec, spec) && !revive:
-			c.Change, c.Status = protocol.BoardUnchanged, cur.Status
-			return c, nil
-		case cur.Status == protocol.BoardBlocked || cur.Status == protocol.BoardReady || revive:
-			// Not started yet (or taken off the plan before it started, and
-			// back in it now): the file's spec, the status worked out again.
-			next = cur
-			next.BoardTaskSpec = spec
-			if revive {
-				next = s.restart(next)
-			} else {
-				next.Status, next.Reason = s.waitingStatus(next), ""
-			}
-			c.Change = protocol.BoardUpdated
-		default:
-			c.Change, c.Status, c.Why = protocol.BoardKept, cur.Status, keptWhy(cur)
+		if ok && cur.CreatedBy != protocol.OperatorUser {
+			// adopts let it through: written a moment ago (no board of this
+			// version writes one); still never adopted.
+			return c, refuse(protocol.BoardErrForbidden, "task %s %s", key, notAdopted(cur))
+		}
+		next, c := s.applyStep(plan, spec, cur, ok, created)
+		if next == nil {
 			return c, nil
 		}
 		var prev *protocol.BoardTask
 		if ok {
 			prev = &cur
 		}
-		if err := s.write(ctx, prev, &next); err != nil {
+		if err := s.write(ctx, prev, next); err != nil {
 			if conflict(err) {
 				continue
 			}
@@ -123,6 +175,39 @@ func (s *Service) applyTask(ctx context.Context, plan string, spec protocol.Boar
 		return c, nil
 	}
 	return c, refuse(protocol.BoardErrConflict, "task %s changed under the apply %d times: apply again", key, maxConflicts)
+}
+
+// applyStep is what applying spec does to the operator's task as it stands
+// (cur, when ok): the version to write (nil: none) and the change.
+func (s *Service) applyStep(plan string, spec protocol.BoardTaskSpec, cur protocol.BoardTask, ok bool, created time.Time) (*protocol.BoardTask, protocol.BoardChange) {
+	c := protocol.BoardChange{Task: spec.ID}
+	revive := ok && cur.Status == protocol.BoardCancelled && cur.Reason == removedReason
+	var next protocol.BoardTask
+	switch {
+	case !ok:
+		next = protocol.BoardTask{Plan: plan, BoardTaskSpec: spec, CreatedBy: protocol.OperatorUser, Created: created}
+		next.Status = s.waitingStatus(next)
+		c.Change = protocol.BoardCreated
+	case sameSpec(cur.BoardTaskSpec, spec) && !revive:
+		c.Change, c.Status = protocol.BoardUnchanged, cur.Status
+		return nil, c
+	case cur.Status == protocol.BoardBlocked || cur.Status == protocol.BoardReady || revive:
+		// Not started yet (or taken off the plan before it started, and
+		// back in it now): the file's spec, the status worked out again.
+		next = cur
+		next.BoardTaskSpec = spec
+		if revive {
+			next = s.restart(next)
+		} else {
+			next.Status, next.Reason = s.waitingStatus(next), ""
+		}
+		c.Change = protocol.BoardUpdated
+	default:
+		c.Change, c.Status, c.Why = protocol.BoardKept, cur.Status, keptWhy(cur)
+		return nil, c
+	}
+	c.Status = next.Status
+	return &next, c
 }
 
 // keptWhy says why an edit of a task that has started was not applied.
@@ -139,26 +224,34 @@ func keptWhy(t protocol.BoardTask) string {
 
 // removeTask cancels a task the plan no longer has, if it has not started.
 func (s *Service) removeTask(ctx context.Context, key string) (protocol.BoardChange, error) {
-	changed := false
+	var c protocol.BoardChange
 	t, err := s.change(ctx, key, func(t protocol.BoardTask) (protocol.BoardTask, error) {
-		if t.Status != protocol.BoardBlocked && t.Status != protocol.BoardReady {
-			changed = false
+		var next *protocol.BoardTask
+		if next, c = removal(t); next == nil {
 			return t, errUnchanged
 		}
-		changed = true
-		t.Status, t.Reason = protocol.BoardCancelled, removedReason
-		return t, nil
+		return *next, nil
 	})
+	if err != nil {
+		return protocol.BoardChange{Task: t.ID, Status: t.Status}, err
+	}
+	return c, nil
+}
+
+// removal is what taking t off its plan does: cancelled when it has not
+// started (the version to write), else nothing (nil) and the change says
+// why.
+func removal(t protocol.BoardTask) (*protocol.BoardTask, protocol.BoardChange) {
 	c := protocol.BoardChange{Task: t.ID, Status: t.Status}
-	switch {
-	case err != nil:
-		return c, err
-	case changed:
-		c.Change = protocol.BoardRemoved
-	case t.Status == protocol.BoardCancelled:
+	switch t.Status {
+	case protocol.BoardBlocked, protocol.BoardReady:
+		t.Status, t.Reason = protocol.BoardCancelled, removedReason
+		c.Change, c.Status = protocol.BoardRemoved, t.Status
+		return &t, c
+	case protocol.BoardCancelled:
 		c.Change = protocol.BoardUnchanged
 	default:
 		c.Change, c.Why = protocol.BoardKept, fmt.Sprintf("not in the plan any more, but %s: kept", t.Status)
 	}
-	return c, nil
+	return nil, c
 }

@@ -169,5 +169,5 @@ func TestApplyLeavesSubtasks(t *testing.T) {
 	if len(changes) != 1 || changes["a"].Change != protocol.BoardUnchanged {
 		t.Fatalf("changes %v", changes)
 	}
-	e.status(t, "p", "sub", protocol.BoardReady)
+	e.status(t, "p", "agent-1/sub", protocol.BoardReady)
 }

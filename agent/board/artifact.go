@@ -50,7 +50,7 @@ func (s *Service) put(ctx context.Context, caller string, req protocol.BoardRequ
 	case err != nil:
 		return nil, err
 	case !ok || !visible(s.viewer(caller), t):
-		return nil, refuse(protocol.BoardErrNotFound, "no task %s", key)
+		return nil, noTask(key)
 	case t.Status != protocol.BoardClaimed || t.Holder != caller:
 		return nil, refuse(protocol.BoardErrNotHolder, "task %s is not held by %s: an artifact is put only under a task its putter holds", key, caller)
 	}
@@ -74,8 +74,9 @@ func (s *Service) put(ctx context.Context, caller string, req protocol.BoardRequ
 
 // get returns an artifact to the operator, to the agent that put it, and
 // to an agent holding a task that needs the artifact's task (the context a
-// claim carries): never to anyone else, who is told there is no such
-// artifact.
+// claim carries) once that task is done, by the owner of its ID, and the
+// artifact is its holder's (not one a holder before it left): never to
+// anyone else, who is told there is no such artifact.
 func (s *Service) get(ctx context.Context, caller string, req protocol.BoardRequest) (*protocol.BoardReply, error) {
 	if err := checkArtifactName(protocol.BoardOpGet, req); err != nil {
 		return nil, err
@@ -92,7 +93,7 @@ func (s *Service) get(ctx context.Context, caller string, req protocol.BoardRequ
 	if err != nil {
 		return nil, refuse(protocol.BoardErrInternal, "artifact %s: %v", req.Name, err)
 	}
-	if caller != protocol.OperatorUser && info.Metadata[metaBy] != caller && !s.holdsADependent(caller, req.Plan, req.Task) {
+	if caller != protocol.OperatorUser && info.Metadata[metaBy] != caller && !s.passesOn(caller, req.Plan, req.Task, info.Metadata[metaBy]) {
 		return nil, missing
 	}
 	data, err := s.obj.GetBytes(ctx, name)
@@ -102,9 +103,17 @@ func (s *Service) get(ctx context.Context, caller string, req protocol.BoardRequ
 	return &protocol.BoardReply{Artifact: artifactOf(req, info), Data: data}, nil
 }
 
-// holdsADependent reports whether caller holds a task of plan that needs task.
-func (s *Service) holdsADependent(caller, plan, task string) bool {
-	return len(s.st.needing(protocol.BoardKey(plan, task), func(t protocol.BoardTask) bool {
+// passesOn reports whether an artifact of plan's task, put by by, reaches
+// caller as a dependent: caller holds a task of plan that needs task, and
+// task is done, by its holder, who put the artifact, and was created by the
+// owner of its ID (so no task an agent made under the plan's ID, from
+// before namespaces, passes its artifacts on as the plan's).
+func (s *Service) passesOn(caller, plan, task, by string) bool {
+	dep, ok := s.st.get(protocol.BoardKey(plan, task))
+	if !ok || dep.Status != protocol.BoardDone || !dep.ByOwner() || dep.Holder != by {
+		return false
+	}
+	return len(s.st.needing(dep.Key(), func(t protocol.BoardTask) bool {
 		return t.Status == protocol.BoardClaimed && t.Holder == caller
 	})) > 0
 }

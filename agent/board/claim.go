@@ -31,6 +31,8 @@ func (s *Service) claim(ctx context.Context, caller string, req protocol.BoardRe
 	}
 	take := func(t protocol.BoardTask) (protocol.BoardTask, error) {
 		switch {
+		case !visible(a, t):
+			return t, noTask(t.Key()) // neither its status nor whom it is for
 		case t.Status != protocol.BoardReady:
 			return t, refuse(protocol.BoardErrNotReady, "task %s is %s, not ready", t.Key(), t.Status)
 		case !mayTake(a, t):
@@ -137,12 +139,14 @@ func claimFilter(req protocol.BoardRequest) string {
 // claimed is the reply to a claim: the task, and the tasks it needs with
 // their results (so the agent never reads another agent's files). The
 // needs are given without their prompts and commands: what they left is
-// what the claimed task works from.
+// what the claimed task works from. A need is the task its ID names, made
+// by the owner of that ID: one an agent made under another's ID (a plan's,
+// from before namespaces) is never given as it.
 func (s *Service) claimed(t protocol.BoardTask) *protocol.BoardReply {
 	rep := &protocol.BoardReply{Task: &t}
 	for _, n := range t.Needs {
 		d, ok := s.st.get(protocol.BoardKey(t.Plan, n))
-		if !ok {
+		if !ok || !d.ByOwner() {
 			continue
 		}
 		d.Prompt, d.Run = "", nil

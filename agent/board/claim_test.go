@@ -53,7 +53,9 @@ func TestClaimTakesTheOldestReadyWithItsContext(t *testing.T) {
 
 // What an agent may take: the kind it asks for, tasks assigned to it or to
 // nobody, whose labels it all has; a named task must be ready; and never
-// more than its claim limit at once. The operator does not claim.
+// more than its claim limit at once. A task it may not see (for another, by
+// assignee or labels) does not exist, for its claim as for show. The
+// operator does not claim.
 func TestClaimRules(t *testing.T) {
 	t.Parallel()
 	e := start(t, 2)
@@ -70,9 +72,9 @@ func TestClaimRules(t *testing.T) {
 		protocol.BoardTaskSpec{ID: "spare", Prompt: "x"},
 	))
 	_, err := a1.Claim(ctxT(t), "p", "for-2", "")
-	refused(t, err, protocol.BoardErrForbidden)
+	refused(t, err, protocol.BoardErrNotFound)
 	_, err = a1.Claim(ctxT(t), "p", "arm", "")
-	refused(t, err, protocol.BoardErrForbidden)
+	refused(t, err, protocol.BoardErrNotFound)
 	_, err = a1.Claim(ctxT(t), "p", "later", "")
 	refused(t, err, protocol.BoardErrNotReady)
 	_, err = a1.Claim(ctxT(t), "p", "nope", "")

@@ -153,6 +153,17 @@ func (c *Client) Apply(ctx context.Context, p protocol.BoardPlan) ([]protocol.Bo
 	return rep.Changes, nil
 }
 
+// DryRun is Apply's checks and the changes it would make, written nowhere
+// (operator only). When the apply would be refused, the refusal comes with
+// the changes (the tasks it would not adopt as protocol.BoardRefused).
+func (c *Client) DryRun(ctx context.Context, p protocol.BoardPlan) ([]protocol.BoardChange, error) {
+	rep, err := c.Do(ctx, protocol.BoardOpDryRun, protocol.BoardRequest{Plan: p.Plan, Tasks: p.Tasks})
+	if rep == nil {
+		return nil, err
+	}
+	return rep.Changes, err
+}
+
 // Remove deletes every task of a finished plan from the board (operator
 // only); a plan with a task not finished is refused.
 func (c *Client) Remove(ctx context.Context, plan string) ([]protocol.BoardChange, error) {

@@ -15,6 +15,8 @@ func (s *Service) holderOp(ctx context.Context, caller, op string, req protocol.
 	}
 	t, err := s.change(ctx, protocol.BoardKey(req.Plan, req.Task), func(t protocol.BoardTask) (protocol.BoardTask, error) {
 		switch {
+		case !visible(s.viewer(caller), t):
+			return t, noTask(t.Key()) // neither its status nor its holder
 		case t.Status != protocol.BoardClaimed:
 			return t, refuse(protocol.BoardErrNotReady, "task %s is %s, not claimed: there is nothing to %s", t.Key(), t.Status, op)
 		case t.Holder != caller:

@@ -22,7 +22,7 @@ func refuse(code, format string, args ...any) error {
 // Which ops each side may ask for.
 var (
 	agentOps    = []string{protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpClaim, protocol.BoardOpRenew, protocol.BoardOpComplete, protocol.BoardOpFail, protocol.BoardOpRelease, protocol.BoardOpAdd, protocol.BoardOpPut, protocol.BoardOpGet}
-	operatorOps = []string{protocol.BoardOpApply, protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpCancel, protocol.BoardOpRetry, protocol.BoardOpRemove, protocol.BoardOpGet}
+	operatorOps = []string{protocol.BoardOpApply, protocol.BoardOpDryRun, protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpCancel, protocol.BoardOpRetry, protocol.BoardOpRemove, protocol.BoardOpGet}
 )
 
 // replyAllowed: the service answers only into the caller's own reply
@@ -135,7 +135,9 @@ func (s *Service) do(ctx context.Context, caller, op string, data []byte) (*prot
 	case protocol.BoardOpAdd:
 		return s.add(ctx, caller, req)
 	case protocol.BoardOpApply:
-		return s.apply(ctx, req)
+		return s.apply(ctx, req, false)
+	case protocol.BoardOpDryRun:
+		return s.apply(ctx, req, true)
 	case protocol.BoardOpCancel:
 		return s.cancelTask(ctx, req)
 	case protocol.BoardOpRetry:
@@ -159,7 +161,7 @@ func decodeRequest(op string, data []byte) (protocol.BoardRequest, error) {
 	if op == protocol.BoardOpPut {
 		limit = protocol.ArtifactBytes*4/3 + maxBodyBytes // the artifact, base64
 	}
-	if op != protocol.BoardOpApply && len(data) > limit {
+	if op != protocol.BoardOpApply && op != protocol.BoardOpDryRun && len(data) > limit {
 		return req, refuse(protocol.BoardErrInvalid, "body: %d bytes, over the %d-byte limit of a %s request", len(data), limit, op)
 	}
 	if err := json.Unmarshal(data, &req); err != nil {
@@ -174,8 +176,8 @@ func decodeRequest(op string, data []byte) (protocol.BoardRequest, error) {
 	if req.Plan != "" && !protocol.ValidBoardID(req.Plan) {
 		return req, refuse(protocol.BoardErrInvalid, "plan: must match %s (got %q)", protocol.BoardIDRule, clip(req.Plan))
 	}
-	if req.Task != "" && !protocol.ValidBoardID(req.Task) {
-		return req, refuse(protocol.BoardErrInvalid, "task: must match %s (got %q)", protocol.BoardIDRule, clip(req.Task))
+	if req.Task != "" && !protocol.ValidBoardTaskRef(req.Task) {
+		return req, refuse(protocol.BoardErrInvalid, "task: must match %s (a plan's task, or an agent's <agent>/<id>; got %q)", protocol.BoardTaskRefRule, clip(req.Task))
 	}
 	if req.Limit < 0 {
 		return req, refuse(protocol.BoardErrInvalid, "limit: must be 0 (as many as fit) or more (got %d)", req.Limit)
@@ -198,6 +200,11 @@ func decodeRequest(op string, data []byte) (protocol.BoardRequest, error) {
 	}
 	return req, nil
 }
+
+// noTask is the refusal of a request about a task that does not exist, and
+// of an agent's about one it may not see (visible): the same words and
+// code for both, so that no refusal tells an agent what it may not see.
+func noTask(key string) error { return refuse(protocol.BoardErrNotFound, "no task %s", key) }
 
 // needTask refuses a request that does not name one task.
 func needTask(op string, req protocol.BoardRequest) error {

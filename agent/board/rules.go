@@ -24,7 +24,8 @@ func mayTake(a protocol.BoardAgent, t protocol.BoardTask) bool {
 }
 
 // visible: what an agent may list and show: tasks it could take, holds (or
-// held), or added. The operator sees every task.
+// held), or added. The operator sees every task. Every op answers an agent
+// about a task it may not see as about one that does not exist (noTask).
 func visible(a protocol.BoardAgent, t protocol.BoardTask) bool {
 	return a.ID == protocol.OperatorUser || t.Holder == a.ID || t.CreatedBy == a.ID || mayTake(a, t)
 }
@@ -45,11 +46,13 @@ func timeout(t protocol.BoardTask) time.Duration {
 	return protocol.DefaultBoardTimeout
 }
 
-// needsDone: every task t needs is done (as this node's view has them).
+// needsDone: every task t needs is done (as this node's view has them), and
+// made by the owner of its ID: a task an agent made under a plan's ID (from
+// before agents' subtasks had a namespace) never counts as the plan's.
 func (s *Service) needsDone(t protocol.BoardTask) bool {
 	for _, n := range t.Needs {
 		d, ok := s.st.get(protocol.BoardKey(t.Plan, n))
-		if !ok || d.Status != protocol.BoardDone {
+		if !ok || d.Status != protocol.BoardDone || !d.ByOwner() {
 			return false
 		}
 	}
@@ -74,6 +77,12 @@ func (s *Service) blockedReason(t protocol.BoardTask) string {
 		switch {
 		case !ok:
 			stuck = append(stuck, fmt.Sprintf("needs %s, which does not exist", n))
+		case !d.ByOwner():
+			owner := protocol.BoardTaskOwner(n)
+			if owner == protocol.OperatorUser {
+				owner = "the operator"
+			}
+			stuck = append(stuck, fmt.Sprintf("needs %s, which %s created, not %s: it never counts as done", n, d.CreatedBy, owner))
 		case d.Status == protocol.BoardFailed:
 			stuck = append(stuck, fmt.Sprintf("needs %s, which failed", n))
 		case d.Status == protocol.BoardCancelled:

@@ -283,7 +283,7 @@ func (s *Service) change(ctx context.Context, key string, next func(cur protocol
 				return cur, err
 			}
 			if !ok {
-				return cur, refuse(protocol.BoardErrNotFound, "no task %s", key)
+				return cur, noTask(key)
 			}
 			fresh = true
 		}

@@ -115,7 +115,7 @@ func (s *Service) show(ctx context.Context, caller string, req protocol.BoardReq
 		return nil, err
 	}
 	if !ok || !visible(s.viewer(caller), t) {
-		return nil, refuse(protocol.BoardErrNotFound, "no task %s", key)
+		return nil, noTask(key)
 	}
 	t = s.shown(t)
 	return &protocol.BoardReply{Task: &t}, nil

@@ -34,7 +34,7 @@ func TestWhoSeesWhat(t *testing.T) {
 	must[*protocol.BoardTask](t)(a2.Add(ctxT(t), "p", "for-2", protocol.BoardTaskSpec{ID: "secret", Prompt: "x", Assignee: "agent-2"}))
 
 	all := must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), ""))
-	if got := ids(all); !slices.Equal(got, []string{"p.gpu", "p.arm", "p.for-2", "p.open", "q.other", "p.secret"}) {
+	if got := ids(all); !slices.Equal(got, []string{"p.gpu", "p.arm", "p.for-2", "p.open", "q.other", "p.agent-2/secret"}) {
 		t.Fatalf("the operator sees %v", got)
 	}
 	if got := ids(must[[]protocol.BoardTask](t)(e.op.List(ctxT(t), "p", protocol.BoardClaimed, protocol.BoardDone))); !slices.Equal(got, []string{"p.for-2"}) {
@@ -43,10 +43,10 @@ func TestWhoSeesWhat(t *testing.T) {
 	if got := ids(must[[]protocol.BoardTask](t)(a1.List(ctxT(t), ""))); !slices.Equal(got, []string{"p.gpu", "p.open", "q.other"}) {
 		t.Fatalf("agent-1 sees %v", got)
 	}
-	if got := ids(must[[]protocol.BoardTask](t)(a2.List(ctxT(t), "p"))); !slices.Equal(got, []string{"p.for-2", "p.open", "p.secret"}) {
+	if got := ids(must[[]protocol.BoardTask](t)(a2.List(ctxT(t), "p"))); !slices.Equal(got, []string{"p.for-2", "p.open", "p.agent-2/secret"}) {
 		t.Fatalf("agent-2 sees %v", got)
 	}
-	for _, id := range []string{"arm", "for-2", "secret", "nope"} {
+	for _, id := range []string{"arm", "for-2", "agent-2/secret", "secret", "nope"} {
 		_, err := a1.Show(ctxT(t), "p", id)
 		refused(t, err, protocol.BoardErrNotFound)
 	}

@@ -44,7 +44,8 @@ NATS_NKEY_FILE, as flock-agent mcp; --nats and --nkey override them):
                                      task needs
   add PLAN UNDER --id ID [--title T] [--needs A,B] [--labels L,...]
       (--prompt TEXT | --run -- COMMAND [ARGS...])
-                                     add a subtask under a task it holds
+                                     add a subtask under a task it holds: its ID
+                                     is the agent's, <agent>/ID (the reply names it)
 
 list and show run as the agent when FLOCK_AGENT_ID (or AGENT_ID) is set and
 neither --nkey nor $FLOCK_NKEY_SEED gives an operator key; --as-agent or

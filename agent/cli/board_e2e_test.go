@@ -43,6 +43,18 @@ func TestBoardEndToEnd(t *testing.T) {
 	if code, out, _ := runIn(opEnv, "plan", "apply", file); code != cli.ExitOK || !strings.Contains(out, "2 unchanged") {
 		t.Fatalf("apply again: exit %d, %q", code, out)
 	}
+	// A dry run of an edit says what it would do, and does none of it.
+	edited := filepath.Join(t.TempDir(), "e2e.yaml")
+	if err := os.WriteFile(edited, []byte("tasks:\n  - id: spec\n    prompt: Write the spec.\n  - id: docs\n    prompt: Write the docs.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runIn(opEnv, "plan", "apply", "--dry-run", edited); code != cli.ExitOK ||
+		out != "updated   e2e/spec (ready)\ncreated   e2e/docs (ready)\ncancelled e2e/build (cancelled)\nplan e2e (dry run: nothing written): 3 tasks: 1 created, 1 updated, 1 cancelled\n" {
+		t.Fatalf("dry run: exit %d, %q %q", code, out, errOut)
+	}
+	if code, out, _ := runIn(opEnv, "plan", "apply", "--dry-run", file); code != cli.ExitOK || !strings.Contains(out, "2 tasks: 2 unchanged") {
+		t.Fatalf("the dry run wrote: exit %d, %q", code, out)
+	}
 
 	claim := func(args ...string) protocol.BoardReply {
 		t.Helper()

@@ -91,11 +91,11 @@ func boardHeld(ctx context.Context, op string, args []string, env Env, sio IO) i
 func boardAdd(ctx context.Context, args []string, env Env, sio IO) int {
 	b := newBoardCmd("board add", asAgentOnly, env, sio)
 	var spec protocol.BoardTaskSpec
-	b.fs.StringVar(&spec.ID, "id", "", "the subtask's ID in the plan (required)")
+	b.fs.StringVar(&spec.ID, "id", "", "the subtask's ID: the board makes it <agent>/ID, in this agent's namespace (required)")
 	b.fs.StringVar(&spec.Title, "title", "", "a title")
 	b.fs.StringVar(&spec.Prompt, "prompt", "", "a prompt task: the text for an AI agent")
 	run := b.fs.Bool("run", false, "a run task: the command after --")
-	needs := b.fs.String("needs", "", "tasks of the plan it waits for, comma-separated")
+	needs := b.fs.String("needs", "", "tasks of the plan it waits for, comma-separated (an agent's subtask: <agent>/<id>)")
 	labels := b.fs.String("labels", "", "labels an agent must have to claim it, comma-separated")
 	b.fs.StringVar(&spec.Assignee, "assignee", "", "only this agent may claim it")
 	b.fs.IntVar(&spec.Attempts, "attempts", 0, "claims before it fails (default: the board's)")

@@ -368,3 +368,116 @@ func TestBoardArtifactCommands(t *testing.T) {
 		t.Fatalf("get -o wrote %q %v", b, err)
 	}
 }
+
+// plan check checks a file as apply would, offline: no bus, no key (an
+// empty environment). Exit 0 and a line for a good file; exit 1 naming
+// each problem with its line (file:line: field: problem) for a bad one, or
+// the parse error; exit 2 for a usage error. --json says the same on stdout.
+func TestPlanCheckIsOfflineAndExitsByTheFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	none := map[string]string{}
+	good := write("good.yaml", "tasks:\n  - id: a\n    run: [make]\n  - id: b\n    prompt: x\n    needs: [a]\n")
+	if code, out, errOut := runIn(none, "plan", "check", good); code != cli.ExitOK || out != good+": plan good: 2 tasks, no problem\n" || errOut != "" {
+		t.Fatalf("a good file: exit %d, %q %q", code, out, errOut)
+	}
+	bad := write("bad.yaml", "plan: rel\ntasks:\n  - id: a\n    prompt: x\n    needs: [b]\n  - id: b\n    prompt: y\n    needs: [a, ghost]\n    timeout: 48h\n")
+	code, out, errOut := runIn(none, "plan", "check", bad)
+	want := bad + ":9: tasks[1].timeout: must be between 0 (the default, 10m0s) and 24h0m0s (got 48h0m0s)\n" +
+		bad + ":8: tasks[1].needs[1]: \"ghost\" is not a task of the plan\n" +
+		bad + ":5: tasks[0].needs: a cycle: a -> b -> a\n" +
+		bad + ": plan rel: 3 problems: apply would refuse it\n"
+	if code != cli.ExitTaskFailed || out != "" || errOut != want {
+		t.Fatalf("a bad file: exit %d, out %q, err:\n%s\nwant:\n%s", code, out, errOut, want)
+	}
+	code, out, _ = runIn(none, "plan", "check", "--json", bad)
+	var got struct {
+		Plan     string
+		OK       bool
+		Problems []struct {
+			Field, Problem string
+			Line           int
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != cli.ExitTaskFailed || got.OK || got.Plan != "rel" || len(got.Problems) != 3 || got.Problems[2].Line != 5 {
+		t.Fatalf("--json: exit %d, %q %v", code, out, err)
+	}
+	unparsed := write("unparsed.yaml", "tasks:\n  - id: a\n    prompt: x\n    neds: [b]\n")
+	if code, _, errOut := runIn(none, "plan", "check", unparsed); code != cli.ExitTaskFailed || !strings.Contains(errOut, `line 4: unknown key "neds"`) {
+		t.Fatalf("an unknown key: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := runIn(none, "plan", "check", filepath.Join(dir, "missing.yaml")); code != cli.ExitTaskFailed || !strings.Contains(errOut, "missing.yaml") {
+		t.Fatalf("a missing file: exit %d, %q", code, errOut)
+	}
+	for _, args := range [][]string{{"plan", "check"}, {"plan", "check", good, bad}, {"plan", "check", "--frob", good}} {
+		if code, _, _ := runIn(none, args...); code != cli.ExitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, cli.ExitUsage)
+		}
+	}
+}
+
+// plan apply --dry-run asks the board's dry run (its own op: an older board
+// refuses it rather than apply) and prints what apply would do as apply
+// prints its changes; a dry run the board would refuse prints the changes
+// and the refusal, and exits 1.
+func TestPlanApplyDryRun(t *testing.T) {
+	t.Parallel()
+	e := startBoard(t)
+	file := filepath.Join(t.TempDir(), "rel.yaml")
+	if err := os.WriteFile(file, []byte("tasks:\n  - id: build\n    run: [make]\n  - id: deploy\n    prompt: Deploy.\n    needs: [build]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	changes := []protocol.BoardChange{
+		{Task: "build", Change: protocol.BoardUnchanged, Status: protocol.BoardDone},
+		{Task: "deploy", Change: protocol.BoardCreated, Status: protocol.BoardReady},
+	}
+	e.fake.Handle(func(boardtest.Request) protocol.BoardReply { return protocol.BoardReply{Changes: changes} })
+	code, out, errOut := runIn(e.operator, "plan", "apply", file, "--dry-run")
+	if code != cli.ExitOK || out != "unchanged rel/build (done)\ncreated   rel/deploy (ready)\nplan rel (dry run: nothing written): 2 tasks: 1 created, 1 unchanged\n" {
+		t.Fatalf("dry run: exit %d, %q %q", code, out, errOut)
+	}
+	if req := one(t, e.fake, protocol.BoardOperatorSubject(protocol.BoardOpDryRun)); req.Plan != "rel" || len(req.Tasks) != 2 {
+		t.Fatalf("sent %+v", req)
+	}
+
+	refusal := "the plan is not applied: 1 of its tasks are on the board but were not created by the operator"
+	changes[1] = protocol.BoardChange{Task: "deploy", Change: protocol.BoardRefused, Status: protocol.BoardDone, Why: "was created by agent-1, not the operator: apply does not adopt it"}
+	e.fake.Handle(func(boardtest.Request) protocol.BoardReply {
+		return protocol.BoardReply{Changes: changes, Code: protocol.BoardErrForbidden, Error: refusal}
+	})
+	code, out, errOut = runIn(e.operator, "plan", "apply", "--dry-run", file)
+	if code != cli.ExitTaskFailed || !strings.Contains(out, "refused   rel/deploy (done): was created by agent-1, not the operator") ||
+		!strings.Contains(out, "2 tasks: 1 unchanged, 1 refused") || !strings.Contains(errOut, refusal+" (forbidden)") {
+		t.Fatalf("a refused dry run: exit %d, %q %q", code, out, errOut)
+	}
+	code, out, _ = runIn(e.operator, "plan", "apply", "--dry-run", "--json", file)
+	var got struct {
+		DryRun  bool
+		Changes []protocol.BoardChange
+		Refused struct{ Code, Error string }
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != cli.ExitTaskFailed || !got.DryRun || got.Refused.Code != protocol.BoardErrForbidden || len(got.Changes) != 2 {
+		t.Fatalf("--json: exit %d, %q %v", code, out, err)
+	}
+	// A refusal without changes (a bad plan): the refusal alone.
+	e.fake.Handle(func(boardtest.Request) protocol.BoardReply {
+		return boardtest.Refuse(protocol.BoardErrInvalid, "a cycle")
+	})
+	if code, out, errOut := runIn(e.operator, "plan", "apply", "--dry-run", file); code != cli.ExitTaskFailed || out != "" || !strings.Contains(errOut, "a cycle (invalid)") {
+		t.Fatalf("a bad plan's dry run: exit %d, %q %q", code, out, errOut)
+	}
+	// An older board, which knows no dry run: refused, never applied.
+	e.fake.Handle(func(r boardtest.Request) protocol.BoardReply {
+		return boardtest.Refuse(protocol.BoardErrInvalid, `unknown op "`+r.Op+`"`)
+	})
+	if code, _, errOut := runIn(e.operator, "plan", "apply", "--dry-run", file); code != cli.ExitTaskFailed || !strings.Contains(errOut, `unknown op "apply-dry-run"`) {
+		t.Fatalf("an older board: exit %d, %q", code, errOut)
+	}
+}

@@ -79,8 +79,12 @@ Operator (common flags: --nats URL, --nkey FILE, --json):
   budget [list | raise AGENT TOKENS | reset AGENT]
                     the agents' model spending against their budgets (the
                     gateway's ledger); raise and reset are here only
-  plan apply FILE   write a plan file (YAML: plan, tasks) to the board; prints
-                    each task's change (flock-agent plan help)
+  plan check FILE   check a plan file as apply would, offline (no bus, no key):
+                    each problem with its line, exit 1 when there is one
+  plan apply FILE [--dry-run]
+                    write a plan file (YAML: plan, tasks) to the board; prints
+                    each task's change; --dry-run: what it would do, writing
+                    nothing (flock-agent plan help)
   plan wait (PLAN | FILE) [--timeout D]
                     until every task is done (0), one failed or was cancelled and
                     nothing left can run (1), or D passed (4)
@@ -96,8 +100,9 @@ Operator (common flags: --nats URL, --nkey FILE, --json):
   version           print the version
 
 Exit codes: 0 ok, 1 task failed (health: unhealthy; board: refused, or the
-plan failed), 2 usage, 3 bus error (board: no board service answers), 4 timed
-out waiting, 5 unknown agent (or, for send, not connected).
+plan failed; plan check: a problem), 2 usage, 3 bus error (board: no board
+service answers), 4 timed out waiting, 5 unknown agent (or, for send, not
+connected).
 `
 
 // Main runs the command line and returns the exit code. ctx is cancelled

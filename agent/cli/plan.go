@@ -18,8 +18,13 @@ import (
 )
 
 const planUsage = `usage: flock-agent plan COMMAND [flags] (common flags: --nats URL, --nkey FILE, --json)
-  apply FILE                 write a plan file to the board: prints what happened to each
-                             task (created, updated, unchanged, kept and why, cancelled)
+  check FILE                 check a plan file as apply would, offline (no bus, no key):
+                             every problem with its line; exit 1 when there is one
+  apply FILE [--dry-run]     write a plan file to the board: prints what happened to each
+                             task (created, updated, unchanged, kept and why, cancelled);
+                             --dry-run: what apply would do (refused: a task of the file
+                             an agent created, which apply never adopts), writing nothing;
+                             exit 1 when apply would be refused
   wait PLAN|FILE [--timeout D] wait until every task of PLAN (or FILE's plan) is done (exit 0), one failed or
                              was cancelled and nothing left can run (exit 1; also when the
                              board has no task of PLAN), or D passed (exit 4)
@@ -38,6 +43,8 @@ func planCmdMain(ctx context.Context, args []string, env Env, sio IO) int {
 		return code
 	}
 	switch args[0] {
+	case "check":
+		return planCheck(args[1:], sio)
 	case "apply":
 		return planApply(ctx, args[1:], env, sio)
 	case "wait":
@@ -51,7 +58,8 @@ func planCmdMain(ctx context.Context, args []string, env Env, sio IO) int {
 
 func planApply(ctx context.Context, args []string, env Env, sio IO) int {
 	b := newBoardCmd("plan apply", asOperatorOnly, env, sio)
-	if code, ok := b.parse(args, 1, "plan apply FILE"); !ok {
+	dry := b.fs.Bool("dry-run", false, "say what apply would do (the board's checks too), writing nothing")
+	if code, ok := b.parse(args, 1, "plan apply FILE [--dry-run]"); !ok {
 		return code
 	}
 	p, err := operator.LoadPlan(b.pos[0])
@@ -60,33 +68,23 @@ func planApply(ctx context.Context, args []string, env Env, sio IO) int {
 		return ExitUsage
 	}
 	return b.run(ctx, planWait, func(ctx context.Context, bc *board.Client, _ *nats.Conn) (int, error) {
-		changes, err := bc.Apply(ctx, p)
-		if err != nil {
-			return 0, err
-		}
-		counts := map[string]int{}
-		for _, c := range changes {
-			counts[c.Change]++
-		}
-		if b.c.json {
-			printJSON(sio.Out, map[string]any{"plan": p.Plan, "changes": changes, "counts": counts})
+		if !*dry {
+			changes, err := bc.Apply(ctx, p)
+			if err != nil {
+				return 0, err
+			}
+			printChanges(sio, b.c.json, p.Plan, changes, false, nil)
 			return ExitOK, nil
 		}
-		for _, c := range changes {
-			line := fmt.Sprintf("%-9s %s/%s (%s)", c.Change, p.Plan, c.Task, c.Status)
-			if c.Why != "" {
-				line += ": " + c.Why
-			}
-			fmt.Fprintln(sio.Out, line)
+		// A refused dry run says what else the apply would do, then why it
+		// would be refused.
+		changes, err := bc.DryRun(ctx, p)
+		var be *protocol.BoardError
+		if err != nil && (!errors.As(err, &be) || changes == nil) {
+			return 0, err
 		}
-		var total []string
-		for _, k := range []string{protocol.BoardCreated, protocol.BoardUpdated, protocol.BoardUnchanged, protocol.BoardKept, protocol.BoardRemoved} {
-			if counts[k] > 0 {
-				total = append(total, fmt.Sprintf("%d %s", counts[k], k))
-			}
-		}
-		fmt.Fprintf(sio.Out, "plan %s: %d %s: %s\n", p.Plan, len(changes), plural(len(changes), "task", "tasks"), strings.Join(total, ", "))
-		return ExitOK, nil
+		printChanges(sio, b.c.json, p.Plan, changes, true, be)
+		return ExitOK, err
 	})
 }
 

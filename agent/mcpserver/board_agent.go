@@ -22,7 +22,7 @@ func addBoardAgentTools(s *mcp.Server, bc *board.Client) {
 	mcp.AddTool(s, &mcp.Tool{Name: "board_complete", Description: "Mark a task this agent holds done, with a summary (the tasks that need it read it) and references to what it produced."}, taskTool(b.complete))
 	mcp.AddTool(s, &mcp.Tool{Name: "board_fail", Description: "Mark a task this agent holds failed, saying why."}, taskTool(b.fail))
 	mcp.AddTool(s, &mcp.Tool{Name: "board_release", Description: "Hand a task this agent holds back to the board for another claim."}, taskTool(b.release))
-	mcp.AddTool(s, &mcp.Tool{Name: "board_add", Description: "Add a subtask (a run or a prompt task) to the plan, under a task this agent holds."}, taskTool(b.add))
+	mcp.AddTool(s, &mcp.Tool{Name: "board_add", Description: "Add a subtask (a run or a prompt task) to the plan, under a task this agent holds. Its ID is this agent's: id x becomes <agent>/x (no agent takes an ID of the operator's plan or of another agent); the reply has it."}, taskTool(b.add))
 	addBoardArtifactPut(s, b)
 	addBoardArtifactGet(s, b)
 }

@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,6 +170,41 @@ func TestOperatorBoardTools(t *testing.T) {
 	call[mcpserver.BoardRemoveOut](t, op, "board_remove_plan", map[string]any{"plan": "p"})
 	if req := only(t, f, subject(protocol.BoardOpRemove)); req.Plan != "p" {
 		t.Fatalf("remove %+v", req)
+	}
+}
+
+// board_apply with dry_run asks the board's dry run: the changes it would
+// make; one it would refuse comes as its changes and the refusal, not a tool
+// error; a bad plan's refusal is a tool error, as for an apply.
+func TestOperatorBoardApplyDryRun(t *testing.T) {
+	t.Parallel()
+	f := boardtest.Start(t)
+	op := operatorClient(t, f.Connect(t, protocol.OperatorUser))
+	refused := []protocol.BoardChange{{Task: "deploy", Change: protocol.BoardRefused, Status: protocol.BoardDone, Why: "was created by agent-1, not the operator: apply does not adopt it"}}
+	f.Handle(func(r boardtest.Request) protocol.BoardReply {
+		switch r.Body.Tasks[0].ID {
+		case "deploy":
+			return protocol.BoardReply{Changes: refused, Code: protocol.BoardErrForbidden, Error: "the plan is not applied: 1 of its tasks"}
+		case "bad":
+			return boardtest.Refuse(protocol.BoardErrInvalid, "a cycle")
+		}
+		return protocol.BoardReply{Changes: []protocol.BoardChange{{Task: r.Body.Tasks[0].ID, Change: protocol.BoardCreated, Status: protocol.BoardReady}}}
+	})
+	task := func(id string) []map[string]any { return []map[string]any{{"id": id, "prompt": "x"}} }
+	out := call[mcpserver.BoardApplyOut](t, op, "board_apply", map[string]any{"plan": "p", "tasks": task("build"), "dry_run": true})
+	only(t, f, protocol.BoardOperatorSubject(protocol.BoardOpDryRun))
+	if !out.DryRun || out.Counts["created"] != 1 || out.Refused != "" {
+		t.Fatalf("dry run %+v", out)
+	}
+	out = call[mcpserver.BoardApplyOut](t, op, "board_apply", map[string]any{"plan": "p", "tasks": task("deploy"), "dry_run": true})
+	if !out.DryRun || !reflect.DeepEqual(out.Changes, refused) || out.Counts["refused"] != 1 || !strings.Contains(out.Refused, "not applied") || !strings.Contains(out.Refused, "(forbidden)") {
+		t.Fatalf("a refused dry run %+v", out)
+	}
+	f.Requests()
+	callFails(t, op, "board_apply", map[string]any{"plan": "p", "tasks": task("bad"), "dry_run": true}, "a cycle (invalid)")
+	out = call[mcpserver.BoardApplyOut](t, op, "board_apply", map[string]any{"plan": "p", "tasks": task("build")})
+	if reqs := f.Requests(); out.DryRun || len(reqs) != 2 || reqs[0].Subject != protocol.BoardOperatorSubject(protocol.BoardOpDryRun) || reqs[1].Subject != protocol.BoardOperatorSubject(protocol.BoardOpApply) {
+		t.Fatalf("an apply %+v, requests %+v", out, reqs)
 	}
 }
 

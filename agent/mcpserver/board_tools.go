@@ -99,7 +99,7 @@ type BoardListOut struct {
 // BoardTaskIn names one task.
 type BoardTaskIn struct {
 	Plan string `json:"plan" jsonschema:"the task's plan"`
-	Task string `json:"task" jsonschema:"the task's ID in its plan"`
+	Task string `json:"task" jsonschema:"the task's ID in its plan (an agent's subtask: <agent>/<id>)"`
 }
 
 type boardTools struct{ bc *board.Client }
@@ -128,11 +128,11 @@ func (b boardTools) show(ctx context.Context, in BoardTaskIn) (*protocol.BoardTa
 // BoardSpecIn is a task as a tool states it (a plan's for board_apply, a
 // subtask for board_add): exactly one of run and prompt.
 type BoardSpecIn struct {
-	ID             string   `json:"id" jsonschema:"the task's ID in its plan: letters, digits, '_' and '-'"`
+	ID             string   `json:"id" jsonschema:"the task's ID in its plan: letters, digits, '_' and '-' (a subtask's becomes <agent>/<id>, in the adding agent's namespace)"`
 	Title          string   `json:"title,omitempty" jsonschema:"a short title"`
 	Run            []string `json:"run,omitempty" jsonschema:"a run task: the program and its arguments (no shell)"`
 	Prompt         string   `json:"prompt,omitempty" jsonschema:"a prompt task: the text for an AI agent"`
-	Needs          []string `json:"needs,omitempty" jsonschema:"IDs of the plan's tasks that must be done first"`
+	Needs          []string `json:"needs,omitempty" jsonschema:"IDs of the plan's tasks that must be done first (a subtask may need an agent's subtask, <agent>/<id>)"`
 	Labels         []string `json:"labels,omitempty" jsonschema:"labels an agent must all have to claim it"`
 	Assignee       string   `json:"assignee,omitempty" jsonschema:"only this agent may claim it"`
 	Attempts       int      `json:"attempts,omitempty" jsonschema:"claims before it fails (default 3)"`

@@ -32,7 +32,9 @@ import (
 //
 // The loader reads the file and nothing more: what a plan may hold (IDs,
 // kinds, limits, dependencies and their cycles) is the board service's to
-// say, and it refuses a bad plan naming every problem.
+// say, and it refuses a bad plan naming every problem. CheckPlan says it
+// offline, by the same rules (protocol.BoardPlan.Validate), each problem
+// with its line.
 
 // planFile and taskFile are the file as written; taskFile has the keys of
 // protocol.BoardTaskSpec (a test keeps the two alike).
@@ -147,6 +149,97 @@ func ParsePlan(path string, data []byte) (protocol.BoardPlan, error) {
 		}
 	}
 	return p, nil
+}
+
+// PlanProblem is one problem of a plan file: the field it is in
+// ("tasks[3].needs[0]"), the line of the file it is on (0: none, as for a
+// plan named after its file), and what is wrong.
+type PlanProblem struct {
+	Field   string `json:"field"`
+	Line    int    `json:"line,omitempty"`
+	Problem string `json:"problem"`
+}
+
+func (p PlanProblem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("line %d: %s: %s", p.Line, p.Field, p.Problem)
+	}
+	return p.Field + ": " + p.Problem
+}
+
+// CheckPlan reads a plan file and checks it as apply does before it writes
+// anything (protocol.BoardPlan.Validate: IDs, kinds, every limit, unknown
+// and duplicate IDs, cycles), with no bus: the plan, and every problem with
+// its line. err is a file that cannot be read or parsed (an unknown key, a
+// run that is not a list: ParsePlan's errors, which name their line).
+func CheckPlan(path string) (protocol.BoardPlan, []PlanProblem, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return protocol.BoardPlan{}, nil, err
+	}
+	p, err := ParsePlan(path, data)
+	if err != nil {
+		return p, nil, err
+	}
+	var doc yaml.Node
+	_ = yaml.Unmarshal(data, &doc) // ParsePlan read it: it parses
+	var out []PlanProblem
+	for _, e := range flatten(p.Validate()) {
+		pr := PlanProblem{Problem: e.Error()}
+		var fe *protocol.FieldError
+		if errors.As(e, &fe) {
+			pr.Field, pr.Problem, pr.Line = fe.Field, fe.Problem, lineOf(&doc, fe.Field)
+		}
+		out = append(out, pr)
+	}
+	return p, out, nil
+}
+
+// flatten lists the problems err joins, and the ones they join (a plan's
+// Validate joins each task's).
+func flatten(err error) []error {
+	var out []error
+	for _, e := range protocol.Problems(err) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			out = append(out, flatten(errors.Join(j.Unwrap()...))...)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+var fieldStep = regexp.MustCompile(`([^.\[\]]+)|\[(\d+)\]`)
+
+// lineOf is the line of the node a field path ("tasks[3].needs[0]") names
+// in the document, or of the deepest node on its way that the document has
+// (0 for none).
+func lineOf(doc *yaml.Node, field string) int {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	line := 0
+	for _, m := range fieldStep.FindAllStringSubmatch(field, -1) {
+		var next *yaml.Node
+		switch {
+		case m[1] != "" && n.Kind == yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == m[1] {
+					next = n.Content[i+1]
+				}
+			}
+		case m[2] != "" && n.Kind == yaml.SequenceNode:
+			if i, err := strconv.Atoi(m[2]); err == nil && i < len(n.Content) {
+				next = n.Content[i]
+			}
+		}
+		if next == nil {
+			break
+		}
+		n, line = next, next.Line
+	}
+	return line
 }
 
 var unknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type operator\.(\w+)$`)

@@ -131,3 +131,62 @@ func TestExamplePlansAreValid(t *testing.T) {
 		}
 	}
 }
+
+// CheckPlan says what apply would refuse, offline: every problem, each with
+// its field and the line it is on.
+func TestCheckPlanNamesEveryProblemWithItsLine(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(file, []byte(`tasks:
+  - id: a
+    prompt: x
+    needs: [b]
+  - id: b
+    prompt: y
+    needs:
+      - c
+      - a
+  - id: c
+    run: [make]
+    prompt: both
+    attempts: 1000
+  - id: a
+    prompt: again
+  - id: d
+    prompt: z
+    needs: [ghost, agent-1/x]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, problems, err := CheckPlan(file)
+	if err != nil || p.Plan != "p" {
+		t.Fatalf("plan %q: %v", p.Plan, err)
+	}
+	var got []string
+	for _, pr := range problems {
+		got = append(got, pr.String())
+	}
+	want := []string{
+		"line 10: tasks[2]: has both run and prompt: a task is exactly one of them",
+		"line 13: tasks[2].attempts: must be between 0 (the default, 3) and 100 (got 1000)",
+		`line 14: tasks[3].id: "a" is also tasks[0]'s ID`,
+		`line 18: tasks[4].needs[0]: "ghost" is not a task of the plan`,
+		`line 18: tasks[4].needs[1]: "agent-1/x" is an agent's subtask: a plan's tasks need only tasks of the plan`,
+		"line 4: tasks[0].needs: a cycle: a -> b -> a",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A good file has none; one that does not parse is an error naming its line.
+	if err := os.WriteFile(file, []byte("tasks:\n  - id: a\n    prompt: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, problems, err := CheckPlan(file); err != nil || len(problems) != 0 {
+		t.Fatalf("a good plan: %v %v", problems, err)
+	}
+	if err := os.WriteFile(file, []byte("tasks:\n  - id: a\n    prompt: x\n    need: [b]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := CheckPlan(file); err == nil || !strings.Contains(err.Error(), `line 4: unknown key "need"`) {
+		t.Fatalf("an unknown key: %v", err)
+	}
+}

@@ -219,7 +219,7 @@ func (a *Agent) claimBoard(ctx context.Context, cl *board.Client) (done <-chan s
 func (a *Agent) runBoard(cl *board.Client, rep *protocol.BoardReply) {
 	t := rep.Task
 	key := t.Key()
-	name := fmt.Sprintf("board-%s-%d", key, t.Attempts) // <plan>.<task>: no ID has a dot
+	name := fmt.Sprintf("board-%s-%d", protocol.BoardKeyFile(t.Plan, t.ID), t.Attempts) // <plan>.<task>, an agent's <agent>/<id> as <agent>.<id>: no ID has a dot
 	log := a.log.With("board", key, "attempt", t.Attempts, "task", name)
 	a.boardHeld.Store(key)
 	defer a.boardHeld.Store("")

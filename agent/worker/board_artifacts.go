@@ -15,7 +15,8 @@ import (
 )
 
 // neededArtifacts fetches the artifacts the tasks t needs left (their
-// results name them), as task files needs/<task>/<name>: the command finds
+// results name them), as task files needs/<task>/<name> (an agent's
+// subtask <agent>/<id> as needs/<agent>.<id>/<name>): the command finds
 // them in its directory before it starts. An artifact the store does not
 // have (a result naming one its task never put) is skipped and logged; any
 // other failure is returned (the task is handed back, to run when the
@@ -41,7 +42,7 @@ func (a *Agent) neededArtifacts(cl *board.Client, t *protocol.BoardTask, needs [
 			if len(files) >= protocol.MaxTaskFiles-1 { // context.json is one
 				return files, nil
 			}
-			files[protocol.NeedsDir+"/"+n.ID+"/"+name] = string(data)
+			files[protocol.NeedsDir+"/"+protocol.BoardTaskFile(n.ID)+"/"+name] = string(data)
 		}
 	}
 	return files, nil

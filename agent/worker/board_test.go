@@ -610,3 +610,50 @@ func TestBoardArtifactsPassBetweenRunTasks(t *testing.T) {
 		t.Fatalf("the operator's get of a's artifact: %q %+v %v", data, art, err)
 	}
 }
+
+// An agent's own run subtasks, in its namespace (agent-1/<id>), run as the
+// operator's do: a run task of the operator's adds agent-1/made (which
+// leaves an artifact) with `flock-agent board add`, the next adds
+// agent-1/read, which needs it and reads the artifact from
+// needs/agent-1.made/ in its directory, board-art.agent-1.read-1.
+func TestAgentSubtasksRunInTheirNamespace(t *testing.T) {
+	t.Parallel()
+	e, cl := twoAgentsOnTheBoard(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	add := func(under, id string, needs string, run ...string) []string {
+		return append([]string{self, "board", "add", "art", under, "--id", id, "--assignee", "agent-1", "--needs", needs, "--run", "--"}, run...)
+	}
+	if _, err := cl.Apply(ctx, protocol.BoardPlan{Plan: "art", Tasks: []protocol.BoardTaskSpec{
+		{ID: "a", Assignee: "agent-1", Run: add("a", "made", "", self, "tool", "write", "artifacts/out.txt", "made by agent-1/made")},
+		{ID: "b", Assignee: "agent-1", Needs: []string{"a"}, Run: add("b", "read", "agent-1/made", self, "tool", "read", "needs/agent-1.made/out.txt")},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var read *protocol.BoardTask
+	defer func() {
+		if read == nil {
+			tasks, _ := cl.List(context.Background(), "art")
+			for _, task := range tasks {
+				t.Logf("%s %s %s %+v", task.ID, task.Status, task.Reason, task.Result)
+			}
+		}
+	}()
+	testkit.WaitFor(t, 25*time.Second, "agent-1/read done", func() bool {
+		got, err := cl.Show(ctx, "art", "agent-1/read")
+		if err == nil && (got.Status == protocol.BoardDone || got.Status == protocol.BoardFailed) {
+			read = got
+		}
+		return read != nil
+	})
+	if read.Status != protocol.BoardDone || read.Result == nil || read.Result.Summary != "made by agent-1/made" || read.CreatedBy != "agent-1" || read.Parent != "b" {
+		t.Fatalf("agent-1/read: %s %s %+v: want done, having read agent-1/made's artifact", read.Status, read.Reason, read.Result)
+	}
+	dir := filepath.Join(e.shared, "agents", "agent-1", "tasks", "board-art.agent-1.read-1")
+	if got := testkit.ReadFile(t, filepath.Join(dir, "needs", "agent-1.made", "out.txt")); got != "made by agent-1/made" {
+		t.Fatalf("the needed artifact in %s: %q", dir, got)
+	}
+	if data, art, err := cl.Get(ctx, "art", "agent-1/made", "out.txt"); err != nil || string(data) != "made by agent-1/made" || art.Task != "agent-1/made" {
+		t.Fatalf("the operator's get of agent-1/made's artifact: %q %+v %v", data, art, err)
+	}
+}

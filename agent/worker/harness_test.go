@@ -29,7 +29,7 @@ import (
 // a built-in tool (what exec tasks spawn) and `<test binary> run` runs an
 // agent process (for the kill and SIGTERM tests).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == "tool" || os.Args[1] == "run") {
+	if len(os.Args) > 1 && (os.Args[1] == "tool" || os.Args[1] == "run" || os.Args[1] == "board") {
 		// As flock-agent's main: SIGTERM cancels the context (the drain).
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		code := cli.Main(ctx, os.Args[1:], os.Getenv, cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})

@@ -23,7 +23,7 @@ import (
 // (its own connection to the bus, with the agent's key, as `flock-agent
 // mcp` makes one), asks the model with the prompt and the results of the
 // tasks it needs, writes the answer to board/<plan>.<task>/answer.md in the
-// agent's directory and completes the task with the answer's beginning as
+// agent's directory (an agent's subtask <agent>/<id> as <agent>.<id>) and completes the task with the answer's beginning as
 // its summary and the file as its artifact; a model error fails it. It
 // renews the claim's lease while the model is slow, claims again at once
 // after a task, and otherwise when the board rings (board.ready) or every
@@ -106,7 +106,7 @@ func (a *agent) workBoard(ctx context.Context) {
 // boardTask answers one claimed prompt task and tells the board.
 func (a *agent) boardTask(ctx context.Context, cl *board.Client, rep *protocol.BoardReply) {
 	t := rep.Task
-	key := t.Plan + "." + t.ID // neither has a dot
+	key := t.Key()
 	log := a.log.With("board", key, "attempt", t.Attempts)
 	if strings.TrimSpace(t.Prompt) == "" {
 		a.boardFail(cl, t, "not a prompt task: this agent answers prompts only", log)
@@ -150,7 +150,7 @@ func (a *agent) boardTask(ctx context.Context, cl *board.Client, rep *protocol.B
 		return
 	}
 
-	dir := filepath.Join(a.dir, "board", key)
+	dir := filepath.Join(a.dir, "board", protocol.BoardKeyFile(t.Plan, t.ID)) // an agent's subtask <agent>/<id> as <agent>.<id>: one directory
 	file := filepath.Join(dir, answerFile)
 	if err := os.MkdirAll(dir, 0o755); err == nil {
 		err = writeAtomic(file, ans.text)

@@ -180,6 +180,15 @@ func TestRunWorksTheBoardsPromptTasks(t *testing.T) {
 		t.Fatalf("summary of a %d-byte answer: %d bytes", len(answer), len(got.Result.Summary))
 	}
 
+	// 3b. An agent's subtask (agent-2/sub, in agent-2's namespace): its
+	// directory is one name, p.agent-2.sub.
+	b.add(promptTask("p", "agent-2/sub", "a subtask of agent-2's", 0))
+	got = b.wait(t, protocol.BoardOpComplete, "p", "agent-2/sub")
+	if answer = testkit.ReadFile(t, filepath.Join(dir, "board", "p.agent-2.sub", "answer.md")); got.Result == nil ||
+		!strings.Contains(answer, "a subtask of agent-2's") || got.Result.Artifacts[0] != "agents/agent-1/board/p.agent-2.sub/answer.md" {
+		t.Fatalf("a subtask's answer %q, result %+v", answer, got.Result)
+	}
+
 	// 4. A model slower than the task's timeout fails it.
 	b.add(promptTask("p", "late", "too slow an answer", 300*time.Millisecond))
 	if r := b.wait(t, protocol.BoardOpFail, "p", "late"); r.Reason != "timeout: the model did not answer within 300ms" {

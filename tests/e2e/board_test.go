@@ -241,8 +241,9 @@ func TestBoardPlanRunsOnTheFlock(t *testing.T) {
 // "other" has a task labelled for agent-2 alone and one agent-2 holds,
 // plan "mine" two prompt tasks assigned to agent-1 (prompt tasks: agent-1's
 // runtime claims run tasks only). Each refusal is asserted by its code:
-// the board's (forbidden, nothing, not-holder, not-ready, not-found,
-// limit), or the bus's (a permissions violation, no answer).
+// the board's (forbidden, nothing, limit; not-found for every op on a task
+// it may not see, as for one that does not exist), or the bus's (a
+// permissions violation, no answer).
 func TestHostileBoard(t *testing.T) {
 	f, a1, a2 := needTwo(t)
 	cl := boardOperator(t)
@@ -257,8 +258,8 @@ func TestHostileBoard(t *testing.T) {
 	}})
 	// agent-2 claims its task, from its container with its key.
 	out := mustSucceed(t, a2, "board-claim", "nats://bus:4222", protocol.ContainerCredsFile, other, "held")
-	var held protocol.BoardTask
-	if err := json.Unmarshal([]byte(lastLine(out)), &held); err != nil || held.Holder != a2 || held.Status != protocol.BoardClaimed {
+	var claimed protocol.BoardReply
+	if err := json.Unmarshal([]byte(lastLine(out)), &claimed); err != nil || claimed.Task == nil || claimed.Task.Holder != a2 || claimed.Task.Status != protocol.BoardClaimed {
 		t.Fatalf("agent-2's claim: %q %v", out, err)
 	}
 
@@ -285,14 +286,15 @@ func TestHostileBoard(t *testing.T) {
 		"show own task":    "ok",
 		"claim own task":   "ok",
 		"request own list": "answered",
-		// The board's refusals.
+		// The board's refusals: every op on a task of plan other, which
+		// it may not see, answers as on a task that does not exist.
 		"claim in other plan":           protocol.BoardErrNothing,
-		"claim labelled task":           protocol.BoardErrForbidden,
-		"claim held task":               protocol.BoardErrNotReady,
-		"renew held task":               protocol.BoardErrNotHolder,
-		"complete held task":            protocol.BoardErrNotHolder,
-		"fail held task":                protocol.BoardErrNotHolder,
-		"release held task":             protocol.BoardErrNotHolder,
+		"claim labelled task":           protocol.BoardErrNotFound,
+		"claim held task":               protocol.BoardErrNotFound,
+		"renew held task":               protocol.BoardErrNotFound,
+		"complete held task":            protocol.BoardErrNotFound,
+		"fail held task":                protocol.BoardErrNotFound,
+		"release held task":             protocol.BoardErrNotFound,
 		"show labelled task":            protocol.BoardErrNotFound,
 		"show held task":                protocol.BoardErrNotFound,
 		"list other plan":               "0 tasks []",
@@ -300,7 +302,7 @@ func TestHostileBoard(t *testing.T) {
 		"claim any task past the limit": protocol.BoardErrLimit,
 		"add run task for victim":       protocol.BoardErrForbidden,
 		"add run task for anyone":       protocol.BoardErrForbidden,
-		"add under held task":           protocol.BoardErrNotHolder,
+		"add under held task":           protocol.BoardErrNotFound,
 		"flood added":                   strconv.Itoa(max(quota-before, 0)),
 		"flood refused":                 "limit limit limit",
 		"put under held task":           protocol.BoardErrNotFound, // it may not see the task at all
@@ -358,6 +360,9 @@ func TestHostileBoard(t *testing.T) {
 	}
 	for _, id := range []string{"evil-run", "evil-any", "evil-under"} {
 		for _, p := range []string{other, mine} {
+			if _, err := cl.Show(ctx, p, protocol.BoardAgentTaskID(a1, id)); boardErrCode(err) != protocol.BoardErrNotFound {
+				t.Errorf("%s.%s/%s: %v, want not-found: the add was refused", p, a1, id, err)
+			}
 			if _, err := cl.Show(ctx, p, id); boardErrCode(err) != protocol.BoardErrNotFound {
 				t.Errorf("%s.%s: %v, want not-found: the add was refused", p, id, err)
 			}
@@ -387,4 +392,129 @@ func boardErrCode(err error) string {
 		return be.Code
 	}
 	return err.Error()
+}
+
+// agent-1, holding a task of an applied plan, squats from its container
+// with its own key: it adds a subtask under the ID "deploy" that the
+// operator's next version of the plan will add (and one in agent-2's
+// namespace), and completes it with a forged result and artifact ("deployed
+// v1.2.3 to prod"). The board puts its subtask in agent-1's namespace
+// (agent-1/deploy) and refuses agent-2's; the operator's dry run and apply
+// of the next version create the plan's own deploy, which agent-2's runtime
+// runs; agent-2, claiming report (which needs deploy), is handed the
+// operator's deploy's result and artifact, never agent-1's. And agent-1's
+// every op on report (agent-2's, which it may not see) answers as on a task
+// that does not exist, byte for byte but the name.
+func TestHostileBoardSquat(t *testing.T) {
+	_, a1, a2 := needTwo(t)
+	cl := boardOperator(t)
+	plan := boardPlanID("squat")
+	applyBoard(t, cl, protocol.BoardPlan{Plan: plan, Tasks: []protocol.BoardTaskSpec{
+		{ID: "work", Prompt: "agent-1's part", Assignee: a1},
+		{ID: "report", Prompt: "report on the release", Assignee: a2, Needs: []string{"work"}},
+	}})
+	r := <-probeAsync(a1, 2*time.Minute, "board-squat", "nats://bus:4222", protocol.ContainerCredsFile, plan, "work", "deploy", a2, "report")
+	if err := r.ended(); err != nil {
+		t.Fatalf("the squatting probe: %v: %s", err, r.all())
+	}
+	var outcome map[string]string
+	if err := json.Unmarshal([]byte(lastLine(r.out)), &outcome); err != nil {
+		t.Fatalf("%q: %v", r.out, err)
+	}
+	t.Logf("agent-1 squatting: %v", outcome)
+	want := map[string]string{
+		"claim under":               "ok",
+		"add squat":                 "ok",
+		"added":                     protocol.BoardAgentTaskID(a1, "deploy"), // its own namespace, not the plan's deploy
+		"add in victim's namespace": protocol.BoardErrForbidden,
+		"complete under":            "ok",
+		"claim squat":               "ok",
+		"put forged artifact":       "ok",
+		"complete squat":            "ok",
+	}
+	for _, op := range []string{"add needing", "show", "claim", "claim a run", "renew", "complete", "fail", "release", "add under", "put", "get"} {
+		want["oracle "+op] = "same"
+	}
+	for k, v := range want {
+		if outcome[k] != v {
+			t.Errorf("agent-1: %s: %q, want %q", k, outcome[k], v)
+		}
+	}
+	for k := range outcome {
+		if _, ok := want[k]; !ok {
+			t.Errorf("agent-1: %s: %q, which the test does not check", k, outcome[k])
+		}
+	}
+
+	// The operator's next version adds deploy, a run task of agent-2's
+	// that leaves an artifact, and report needs it. Its dry run says what
+	// the apply does, and writes nothing.
+	ctx := testContext(t, time.Minute)
+	next := protocol.BoardPlan{Plan: plan, Tasks: []protocol.BoardTaskSpec{
+		{ID: "work", Prompt: "agent-1's part", Assignee: a1},
+		{ID: "deploy", Run: []string{"/flock-agent", "tool", "write", "artifacts/release.txt", "released by the operator's deploy"}, Assignee: a2, Timeout: protocol.Duration(time.Minute)},
+		{ID: "report", Prompt: "report on the release", Assignee: a2, Needs: []string{"work", "deploy"}},
+	}}
+	wantChanges := []protocol.BoardChange{
+		{Task: "work", Change: protocol.BoardUnchanged, Status: protocol.BoardDone},
+		{Task: "deploy", Change: protocol.BoardCreated, Status: protocol.BoardReady},
+		{Task: "report", Change: protocol.BoardUpdated, Status: protocol.BoardBlocked},
+	}
+	dry, err := cl.DryRun(ctx, next)
+	if err != nil || !slices.Equal(dry, wantChanges) {
+		t.Errorf("the dry run: %+v %v, want %+v", dry, err, wantChanges)
+	}
+	if _, err := cl.Show(ctx, plan, "deploy"); boardErrCode(err) != protocol.BoardErrNotFound {
+		t.Errorf("deploy after the dry run: %v, want not-found (nothing written)", err)
+	}
+	applied, err := cl.Apply(ctx, next)
+	if err != nil || !slices.Equal(applied, wantChanges) {
+		t.Errorf("the apply: %+v %v, want %+v", applied, err, wantChanges)
+	}
+
+	// agent-2's runtime runs the operator's deploy; then report is ready.
+	deadline := time.Now().Add(2 * time.Minute)
+	var report *protocol.BoardTask
+	for report == nil || report.Status != protocol.BoardReady {
+		if time.Now().After(deadline) {
+			t.Fatalf("report not ready: %+v", report)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if report, err = cl.Show(boardCtx(t), plan, "report"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deploy, err := cl.Show(ctx, plan, "deploy")
+	if err != nil || deploy.CreatedBy != protocol.OperatorUser || deploy.Holder != a2 || deploy.Status != protocol.BoardDone {
+		t.Errorf("the plan's deploy: %+v %v, want the operator's, done by %s", deploy, err, a2)
+	}
+
+	// agent-2 claims report: its context is the operator's deploy's.
+	out := mustSucceed(t, a2, "board-claim", "nats://bus:4222", protocol.ContainerCredsFile, plan, "report")
+	var claimed protocol.BoardReply
+	if err := json.Unmarshal([]byte(lastLine(out)), &claimed); err != nil || claimed.Task == nil {
+		t.Fatalf("agent-2's claim: %q %v", out, err)
+	}
+	got := map[string]protocol.BoardTask{}
+	for _, d := range claimed.Context {
+		got[d.ID] = d
+		if d.Result != nil && strings.Contains(d.Result.Summary, "v1.2.3") {
+			t.Errorf("agent-2 was handed agent-1's forged result as %s's: %+v", d.ID, d)
+		}
+	}
+	if d, ok := got["deploy"]; !ok || d.CreatedBy != protocol.OperatorUser || d.Holder != a2 || d.Result == nil || !slices.Equal(d.Result.Artifacts, []string{"release.txt"}) {
+		t.Errorf("report's context for deploy: %+v (of %+v)", d, claimed.Context)
+	}
+	out = mustSucceed(t, a2, "board-get", "nats://bus:4222", protocol.ContainerCredsFile, plan, "deploy", "release.txt")
+	var art struct {
+		Artifact protocol.BoardArtifact
+		Text     string
+	}
+	if err := json.Unmarshal([]byte(lastLine(out)), &art); err != nil || art.Text != "released by the operator's deploy" || art.Artifact.By != a2 {
+		t.Errorf("deploy's release.txt as agent-2 gets it: %q %v", out, err)
+	}
+	// agent-1's forgery is its own task, apart.
+	if own, err := cl.Show(ctx, plan, protocol.BoardAgentTaskID(a1, "deploy")); err != nil || own.CreatedBy != a1 || own.Result == nil || own.Result.Summary != "deployed v1.2.3 to prod" {
+		t.Errorf("agent-1's own subtask: %+v %v", own, err)
+	}
 }

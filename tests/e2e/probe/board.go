@@ -41,8 +41,9 @@ func boardConn(url, seedFile string, errs chan error) (*board.Client, *nats.Conn
 	return board.NewAgentClient(nc, self), nc
 }
 
-// boardClaim claims plan/task as this agent and prints the task: the
-// holder's side of TestHostileBoard (another agent holds a task).
+// boardClaim claims plan/task as this agent and prints the reply (the task
+// and its context): the holder's side of TestHostileBoard (another agent
+// holds a task), the dependent's of TestHostileBoardSquat.
 func boardClaim(url, seedFile, plan, task string) {
 	cl, nc := boardConn(url, seedFile, make(chan error, 8))
 	defer nc.Close()
@@ -52,22 +53,22 @@ func boardClaim(url, seedFile, plan, task string) {
 	if err != nil {
 		fail(err)
 	}
-	b, _ := json.Marshal(rep.Task)
+	b, _ := json.Marshal(rep)
 	fmt.Println(string(b))
 }
 
-// boardPut puts text as artifact name of plan/task, which this agent holds:
-// the victim's side of TestHostileBoard.
-func boardPut(url, seedFile, plan, task, name, text string) {
+// boardGet gets artifact name of plan/task as this agent and prints it (as
+// JSON: the artifact, and its bytes as text).
+func boardGet(url, seedFile, plan, task, name string) {
 	cl, nc := boardConn(url, seedFile, make(chan error, 8))
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	a, err := cl.Put(ctx, plan, task, name, []byte(text))
+	data, a, err := cl.Get(ctx, plan, task, name)
 	if err != nil {
 		fail(err)
 	}
-	b, _ := json.Marshal(a)
+	b, _ := json.Marshal(map[string]any{"artifact": a, "text": string(data)})
 	fmt.Println(string(b))
 }
 

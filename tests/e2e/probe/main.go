@@ -167,8 +167,18 @@ func main() {
 		forgePool(arg(2), arg(3), from, num(5))
 	case "board-claim":
 		// An agent claims a board task (another agent's side of the
-		// hostile board test: a task it holds).
+		// hostile board test: a task it holds); prints the claim's reply.
 		boardClaim(arg(2), arg(3), arg(4), arg(5))
+	case "board-get":
+		// An agent gets an artifact of a task (a dependent's side of the
+		// squatting test); prints it.
+		boardGet(arg(2), arg(3), arg(4), arg(5), arg(6))
+	case "board-squat":
+		// A hostile agent holding a task of a plan: it takes the ID the
+		// operator's next version will add, and another agent's
+		// namespace, completes what it made with a forged result, and asks
+		// about a task for another agent as about one that does not exist.
+		boardSquat(arg(2), arg(3), arg(4), arg(5), arg(6), arg(7), arg(8))
 	case "board-put":
 		// An agent puts an artifact under a task it holds (the victim's
 		// side of the hostile board test).
@@ -206,7 +216,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|board-claim|board-hostile|board-flood|mcp|http|connect|flood|latency ...")
+	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|board-claim|board-get|board-squat|board-hostile|board-flood|mcp|http|connect|flood|latency ...")
 	os.Exit(2)
 }
 
