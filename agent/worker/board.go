@@ -141,6 +141,11 @@ func (a *Agent) boardLoop(ctx context.Context) {
 			// claimed prompt tasks as this agent): normal too.
 			a.log.Debug("board: the agent holds its claim limit", "err", err)
 			backoff = 0
+		case errors.As(err, &be) && be.Code == protocol.BoardErrBusy:
+			// Past its request bounds (its program asks the board
+			// often too): the client paused already; the next poll.
+			a.log.Debug("board: busy", "err", err)
+			backoff = 0
 		case errors.Is(err, nats.ErrNoResponders):
 			a.log.Debug("board: no board service answers", "err", err)
 			backoff = 0
