@@ -14,13 +14,20 @@ const (
 	// ArtifactStream is the object store's stream.
 	ArtifactStream = "OBJ_" + ArtifactBucket
 	// ArtifactStoreBytes is the store the artifacts may use (counted in the
-	// bus's store like the board's bucket), ArtifactQuotaBytes what one
-	// agent's artifacts may take of it, all told, and ArtifactBytes the
-	// largest artifact (a request carries it, base64 in JSON, within the
-	// bus's default max payload).
-	ArtifactStoreBytes = 16 << 20
-	ArtifactQuotaBytes = 4 << 20
-	ArtifactBytes      = 256 << 10
+	// bus's store like the board's bucket); ArtifactQuotaBytes the most one
+	// agent's artifacts may take of it, all told, each charged what it
+	// costs the store (ArtifactQuota: a flock of many agents shares the
+	// store out), ArtifactQuotaObjects how many it may keep, and
+	// ArtifactBytes the largest artifact (a request carries it, base64 in
+	// JSON, within the bus's default max payload). ArtifactReserveBytes is
+	// the part of the store no agent's share holds: room for what the
+	// store keeps beyond the artifacts (the markers of deleted ones while
+	// they are purged).
+	ArtifactStoreBytes   = 16 << 20
+	ArtifactQuotaBytes   = 4 << 20
+	ArtifactQuotaObjects = 64
+	ArtifactBytes        = 256 << 10
+	ArtifactReserveBytes = 1 << 20
 	// ArtifactsDir is where a run task's command leaves the artifacts the
 	// runtime puts on the board when it succeeds (in its task directory),
 	// and NeedsDir where the runtime writes, before the command runs, the
@@ -28,6 +35,18 @@ const (
 	ArtifactsDir = "artifacts"
 	NeedsDir     = "needs"
 )
+
+// ArtifactQuota is what each agent of a flock of agents may keep in the
+// artifact store, in bytes as the board charges them: ArtifactQuotaBytes,
+// or an equal share of the store less its reserve when the agents'
+// quotas together would not fit it, so that no agent at its bound (nor
+// all of them) can take the room another agent's share holds.
+func ArtifactQuota(agents int) int {
+	if agents < 1 {
+		agents = 1
+	}
+	return min(ArtifactQuotaBytes, (ArtifactStoreBytes-ArtifactReserveBytes)/agents)
+}
 
 // ArtifactObject is an artifact's name in the store: "<plan>/<task>/<name>",
 // an agent's subtask as BoardTaskFile names it ("<agent>.<id>"), so that no

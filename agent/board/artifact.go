@@ -29,8 +29,9 @@ func checkArtifactName(op string, req protocol.BoardRequest) error {
 }
 
 // put stores an artifact under a task the caller holds, within the
-// caller's quota (protocol.ArtifactQuotaBytes, all its artifacts told; one
-// it replaces counts once).
+// caller's share of the store (artifact_quota.go: every artifact charged
+// what it costs the store, at most protocol.ArtifactQuotaObjects of them;
+// one it replaces counts once).
 func (s *Service) put(ctx context.Context, caller string, req protocol.BoardRequest) (*protocol.BoardReply, error) {
 	if err := checkArtifactName(protocol.BoardOpPut, req); err != nil {
 		return nil, err
@@ -57,12 +58,8 @@ func (s *Service) put(ctx context.Context, caller string, req protocol.BoardRequ
 	unlock := s.lockCaller(caller)
 	defer unlock()
 	name := protocol.ArtifactObject(req.Plan, req.Task, req.Name)
-	used, err := s.artifactBytes(ctx, func(o *jetstream.ObjectInfo) bool { return o.Metadata[metaBy] == caller && o.Name != name })
-	if err != nil {
+	if err := s.checkQuota(ctx, caller, req.Name, name, len(req.Data)); err != nil {
 		return nil, err
-	}
-	if used+len(req.Data) > protocol.ArtifactQuotaBytes {
-		return nil, refuse(protocol.BoardErrLimit, "artifact %s: %s's artifacts would take %d bytes, over its quota of %d", req.Name, caller, used+len(req.Data), protocol.ArtifactQuotaBytes)
 	}
 	info, err := s.obj.Put(ctx, jetstream.ObjectMeta{Name: name, Metadata: map[string]string{metaBy: caller}}, bytes.NewReader(req.Data))
 	if err != nil {
@@ -118,24 +115,6 @@ func (s *Service) passesOn(caller, plan, task, by string) bool {
 	})) > 0
 }
 
-// artifactBytes is the size of the stored artifacts keep selects.
-func (s *Service) artifactBytes(ctx context.Context, keep func(*jetstream.ObjectInfo) bool) (int, error) {
-	list, err := s.obj.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, refuse(protocol.BoardErrInternal, "artifact store: %v", err)
-	}
-	n := 0
-	for _, o := range list {
-		if keep(o) {
-			n += int(o.Size)
-		}
-	}
-	return n, nil
-}
-
 // removeArtifacts deletes the artifacts of plan's tasks (the plan left the
 // board).
 func (s *Service) removeArtifacts(ctx context.Context, plan string) {
@@ -150,6 +129,10 @@ func (s *Service) removeArtifacts(ctx context.Context, plan string) {
 		if strings.HasPrefix(o.Name, plan+"/") {
 			if err := s.obj.Delete(ctx, o.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 				s.log.Warn("board: artifact of a removed plan not deleted", "artifact", o.Name, "err", err)
+				continue
+			}
+			if err := s.purgeMarker(ctx, o.Name); err != nil {
+				s.log.Warn("board: the marker of a deleted artifact not purged", "artifact", o.Name, "err", err)
 			}
 		}
 	}

@@ -58,6 +58,7 @@ type Service struct {
 	opt    Options
 	st     *store
 	obj    jetstream.ObjectStore // the artifacts; nil when the bus keeps none
+	js     jetstream.JetStream
 	agents atomic.Pointer[map[string]protocol.BoardAgent]
 	keep   atomic.Int64 // how long a finished plan stays (protocol.BoardConfig.KeepFinished), ns
 	pruned time.Time    // when the sweeper last looked for finished plans (its goroutine only)
@@ -120,7 +121,7 @@ func Serve(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg proto
 		obj = nil
 	}
 	run, cancel := context.WithCancel(context.Background())
-	s := &Service{obj: obj, nc: nc, log: log, opt: opt, adm: newAdmission(opt), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]int{}, promoting: map[string]*promotion{}}
+	s := &Service{obj: obj, js: js, nc: nc, log: log, opt: opt, adm: newAdmission(opt), ring: make(chan struct{}, 1), cancel: cancel, picking: map[string]int{}, promoting: map[string]*promotion{}}
 	s.SetConfig(cfg)
 	if s.st, err = openStore(ctx, run, kv, log, &s.bg); err != nil {
 		cancel()

@@ -265,6 +265,15 @@ func TestHostileBoard(t *testing.T) {
 
 	mustSucceed(t, a2, "board-put", "nats://bus:4222", protocol.ContainerCredsFile, other, "held", "victim.txt", "agent-2's work")
 
+	storeBytes := func() int {
+		_, js := jsClient(t)
+		st, err := js.Stream(boardCtx(t), protocol.ArtifactStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(st.CachedInfo().State.Bytes)
+	}
+	storeBefore := storeBytes()
 	start := time.Now()
 	r := <-probeAsync(a1, 3*time.Minute, "board-hostile", "nats://bus:4222", protocol.ContainerCredsFile, a2, other, mine)
 	if err := r.ended(); err != nil {
@@ -281,6 +290,7 @@ func TestHostileBoard(t *testing.T) {
 		quota = boardAddQuota
 	}
 	before, _ := strconv.Atoi(outcome["flood added before"])
+	fills, empties := artifactFlood(a1, mine, len(f.agents))
 	want := map[string]string{
 		// Controls: what it may do, it can.
 		"show own task":    "ok",
@@ -308,8 +318,10 @@ func TestHostileBoard(t *testing.T) {
 		"put under held task":           protocol.BoardErrNotFound, // it may not see the task at all
 		"get victim's artifact":         protocol.BoardErrNotFound,
 		"put own artifact":              "ok",
-		// Its own 4 bytes count: 15 chunks of 256 KiB fit the 4 MiB quota, the 16th not.
-		"artifact flood": fmt.Sprintf("%d put, then %s", protocol.ArtifactQuotaBytes/protocol.ArtifactBytes-1, protocol.BoardErrLimit),
+		// Its share of the store, each artifact charged what it costs (its
+		// own notes.txt first), then the count of artifacts it may keep.
+		"artifact flood":       fmt.Sprintf("%d put, then %s", fills, protocol.BoardErrLimit),
+		"empty artifact flood": fmt.Sprintf("%d put, then %s", empties, protocol.BoardErrLimit),
 		// The bus's refusals.
 		"request as victim":                "denied",
 		"publish as victim":                "denied",
@@ -347,6 +359,17 @@ func TestHostileBoard(t *testing.T) {
 		}
 	}
 
+	// Its floods took no more of the store than its share, as charged, and
+	// agent-2 still puts an artifact at once.
+	if grew, share := storeBytes()-storeBefore, protocol.ArtifactQuota(len(f.agents)); grew > share {
+		t.Errorf("agent-1's artifacts grew the store %d bytes, over its share of %d", grew, share)
+	}
+	putStart := time.Now()
+	mustSucceed(t, a2, "board-put", "nats://bus:4222", protocol.ContainerCredsFile, other, "held", "after.txt", "agent-2's, after the flood")
+	if took := time.Since(putStart); took > 5*time.Second {
+		t.Errorf("agent-2's put after agent-1's artifact floods took %s", took)
+	}
+
 	// Nothing it tried changed agent-2's task, or gave anyone a command.
 	ctx := boardCtx(t)
 	if got, err := cl.Show(ctx, other, "held"); err != nil || got.Status != protocol.BoardClaimed || got.Holder != a2 || got.Result != nil {
@@ -381,6 +404,30 @@ func TestHostileBoard(t *testing.T) {
 	if n != max(quota, before) {
 		t.Errorf("agent-1 has added %d tasks; its quota is %d", n, quota)
 	}
+}
+
+// artifactFlood is what agent a1's artifact floods under plan/m1 come to
+// on a board of n agents: how many artifacts of 256 KiB fit its share of
+// the store after its own notes.txt, then how many empty ones, each charged
+// what it costs the store, within its count.
+func artifactFlood(a1, plan string, n int) (fills, empties int) {
+	left := protocol.ArtifactQuota(n) - board.ArtifactCost(protocol.ArtifactObject(plan, "m1", "notes.txt"), a1, 4)
+	kept := 1
+	for i := 0; i < protocol.ArtifactQuotaBytes/protocol.ArtifactBytes+2; i++ {
+		c := board.ArtifactCost(protocol.ArtifactObject(plan, "m1", "fill-"+strconv.Itoa(i)), a1, protocol.ArtifactBytes)
+		if c > left {
+			break
+		}
+		left, kept, fills = left-c, kept+1, fills+1
+	}
+	for i := 0; kept < protocol.ArtifactQuotaObjects; i++ {
+		c := board.ArtifactCost(protocol.ArtifactObject(plan, "m1", "empty-"+strconv.Itoa(i)), a1, 0)
+		if c > left {
+			break
+		}
+		left, kept, empties = left-c, kept+1, empties+1
+	}
+	return fills, empties
 }
 
 func boardErrCode(err error) string {

@@ -199,18 +199,22 @@ func boardHostile(url, seedFile, victim, other, mine string) {
 		return err
 	})
 	{
-		chunk := make([]byte, protocol.ArtifactBytes)
-		put := 0
-		code := "ok"
-		for i := 0; i < protocol.ArtifactQuotaBytes/protocol.ArtifactBytes+2 && code == "ok"; i++ {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			_, err := cl.Put(ctx, mine, "m1", "fill-"+strconv.Itoa(i), chunk)
-			cancel()
-			if code = boardCode(err); code == "ok" {
-				put++
+		// Its share in data, then empty artifacts (each costs the store
+		// its record) until it is refused.
+		flood := func(data []byte, most int, prefix string) string {
+			put, code := 0, "ok"
+			for i := 0; i < most && code == "ok"; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				_, err := cl.Put(ctx, mine, "m1", prefix+strconv.Itoa(i), data)
+				cancel()
+				if code = boardCode(err); code == "ok" {
+					put++
+				}
 			}
+			return fmt.Sprintf("%d put, then %s", put, code)
 		}
-		out["artifact flood"] = fmt.Sprintf("%d put, then %s", put, code)
+		out["artifact flood"] = flood(make([]byte, protocol.ArtifactBytes), protocol.ArtifactQuotaBytes/protocol.ArtifactBytes+2, "fill-")
+		out["empty artifact flood"] = flood(nil, 2000, "empty-")
 	}
 	out["flood added before"] = strconv.Itoa(before)
 	out["flood added"] = strconv.Itoa(added)
