@@ -100,14 +100,23 @@ func containsDot(s string) bool {
 	return false
 }
 
-// Board operations. Agents: list, show, claim, renew, complete, fail,
-// release, add, put, get. The operator: apply, apply-dry-run, list, show,
+// Board operations. Agents: list, show, claim, renew, renew-all, abandon,
+// complete, fail, release, add, put, get. The operator: apply, apply-dry-run, list, show,
 // cancel, retry, remove, get.
 const (
 	BoardOpList     = "list"
 	BoardOpShow     = "show"
 	BoardOpClaim    = "claim"
 	BoardOpRenew    = "renew"
+	// BoardOpRenewAll renews every claim the caller holds (of Kind, when
+	// the request names one): the runtime's proof that its agent is alive.
+	// Its reply's Tasks are the claims renewed, Lease the lease.
+	BoardOpRenewAll = "renew-all"
+	// BoardOpAbandon gives back every claim the caller holds, the attempt
+	// counted (out of attempts: failed): a runtime that starts holds
+	// nothing, so what its agent held before it died is given back at
+	// once, and a task that kills its agent does not run for ever.
+	BoardOpAbandon = "abandon"
 	BoardOpComplete = "complete"
 	BoardOpFail     = "fail"
 	BoardOpRelease  = "release"
@@ -157,7 +166,8 @@ const (
 	BoardLabelRule         = `^[a-z0-9][a-z0-9_-]{0,62}$` // a task's labels and an agent's (flock:agents[i].labels): at most MaxBoardLabel bytes
 	MaxBoardAttempts       = 100
 	DefaultBoardAttempts   = 3
-	DefaultBoardTimeout    = 10 * time.Minute // the lease a claim takes, and a run task's timeout
+	DefaultBoardTimeout    = 10 * time.Minute // how long a claim may last, renewed or not, and a run task's timeout
+	DefaultBoardLease      = 30 * time.Second // how long a claim lasts unrenewed: its holder is silent then
 	MaxBoardTimeout        = 24 * time.Hour
 	MaxBoardSummary        = 4 << 10
 	MaxBoardArtifacts      = 16
@@ -198,7 +208,7 @@ type BoardTaskSpec struct {
 	Labels   []string `json:"labels,omitempty" yaml:"labels,omitempty"`     // an agent must have every one to claim it
 	Assignee string   `json:"assignee,omitempty" yaml:"assignee,omitempty"` // only this agent may claim it
 	Attempts int      `json:"attempts,omitempty" yaml:"attempts,omitempty"` // claims before it fails; DefaultBoardAttempts when 0
-	Timeout  Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`   // lease and run timeout; DefaultBoardTimeout when 0
+	Timeout  Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`   // how long a claim may last (a run task's timeout); DefaultBoardTimeout when 0
 }
 
 // Kind says whether the spec is a run or a prompt task.
@@ -232,7 +242,9 @@ type BoardTask struct {
 	Status     string       `json:"status"`
 	Attempts   int          `json:"attemptsUsed"` // claims so far (a release gives one back)
 	Holder     string       `json:"holder,omitempty"`
-	LeaseUntil time.Time    `json:"leaseUntil,omitzero"`
+	LeaseUntil time.Time    `json:"leaseUntil,omitzero"` // the claim ends then unless renewed: min(last renewal + lease, ClaimedAt + timeout)
+	ClaimedAt  time.Time    `json:"claimedAt,omitzero"`  // when the holder claimed it
+	RenewedAt  time.Time    `json:"renewedAt,omitzero"`  // when the holder last renewed it (or claimed it)
 	Result     *BoardResult `json:"result,omitempty"`
 	Reason     string       `json:"reason,omitempty"` // why it failed, was released or cancelled, or what blocks it
 	Parent     string       `json:"parent,omitempty"` // the task it was added under (by an agent)
@@ -284,6 +296,8 @@ type BoardReply struct {
 	Context []BoardTask `json:"context,omitempty"`
 	// apply: what happened to each task of the plan.
 	Changes []BoardChange `json:"changes,omitempty"`
+	// claim, renew, renew-all, abandon: the board's lease (renew well within it).
+	Lease Duration `json:"lease,omitempty"`
 	// put, get: the artifact; get: its bytes.
 	Artifact *BoardArtifact `json:"artifact,omitempty"`
 	Data     []byte         `json:"data,omitempty"`
@@ -346,6 +360,22 @@ type BoardConfig struct {
 	// cancelled) stays on the board after its last change before the
 	// service removes it; DefaultBoardKeepFinished when not above 0.
 	KeepFinished Duration `json:"keepFinished,omitempty"`
+	// Lease is how long a claim lasts unrenewed (its holder silent);
+	// DefaultBoardLease when not above 0.
+	Lease Duration `json:"lease,omitempty"`
+}
+
+// BoardDeadline is when t's claim ends whatever its renewals: claimed
+// at plus its timeout (zero for a task claimed before claims had a time).
+func BoardDeadline(t BoardTask) time.Time {
+	if t.ClaimedAt.IsZero() {
+		return time.Time{}
+	}
+	d := time.Duration(t.Timeout)
+	if d <= 0 {
+		d = DefaultBoardTimeout
+	}
+	return t.ClaimedAt.Add(d)
 }
 
 // DefaultBoardKeepFinished keeps a finished plan a week.

@@ -42,7 +42,9 @@ func (s *Service) claim(ctx context.Context, caller string, req protocol.BoardRe
 		}
 		t.Status, t.Holder, t.Reason = protocol.BoardClaimed, caller, ""
 		t.Attempts++
-		t.LeaseUntil = s.now().Add(timeout(t))
+		now := s.now()
+		t.ClaimedAt, t.RenewedAt = now, now
+		t.LeaseUntil = s.leaseEnd(t, now)
 		return t, nil
 	}
 	if req.Task != "" {
@@ -143,7 +145,7 @@ func claimFilter(req protocol.BoardRequest) string {
 // by the owner of that ID: one an agent made under another's ID (a plan's,
 // from before namespaces) is never given as it.
 func (s *Service) claimed(t protocol.BoardTask) *protocol.BoardReply {
-	rep := &protocol.BoardReply{Task: &t}
+	rep := &protocol.BoardReply{Task: &t, Lease: protocol.Duration(s.lease())}
 	for _, n := range t.Needs {
 		d, ok := s.st.get(protocol.BoardKey(t.Plan, n))
 		if !ok || !d.ByOwner() {

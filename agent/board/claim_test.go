@@ -8,7 +8,7 @@ import (
 )
 
 // A claim takes the oldest ready task (the plan file's order), holds it
-// under a lease of the task's timeout, counts an attempt, and carries the
+// under a lease (the board's, renewed by the holder), counts an attempt, and carries the
 // results of the tasks it needs (without their prompts).
 func TestClaimTakesTheOldestReadyWithItsContext(t *testing.T) {
 	t.Parallel()
@@ -16,7 +16,7 @@ func TestClaimTakesTheOldestReadyWithItsContext(t *testing.T) {
 	a1, a2 := e.agent(t, "agent-1"), e.agent(t, "agent-2")
 	e.apply(t, plan("p", prompt("z"), prompt("y"), protocol.BoardTaskSpec{ID: "x", Prompt: "merge", Needs: []string{"z", "y"}, Timeout: protocol.Duration(time.Minute)}))
 	z := claim(t, a1, "", "")
-	if z.ID != "z" || z.Holder != "agent-1" || z.Attempts != 1 || z.Status != protocol.BoardClaimed || !z.LeaseUntil.Equal(e.clk.Now().Add(protocol.DefaultBoardTimeout)) {
+	if z.ID != "z" || z.Holder != "agent-1" || z.Attempts != 1 || z.Status != protocol.BoardClaimed || !z.LeaseUntil.Equal(e.clk.Now().Add(protocol.DefaultBoardLease)) || !z.ClaimedAt.Equal(e.clk.Now()) {
 		t.Fatalf("first claim: %+v", z)
 	}
 	y := claim(t, a2, "", "")
@@ -30,7 +30,7 @@ func TestClaimTakesTheOldestReadyWithItsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Task.ID != "x" || !rep.Task.LeaseUntil.Equal(e.clk.Now().Add(time.Minute)) {
+	if rep.Task.ID != "x" || !rep.Task.LeaseUntil.Equal(e.clk.Now().Add(protocol.DefaultBoardLease)) || !protocol.BoardDeadline(*rep.Task).Equal(e.clk.Now().Add(time.Minute)) || time.Duration(rep.Lease) != protocol.DefaultBoardLease {
 		t.Fatalf("third claim: %+v", rep.Task)
 	}
 	if len(rep.Context) != 2 {

@@ -101,6 +101,19 @@ func (c *Client) Renew(ctx context.Context, plan, task string) (*protocol.BoardT
 	return taskOf(c.Do(ctx, protocol.BoardOpRenew, protocol.BoardRequest{Plan: plan, Task: task}))
 }
 
+// RenewAll renews every claim the agent holds (of kind, when not empty):
+// the reply's Tasks are those renewed, its Lease the board's lease.
+func (c *Client) RenewAll(ctx context.Context, kind string) (*protocol.BoardReply, error) {
+	return c.Do(ctx, protocol.BoardOpRenewAll, protocol.BoardRequest{Kind: kind})
+}
+
+// Abandon gives back every claim the agent holds, each attempt counted:
+// what a runtime does when it starts. The reply's Tasks are those given
+// back.
+func (c *Client) Abandon(ctx context.Context) (*protocol.BoardReply, error) {
+	return c.Do(ctx, protocol.BoardOpAbandon, protocol.BoardRequest{})
+}
+
 // Complete marks a held task done with its result.
 func (c *Client) Complete(ctx context.Context, plan, task string, res protocol.BoardResult) (*protocol.BoardTask, error) {
 	return taskOf(c.Do(ctx, protocol.BoardOpComplete, protocol.BoardRequest{Plan: plan, Task: task, Result: &res}))

@@ -25,7 +25,7 @@ func (s *Service) holderOp(ctx context.Context, caller, op string, req protocol.
 		now := s.now()
 		switch op {
 		case protocol.BoardOpRenew:
-			t.LeaseUntil = now.Add(timeout(t))
+			return s.renewed(t, now)
 		case protocol.BoardOpComplete:
 			t.Status, t.LeaseUntil, t.Reason, t.Result = protocol.BoardDone, time.Time{}, "", req.Result
 		case protocol.BoardOpFail:
@@ -50,7 +50,7 @@ func (s *Service) holderOp(ctx context.Context, caller, op string, req protocol.
 	if op == protocol.BoardOpComplete {
 		s.promoteDependents(ctx, t)
 	}
-	return &protocol.BoardReply{Task: &t}, nil
+	return &protocol.BoardReply{Task: &t, Lease: protocol.Duration(s.lease())}, nil
 }
 
 // promoteDependents makes ready the blocked tasks of done's plan that need

@@ -34,11 +34,17 @@ func TestOnlyTheHolderWorksATask(t *testing.T) {
 	if after := e.show(t, "p", "a"); after.Revision != before.Revision {
 		t.Fatalf("refusals changed the task: %+v", after)
 	}
-	// Renew: the lease runs the task's timeout from now.
-	e.clk.Advance(30 * time.Second)
+	// Renew: the lease runs a lease from now, never past the claim's
+	// deadline (claimed at plus the task's timeout of a minute).
+	e.clk.Advance(10 * time.Second)
 	r := must[*protocol.BoardTask](t)(a1.Renew(ctxT(t), "p", "a"))
-	if !r.LeaseUntil.Equal(e.clk.Now().Add(time.Minute)) || r.Attempts != 1 {
+	if !r.LeaseUntil.Equal(e.clk.Now().Add(protocol.DefaultBoardLease)) || !r.RenewedAt.Equal(e.clk.Now()) || r.Attempts != 1 {
 		t.Fatalf("renewed: %+v", r)
+	}
+	e.clk.Advance(25 * time.Second)
+	r = must[*protocol.BoardTask](t)(a1.Renew(ctxT(t), "p", "a"))
+	if !r.LeaseUntil.Equal(r.ClaimedAt.Add(time.Minute)) {
+		t.Fatalf("renewed past its deadline: %+v", r)
 	}
 }
 

@@ -21,7 +21,7 @@ func refuse(code, format string, args ...any) error {
 
 // Which ops each side may ask for.
 var (
-	agentOps    = []string{protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpClaim, protocol.BoardOpRenew, protocol.BoardOpComplete, protocol.BoardOpFail, protocol.BoardOpRelease, protocol.BoardOpAdd, protocol.BoardOpPut, protocol.BoardOpGet}
+	agentOps    = []string{protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpClaim, protocol.BoardOpRenew, protocol.BoardOpRenewAll, protocol.BoardOpAbandon, protocol.BoardOpComplete, protocol.BoardOpFail, protocol.BoardOpRelease, protocol.BoardOpAdd, protocol.BoardOpPut, protocol.BoardOpGet}
 	operatorOps = []string{protocol.BoardOpApply, protocol.BoardOpDryRun, protocol.BoardOpList, protocol.BoardOpShow, protocol.BoardOpCancel, protocol.BoardOpRetry, protocol.BoardOpRemove, protocol.BoardOpGet}
 )
 
@@ -132,6 +132,10 @@ func (s *Service) do(ctx context.Context, caller, op string, data []byte) (*prot
 		return s.claim(ctx, caller, req)
 	case protocol.BoardOpRenew, protocol.BoardOpComplete, protocol.BoardOpFail, protocol.BoardOpRelease:
 		return s.holderOp(ctx, caller, op, req)
+	case protocol.BoardOpRenewAll:
+		return s.renewAll(ctx, caller, req)
+	case protocol.BoardOpAbandon:
+		return s.abandon(ctx, caller)
 	case protocol.BoardOpAdd:
 		return s.add(ctx, caller, req)
 	case protocol.BoardOpApply:

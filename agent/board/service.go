@@ -61,6 +61,8 @@ type Service struct {
 	js     jetstream.JetStream
 	agents atomic.Pointer[map[string]protocol.BoardAgent]
 	keep   atomic.Int64 // how long a finished plan stays (protocol.BoardConfig.KeepFinished), ns
+	leaseD atomic.Int64 // how long a claim lasts unrenewed (protocol.BoardConfig.Lease), ns
+	quiet  quietWindow  // no lease expires before this: a lease after the service (re)connected
 	pruned time.Time    // when the sweeper last looked for finished plans (its goroutine only)
 
 	// One caller's claims and adds, one at a time on this node: its claim
@@ -128,6 +130,7 @@ func Serve(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg proto
 		s.bg.Wait()
 		return nil, err
 	}
+	s.quiet.allows(s.now(), nc, s.lease()) // the first lease after the start holds expiries back
 	s.workers.Add(opt.Workers)
 	for range opt.Workers {
 		go s.work()
@@ -179,6 +182,11 @@ func (s *Service) SetConfig(cfg protocol.BoardConfig) {
 		keep = protocol.DefaultBoardKeepFinished
 	}
 	s.keep.Store(int64(keep))
+	lease := time.Duration(cfg.Lease)
+	if lease <= 0 {
+		lease = protocol.DefaultBoardLease
+	}
+	s.leaseD.Store(int64(lease))
 }
 
 // agent is what the board knows of agent id, its defaults filled in (an

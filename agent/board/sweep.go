@@ -2,7 +2,6 @@ package board
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/pace"
@@ -21,7 +20,8 @@ func (s *Service) sweepLoop(ctx context.Context) {
 // whose needs are all done (a promotion that a completion's node missed).
 func (s *Service) sweep(ctx context.Context) {
 	now := s.now()
-	for _, t := range s.st.withStatus(protocol.BoardClaimed, func(t protocol.BoardTask) bool { return !t.LeaseUntil.After(now) }) {
+	expiring := s.quiet.allows(now, s.nc, s.lease())
+	for _, t := range s.st.withStatus(protocol.BoardClaimed, func(t protocol.BoardTask) bool { return expiring && !t.LeaseUntil.After(now) }) {
 		if ctx.Err() != nil {
 			return
 		}
@@ -48,22 +48,21 @@ func (s *Service) sweep(ctx context.Context) {
 }
 
 // expire takes back a claimed task whose lease ran out by now: ready again
-// (the attempt counted), or failed once it had its last attempt. Its
-// dependents stay blocked, and say why.
+// (the attempt counted), or failed once it had its last attempt; failed
+// too when it ran past its timeout (as its runtime fails a run task that
+// does). Its dependents stay blocked, and say why.
 func (s *Service) expire(ctx context.Context, key string, now time.Time) (protocol.BoardTask, error) {
 	return s.change(ctx, key, func(t protocol.BoardTask) (protocol.BoardTask, error) {
 		if t.Status != protocol.BoardClaimed || t.LeaseUntil.After(now) {
 			return t, errUnchanged // completed, released or renewed meanwhile
 		}
-		why := fmt.Sprintf("lease expired (held by %s)", t.Holder)
-		if t.Attempts >= maxAttempts(t) {
-			t.Status = protocol.BoardFailed
-			t.Reason = fmt.Sprintf("%s; out of attempts (%d of %d)", why, t.Attempts, maxAttempts(t))
+		why, timedOut := expiryReason(t, now, s.lease())
+		if timedOut {
+			t.Status, t.Reason, t.LeaseUntil = protocol.BoardFailed, bounded(why), time.Time{}
 		} else {
-			t.Status, t.Holder, t.Reason = protocol.BoardReady, "", why
+			t = s.takeBack(t, why)
 		}
-		t.LeaseUntil = time.Time{}
-		s.log.Info("board: lease expired", "task", t.Key(), "status", t.Status, "attempts", t.Attempts)
+		s.log.Info("board: claim ended", "task", t.Key(), "status", t.Status, "attempts", t.Attempts, "why", why)
 		return t, nil
 	})
 }

@@ -18,7 +18,7 @@ func addBoardAgentTools(s *mcp.Server, bc *board.Client) {
 	b := boardTools{bc: bc}
 	mcp.AddTool(s, &mcp.Tool{Name: "board_list", Description: "The board's tasks this agent may see (of a plan, of some statuses)."}, b.list)
 	mcp.AddTool(s, &mcp.Tool{Name: "board_claim", Description: "Take a ready task from the board (of a plan, a task, a kind), under a lease: returns it and the results of the tasks it needs. claimed is false when nothing is ready for this agent."}, b.claim)
-	mcp.AddTool(s, &mcp.Tool{Name: "board_renew", Description: "Extend the lease on a task this agent holds (before it runs out, or the task goes back to the board)."}, taskTool(b.renew))
+	mcp.AddTool(s, &mcp.Tool{Name: "board_renew", Description: "Extend the lease on a task this agent holds (it lasts the board's lease, 30 s by default, unrenewed). The agent's runtime renews every claim of this agent while its program runs, so a program the runtime started need not call it."}, taskTool(b.renew))
 	mcp.AddTool(s, &mcp.Tool{Name: "board_complete", Description: "Mark a task this agent holds done, with a summary (the tasks that need it read it) and references to what it produced."}, taskTool(b.complete))
 	mcp.AddTool(s, &mcp.Tool{Name: "board_fail", Description: "Mark a task this agent holds failed, saying why."}, taskTool(b.fail))
 	mcp.AddTool(s, &mcp.Tool{Name: "board_release", Description: "Hand a task this agent holds back to the board for another claim."}, taskTool(b.release))

@@ -34,7 +34,7 @@ type BoardTaskOut struct {
 	LeaseUntil     *time.Time            `json:"lease_until,omitempty"`
 	AttemptsUsed   int                   `json:"attempts_used"`
 	Attempts       int                   `json:"attempts"`        // claims before it fails
-	TimeoutSeconds float64               `json:"timeout_seconds"` // its lease and a run task's timeout
+	TimeoutSeconds float64               `json:"timeout_seconds"` // how long a claim may last, renewed or not (a run task's timeout)
 	Result         *protocol.BoardResult `json:"result,omitempty"`
 	Reason         string                `json:"reason,omitempty"`
 	Parent         string                `json:"parent,omitempty"`
@@ -136,7 +136,7 @@ type BoardSpecIn struct {
 	Labels         []string `json:"labels,omitempty" jsonschema:"labels an agent must all have to claim it"`
 	Assignee       string   `json:"assignee,omitempty" jsonschema:"only this agent may claim it"`
 	Attempts       int      `json:"attempts,omitempty" jsonschema:"claims before it fails (default 3)"`
-	TimeoutSeconds float64  `json:"timeout_seconds,omitempty" jsonschema:"its lease and a run task's timeout, in seconds (default 600)"`
+	TimeoutSeconds float64  `json:"timeout_seconds,omitempty" jsonschema:"how long a claim of it may last, renewed or not (a run task's timeout), in seconds (default 600)"`
 }
 
 func (s BoardSpecIn) spec() protocol.BoardTaskSpec {

@@ -21,7 +21,8 @@ import (
 // works its run tasks when it is idle: while one of its slots is free and no
 // task of its own consumer waits for one, it claims a ready run task and runs
 // it as it runs an exec task (task directory, timeout, output caps, the
-// allow-listed environment), renewing the claim's lease while it runs, then
+// allow-listed environment), renewing the claim's lease every third of a
+// lease while it runs (board_lease.go), then
 // completes or fails it on the board. It holds at most one board task at a
 // time, so its consumer's tasks always keep the other slots. It asks when
 // the board rings (board.ready, a task became ready), every BOARD_POLL
@@ -33,8 +34,6 @@ import (
 const (
 	// boardRequestTimeout bounds each request to the board service.
 	boardRequestTimeout = 5 * time.Second
-	// boardRenewMax is the longest time between two renewals of a lease.
-	boardRenewMax = time.Minute
 	// boardQuiet is the least time between two claims that found nothing:
 	// a board that rings often does not make an idle agent ask as often.
 	boardQuiet = 250 * time.Millisecond
@@ -233,11 +232,20 @@ func (a *Agent) runBoard(cl *board.Client, rep *protocol.BoardReply) {
 		a.releaseBoard(cl, t, "not a run task: the agent runtime runs commands only", log)
 		return
 	}
+	a.learnLease(rep)
 	timeout := time.Duration(t.Timeout)
 	if timeout <= 0 {
 		timeout = protocol.DefaultBoardTimeout
 	}
-	renew := min(timeout/3, boardRenewMax)
+	// The board ends the claim at its deadline (claimed at plus the
+	// timeout): the run ends a moment before, so its end is the runtime's
+	// to tell (a timeout), not the sweep's.
+	if d := protocol.BoardDeadline(*t); !d.IsZero() {
+		if left := time.Until(d) - time.Second; left > 0 && left < timeout {
+			timeout = left
+		}
+	}
+	renew := a.renewEvery()
 	needs := rep.Context
 	if needs == nil {
 		needs = []protocol.BoardTask{}

@@ -201,6 +201,7 @@ type fakeBoard struct {
 	reqs  []boardReq
 	byOp  map[string]int
 	empty string // the code of a claim that finds nothing queued (protocol.BoardErrNothing when "")
+	lease time.Duration // the lease its replies say (none when 0)
 }
 
 type boardReq struct {
@@ -225,13 +226,30 @@ func (f *fakeBoard) handle(m *nats.Msg) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, boardReq{caller, op, req, time.Now()})
 	f.byOp[op]++
-	rep := protocol.BoardReply{V: protocol.Version}
+	rep := protocol.BoardReply{V: protocol.Version, Lease: protocol.Duration(f.lease)}
 	if f.held == nil {
 		f.held = map[string]*protocol.BoardTask{}
 	}
 	switch {
+	case op == protocol.BoardOpAbandon:
+		rep.Tasks = []protocol.BoardTask{}
+		for k, t := range f.held {
+			if t.Holder == caller {
+				t.Status, t.Holder, t.Reason = protocol.BoardReady, "", "abandoned"
+				rep.Tasks = append(rep.Tasks, *t)
+				delete(f.held, k)
+			}
+		}
+	case op == protocol.BoardOpRenewAll:
+		rep.Tasks = []protocol.BoardTask{}
+		for _, t := range f.held {
+			if t.Holder == caller && (req.Kind == "" || t.Kind() == req.Kind) {
+				rep.Tasks = append(rep.Tasks, *t)
+			}
+		}
 	case op == protocol.BoardOpClaim && len(f.queue) > 0 && req.Kind == protocol.BoardKindRun:
 		rep = f.queue[0]
+		rep.Lease = protocol.Duration(f.lease)
 		f.queue = f.queue[1:]
 		rep.Task.Attempts++
 		rep.Task.Status, rep.Task.Holder = protocol.BoardClaimed, caller
@@ -398,13 +416,14 @@ func TestBoardFailedRunsFailTheTask(t *testing.T) {
 	}
 }
 
-// A long task's lease is renewed while it runs (every third of its
-// timeout), and the heartbeat names the task held.
+// A long task's lease is renewed while it runs (every third of the
+// board's lease), and the heartbeat names the task held.
 func TestBoardRenewsTheLeaseWhileItRuns(t *testing.T) {
 	t.Parallel()
 	b := startBoardBus(t)
+	b.board.lease = 1500 * time.Millisecond
 	b.serve()
-	b.board.add(runTask("p", "long", 1500*time.Millisecond, self, "tool", "sleep", "1s"))
+	b.board.add(runTask("p", "long", time.Minute, self, "tool", "sleep", "1s"))
 	b.start(func(c *worker.Config) { c.Heartbeat = 100 * time.Millisecond })
 	held := false
 	timeout := time.After(5 * time.Second)
@@ -655,5 +674,53 @@ func TestAgentSubtasksRunInTheirNamespace(t *testing.T) {
 	}
 	if data, art, err := cl.Get(ctx, "art", "agent-1/made", "out.txt"); err != nil || string(data) != "made by agent-1/made" || art.Task != "agent-1/made" {
 		t.Fatalf("the operator's get of agent-1/made's artifact: %q %+v %v", data, art, err)
+	}
+}
+
+// A runtime that starts gives back what its agent held before (a killed
+// container's claims) before it claims anything.
+func TestBoardClaimsHeldBeforeAStartAreGivenBack(t *testing.T) {
+	t.Parallel()
+	b := startBoardBus(t)
+	b.board.held = map[string]*protocol.BoardTask{"p.old": {Plan: "p", BoardTaskSpec: protocol.BoardTaskSpec{ID: "old", Prompt: "x"}, Status: protocol.BoardClaimed, Holder: "agent-1"}}
+	b.serve()
+	a := b.start(nil)
+	ev := b.waitEvent(protocol.EventBoardReleased, "p.old", 5*time.Second)
+	if !strings.Contains(ev.Detail, "given back at start") {
+		t.Fatalf("event %+v", ev)
+	}
+	testkit.WaitFor(t, 5*time.Second, "a claim", func() bool { return b.board.count(protocol.BoardOpClaim) > 0 })
+	abandons, claims := b.board.requests(protocol.BoardOpAbandon), b.board.requests(protocol.BoardOpClaim)
+	if len(abandons) != 1 || len(claims) == 0 || !abandons[0].At.Before(claims[0].At) {
+		t.Fatalf("%d abandons, %d claims (the abandon first): %+v", len(abandons), len(claims), b.board.reqs)
+	}
+	a.noWarnings(t)
+}
+
+// The prompt tasks an agent's program claimed are renewed while the
+// program runs, and not while it is down (they lapse within a lease).
+func TestBoardPromptClaimsAreRenewedWhileTheProgramRuns(t *testing.T) {
+	t.Parallel()
+	b := startBoardBus(t)
+	b.board.lease = 300 * time.Millisecond
+	b.serve()
+	b.start(func(c *worker.Config) { c.Program = []string{self, "tool", "sleep", "1s"} })
+	b.waitEvent(protocol.EventProgramExited, "", 10*time.Second)
+	exited := time.Now()
+	time.Sleep(700 * time.Millisecond) // within the restart's backoff of a second
+	during, after := 0, 0
+	for _, r := range b.board.requests(protocol.BoardOpRenewAll) {
+		if r.Req.Kind != protocol.BoardKindPrompt {
+			t.Fatalf("renew-all of kind %q", r.Req.Kind)
+		}
+		switch {
+		case r.At.Before(exited):
+			during++
+		case r.At.After(exited.Add(150 * time.Millisecond)):
+			after++
+		}
+	}
+	if during < 4 || after != 0 {
+		t.Fatalf("%d renewals while a 1 s program ran (every 100 ms), %d while it was down", during, after)
 	}
 }

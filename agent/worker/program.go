@@ -77,6 +77,8 @@ func (a *Agent) runProgram(ctx context.Context, out *logfile.File) string {
 		return "could not start: " + err.Error()
 	}
 	pid := cmd.Process.Pid
+	a.programUp.Store(true)
+	defer a.programUp.Store(false)
 	a.log.Info("agent program started", "pid", pid, "program", p[0])
 	a.event(protocol.EventProgramStarted, strconv.Itoa(pid), p[0])
 	done := make(chan error, 1)

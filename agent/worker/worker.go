@@ -65,6 +65,8 @@ type Agent struct {
 	running  running // the tasks running now: never pruned, and in heartbeats
 
 	boardHeld atomic.Value // string: the board task it runs now ("<plan>.<task>"), "" when none
+	leaseNS   atomic.Int64 // the board's lease as it last said, ns (board_lease.go)
+	programUp atomic.Bool  // its program runs now: its prompt claims are renewed
 	stopBG    func()
 }
 
@@ -200,9 +202,13 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 	a.event(protocol.EventReady, "", fmt.Sprintf("taking tasks from consumer %s (its own, tasks.all and the pool tasks the bus gives it)", protocol.AgentConsumer(cfg.ID)))
 	log.Info("agent ready")
 
+	// What the agent held before this start is given back before it
+	// claims anything (nor its program does).
+	a.abandonClaims(ctx)
 	dctx, stopDispatch := context.WithCancel(context.Background())
 	var dWG sync.WaitGroup
-	dWG.Add(1)
+	dWG.Add(2)
+	go func() { defer dWG.Done(); a.holdLoop(dctx) }()
 	go func() { defer dWG.Done(); a.ownLoop(dctx, own) }()
 	if !cfg.NoBoard {
 		// The board's run tasks, in the slots the consumer leaves free.

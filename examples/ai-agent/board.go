@@ -33,7 +33,6 @@ const (
 	boardPoll    = 5 * time.Second
 	boardAsk     = 5 * time.Second        // one request to the board
 	boardQuiet   = 250 * time.Millisecond // least time between two claims that found nothing
-	boardRenew   = time.Minute            // the longest time between two renewals
 	boardMaxWait = 5 * time.Minute        // the longest wait after claims that failed
 	answerFile   = "answer.md"
 )
@@ -117,7 +116,13 @@ func (a *agent) boardTask(ctx context.Context, cl *board.Client, rep *protocol.B
 		timeout = protocol.DefaultBoardTimeout
 	}
 
-	// The model call ends with the lease (its timeout), when the board takes
+	// Renewed every third of the board's lease (the runtime renews it too,
+	// while this program runs: two voices, one lost renewal harmless).
+	lease := time.Duration(rep.Lease)
+	if lease <= 0 {
+		lease = protocol.DefaultBoardLease
+	}
+	// The model call ends with the claim (its timeout), when the board takes
 	// the task away, or on SIGTERM.
 	lost, loseIt := context.WithCancelCause(ctx)
 	defer loseIt(nil)
@@ -126,7 +131,7 @@ func (a *agent) boardTask(ctx context.Context, cl *board.Client, rep *protocol.B
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		a.renewWhile(mctx, cl, t, min(timeout/3, boardRenew), func(err error) { loseIt(fmt.Errorf("%w: %v", errLeaseLost, err)) }, log)
+		a.renewWhile(mctx, cl, t, min(lease, timeout)/3, func(err error) { loseIt(fmt.Errorf("%w: %v", errLeaseLost, err)) }, log)
 	}()
 	log.Info("board: asking the model", "model", a.model.name, "needs", len(rep.Context))
 	ans, err := a.model.ask(mctx, boardPrompt(t, rep.Context))

@@ -195,7 +195,7 @@ func TestRunWorksTheBoardsPromptTasks(t *testing.T) {
 		t.Fatalf("fail: %+v", r)
 	}
 
-	// 5. A slow model: the lease (900 ms) is renewed every 300 ms; SIGTERM
+	// 5. A slow model: a claim of 900 ms is renewed every 300 ms; SIGTERM
 	// then releases the task.
 	b.add(promptTask("p", "slow", "a slow question", 900*time.Millisecond))
 	waitFor(t, "the slow model call", func() bool { return fake.asked("a slow question") == 1 })

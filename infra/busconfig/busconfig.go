@@ -279,6 +279,7 @@ func BuildTopology(m flock.Model, p Peers) protocol.Topology {
 		MaxBytes: protocol.ArtifactStoreBytes, Storage: jetstream.FileStorage, Replicas: b.Replicas,
 	})
 	t.Board.KeepFinished = protocol.Duration(m.Board.KeepFinished)
+	t.Board.Lease = protocol.Duration(m.Board.Lease)
 	for _, a := range m.Agents {
 		// The model holds the resolved values (flock:board.*): a quota of 0 means none.
 		quota := m.Board.AddQuota

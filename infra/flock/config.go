@@ -99,6 +99,7 @@ type BoardConfig struct {
 	ClaimLimit   *int    `json:"claimLimit"`
 	AddQuota     *int    `json:"addQuota"`
 	KeepFinished *string `json:"keepFinished"`
+	Lease        *string `json:"lease"`
 }
 
 // AuditConfig is flock:audit: how long the audit trail keeps its entries
@@ -124,7 +125,7 @@ var (
 		Limits: Limits{CPUs: 1, MemoryMiB: 512, Pids: 512, TmpfsMiB: 16, TaskTimeout: time.Minute, Concurrency: 1},
 	}
 	DefaultShared  = Shared{Root: "/srv/flock/shared", StateRoot: "/srv/flock/state"}
-	DefaultBoard   = Board{ClaimLimit: protocol.DefaultBoardClaimLimit, AddQuota: protocol.DefaultBoardAddQuota, KeepFinished: protocol.DefaultBoardKeepFinished}
+	DefaultBoard   = Board{ClaimLimit: protocol.DefaultBoardClaimLimit, AddQuota: protocol.DefaultBoardAddQuota, KeepFinished: protocol.DefaultBoardKeepFinished, Lease: protocol.DefaultBoardLease}
 	DefaultAudit   = Audit{Retention: protocol.DefaultAuditRetention, MaxBytes: protocol.DefaultAuditBytes}
 	DefaultNetwork = Network{Pool: netip.MustParsePrefix("10.210.0.0/16"), PrefixLength: 29}
 )

@@ -99,6 +99,8 @@ func TestValidateRules(t *testing.T) {
 		{"add quota negative", with(func(c *Config) { c.Board.AddQuota = ip(-1) }), "flock:board.addQuota", "must be between 0 and 10000 tasks (got -1)"},
 		{"add quota high", with(func(c *Config) { c.Board.AddQuota = ip(10001) }), "flock:board.addQuota", "must be between 0 and 10000 tasks (got 10001)"},
 		{"keep finished short", with(func(c *Config) { c.Board.KeepFinished = sp("30s") }), "flock:board.keepFinished", "1m0s"},
+		{"lease short", with(func(c *Config) { c.Board.Lease = sp("1s") }), "flock:board.lease", "5s"},
+		{"lease bad", with(func(c *Config) { c.Board.Lease = sp("soon") }), "flock:board.lease", "Go duration"},
 		{"keep finished bad", with(func(c *Config) { c.Board.KeepFinished = sp("a week") }), "flock:board.keepFinished", "Go duration"},
 		{"pool syntax", with(func(c *Config) { c.Network.Pool = "10.210.0.0" }), "flock:network.pool", "IPv4 CIDR"},
 		{"pool public", with(func(c *Config) { c.Network.Pool = "8.8.0.0/16" }), "flock:network.pool", "private IPv4"},
@@ -162,7 +164,7 @@ func TestDefaults(t *testing.T) {
 	if m.Bus.UID != 20000 {
 		t.Errorf("bus UID %d: slot 0 of the UID range belongs to the bus", m.Bus.UID)
 	}
-	if want := (Board{ClaimLimit: protocol.DefaultBoardClaimLimit, AddQuota: protocol.DefaultBoardAddQuota, KeepFinished: protocol.DefaultBoardKeepFinished}); m.Board != want || DefaultBoard != want {
+	if want := (Board{ClaimLimit: protocol.DefaultBoardClaimLimit, AddQuota: protocol.DefaultBoardAddQuota, KeepFinished: protocol.DefaultBoardKeepFinished, Lease: protocol.DefaultBoardLease}); m.Board != want || DefaultBoard != want {
 		t.Errorf("board %+v (DefaultBoard %+v), want the protocol's defaults %+v", m.Board, DefaultBoard, want)
 	}
 }
@@ -176,12 +178,14 @@ func TestBoardSettings(t *testing.T) {
 		want Board
 	}{
 		{BoardConfig{}, DefaultBoard},
-		{BoardConfig{ClaimLimit: ip(1), AddQuota: ip(0)}, Board{ClaimLimit: 1, AddQuota: 0, KeepFinished: DefaultBoard.KeepFinished}},
-		{BoardConfig{ClaimLimit: ip(100), AddQuota: ip(10000)}, Board{ClaimLimit: 100, AddQuota: 10000, KeepFinished: DefaultBoard.KeepFinished}},
-		{BoardConfig{ClaimLimit: ip(4)}, Board{ClaimLimit: 4, AddQuota: DefaultBoard.AddQuota, KeepFinished: DefaultBoard.KeepFinished}},
-		{BoardConfig{AddQuota: ip(7)}, Board{ClaimLimit: DefaultBoard.ClaimLimit, AddQuota: 7, KeepFinished: DefaultBoard.KeepFinished}},
-		{BoardConfig{KeepFinished: sp("1m")}, Board{ClaimLimit: DefaultBoard.ClaimLimit, AddQuota: DefaultBoard.AddQuota, KeepFinished: time.Minute}},
-		{BoardConfig{KeepFinished: sp("8760h")}, Board{ClaimLimit: DefaultBoard.ClaimLimit, AddQuota: DefaultBoard.AddQuota, KeepFinished: 365 * 24 * time.Hour}},
+		{BoardConfig{ClaimLimit: ip(1), AddQuota: ip(0)}, Board{ClaimLimit: 1, AddQuota: 0, KeepFinished: DefaultBoard.KeepFinished, Lease: DefaultBoard.Lease}},
+		{BoardConfig{ClaimLimit: ip(100), AddQuota: ip(10000)}, Board{ClaimLimit: 100, AddQuota: 10000, KeepFinished: DefaultBoard.KeepFinished, Lease: DefaultBoard.Lease}},
+		{BoardConfig{ClaimLimit: ip(4)}, Board{ClaimLimit: 4, AddQuota: DefaultBoard.AddQuota, KeepFinished: DefaultBoard.KeepFinished, Lease: DefaultBoard.Lease}},
+		{BoardConfig{AddQuota: ip(7)}, Board{ClaimLimit: DefaultBoard.ClaimLimit, AddQuota: 7, KeepFinished: DefaultBoard.KeepFinished, Lease: DefaultBoard.Lease}},
+		{BoardConfig{KeepFinished: sp("1m")}, Board{ClaimLimit: DefaultBoard.ClaimLimit, AddQuota: DefaultBoard.AddQuota, KeepFinished: time.Minute, Lease: DefaultBoard.Lease}},
+		{BoardConfig{KeepFinished: sp("8760h")}, Board{ClaimLimit: DefaultBoard.ClaimLimit, AddQuota: DefaultBoard.AddQuota, KeepFinished: 365 * 24 * time.Hour, Lease: DefaultBoard.Lease}},
+		{BoardConfig{Lease: sp("5s")}, Board{ClaimLimit: DefaultBoard.ClaimLimit, AddQuota: DefaultBoard.AddQuota, KeepFinished: DefaultBoard.KeepFinished, Lease: 5 * time.Second}},
+		{BoardConfig{Lease: sp("10m")}, Board{ClaimLimit: DefaultBoard.ClaimLimit, AddQuota: DefaultBoard.AddQuota, KeepFinished: DefaultBoard.KeepFinished, Lease: 10 * time.Minute}},
 	} {
 		m, err := with(func(c *Config) { c.Board = tc.cfg }).Validate()
 		if err != nil {

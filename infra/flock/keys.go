@@ -75,6 +75,7 @@ var (
 	rangeClaimLimit   = intRange{1, 100, "tasks"}
 	rangeAddQuota     = intRange{0, 10000, "tasks"}
 	rangeKeepFinished = durationRange{time.Minute, 365 * 24 * time.Hour}
+	rangeLease        = durationRange{5 * time.Second, 10 * time.Minute}
 	rangeAuditKeep    = durationRange{time.Hour, 10 * 365 * 24 * time.Hour}
 	rangeAuditMiB     = intRange{16, 1 << 20, "MiB"}
 )
@@ -129,6 +130,7 @@ func ModelKeys() []ConfigKey {
 	rows = append(rows,
 		ConfigKey{"flock:board.claimLimit", "integer", itoa(DefaultBoard.ClaimLimit), rangeClaimLimit.rule(), BothTargets, "tasks an agent may hold (claimed) on the board at once"},
 		ConfigKey{"flock:board.addQuota", "integer", itoa(DefaultBoard.AddQuota), rangeAddQuota.rule(), BothTargets, "subtasks an agent may add to the board, all told; 0: none"},
+		ConfigKey{"flock:board.lease", "duration", DefaultBoard.Lease.String(), rangeLease.rule(), BothTargets, "how long a claim lasts unrenewed: an agent silent that long (its runtime renews every third of it) loses its claims; a task's timeout bounds the whole claim"},
 		ConfigKey{"flock:board.keepFinished", "duration", DefaultBoard.KeepFinished.String(), rangeKeepFinished.rule(), BothTargets, "how long a finished plan (every task done, failed or cancelled) stays on the board after its last change; then the board removes its tasks"},
 	)
 	rows = append(rows,

@@ -146,6 +146,9 @@ type Board struct {
 	// KeepFinished is how long a finished plan stays on the board after its
 	// last change before the board service removes it.
 	KeepFinished time.Duration
+	// Lease is how long a claim lasts unrenewed: a holder silent that long
+	// loses it (the agent's runtime renews every lease/3).
+	Lease time.Duration
 }
 
 // OTLP is flock:otlp: where the flock's spans go.
