@@ -104,10 +104,10 @@ func containsDot(s string) bool {
 // complete, fail, release, add, put, get. The operator: apply, apply-dry-run, list, show,
 // cancel, retry, remove, get.
 const (
-	BoardOpList     = "list"
-	BoardOpShow     = "show"
-	BoardOpClaim    = "claim"
-	BoardOpRenew    = "renew"
+	BoardOpList  = "list"
+	BoardOpShow  = "show"
+	BoardOpClaim = "claim"
+	BoardOpRenew = "renew"
 	// BoardOpRenewAll renews every claim the caller holds (of Kind, when
 	// the request names one): the runtime's proof that its agent is alive.
 	// Its reply's Tasks are the claims renewed, Lease the lease.
@@ -116,7 +116,7 @@ const (
 	// counted (out of attempts: failed): a runtime that starts holds
 	// nothing, so what its agent held before it died is given back at
 	// once, and a task that kills its agent does not run for ever.
-	BoardOpAbandon = "abandon"
+	BoardOpAbandon  = "abandon"
 	BoardOpComplete = "complete"
 	BoardOpFail     = "fail"
 	BoardOpRelease  = "release"

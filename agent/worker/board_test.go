@@ -200,7 +200,7 @@ type fakeBoard struct {
 	held  map[string]*protocol.BoardTask
 	reqs  []boardReq
 	byOp  map[string]int
-	empty string // the code of a claim that finds nothing queued (protocol.BoardErrNothing when "")
+	empty string        // the code of a claim that finds nothing queued (protocol.BoardErrNothing when "")
 	lease time.Duration // the lease its replies say (none when 0)
 }
 
