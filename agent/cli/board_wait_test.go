@@ -180,3 +180,48 @@ func TestBoardWatchPrintsTransitionsAndProgress(t *testing.T) {
 		t.Fatalf("listed %+v", req)
 	}
 }
+
+// When a claim's holder goes silent, plan wait says what the plan waits
+// on and why: whose claim, how long it has been silent, the lease left,
+// and the tasks that need it; a renewal is not printed as a change.
+func TestPlanWaitSaysWhatWaitsOnWhom(t *testing.T) {
+	t.Parallel()
+	defer func(d time.Duration) { cli.RelistEvery = d }(cli.RelistEvery)
+	cli.RelistEvery = 100 * time.Millisecond
+	e := startBoard(t)
+	now := time.Now()
+	a := rev(task("p", "a", protocol.BoardClaimed), 5, "agent-2")
+	a.ClaimedAt, a.RenewedAt, a.LeaseUntil = now.Add(-40*time.Second), now.Add(-20*time.Second), now.Add(10*time.Second)
+	a.Attempts = 1
+	renewed := a
+	renewed.Revision, renewed.LeaseUntil = 6, now.Add(11*time.Second)
+	b := rev(task("p", "b", protocol.BoardBlocked, "a"), 3, "")
+	c := rev(task("p", "c", protocol.BoardReady), 4, "")
+	c.Assignee = "agent-3"
+	var mu sync.Mutex
+	lists := 0
+	e.fake.Handle(func(r boardtest.Request) protocol.BoardReply {
+		mu.Lock()
+		defer mu.Unlock()
+		if lists++; lists == 1 {
+			return protocol.BoardReply{Tasks: []protocol.BoardTask{a, b, c}}
+		}
+		return protocol.BoardReply{Tasks: []protocol.BoardTask{renewed, b, c}}
+	})
+	code, out, errOut := runIn(e.operator, "plan", "wait", "p", "--timeout", "400ms")
+	if code != cli.ExitTimeout {
+		t.Fatalf("exit %d, %q %q", code, out, errOut)
+	}
+	for _, w := range []string{
+		"p waits on:\n",
+		"  p/a: claimed by agent-2, last heard 20s ago, lease 11s left, its timeout in 9m20s; b waits on it\n",
+		"  p/c: ready: no agent has claimed it (only agent-3 may)\n",
+	} {
+		if !strings.Contains(out, w) {
+			t.Fatalf("output %q lacks %q", out, w)
+		}
+	}
+	if strings.Contains(out, "claimed -> p/a claimed") {
+		t.Fatalf("a renewal printed as a change: %q", out)
+	}
+}

@@ -115,9 +115,12 @@ var RelistEvery = 10 * time.Second
 // then lists the tasks to start from, so that no transition falls between
 // the two. It calls start with the list, then step with each transition
 // newer than what is known (heard, or found by reading the board again
-// every RelistEvery), until one of them says stop or ctx ends.
+// every RelistEvery), until one of them says stop or ctx ends. A renewal
+// (the same claim, its lease moved) is taken in but is no step. tick,
+// when not nil, is called after each RelistEvery, saying whether a step
+// came in it.
 func follow(ctx context.Context, bc *board.Client, nc *nats.Conn, plan string,
-	start func(*tracker) bool, step func(tr *tracker, t protocol.BoardTask, prev string) bool) error {
+	start func(*tracker) bool, step func(tr *tracker, t protocol.BoardTask, prev string) bool, tick func(tr *tracker, stepped bool)) error {
 	subject := protocol.SubjectBoardEvents
 	if plan != "" {
 		subject = protocol.BoardEventSubject(plan, "*")
@@ -149,6 +152,16 @@ func follow(ctx context.Context, bc *board.Client, nc *nats.Conn, plan string,
 	// changed unseen is stepped through as if it had been heard.
 	relist := time.NewTicker(RelistEvery)
 	defer relist.Stop()
+	stepped := false
+	take := func(t protocol.BoardTask) bool {
+		old, known := tr.tasks[t.Key()]
+		prev, changed := tr.put(t)
+		if !changed || (known && renewal(old, t)) {
+			return false
+		}
+		stepped = true
+		return step(tr, t, prev)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -160,16 +173,20 @@ func follow(ctx context.Context, bc *board.Client, nc *nats.Conn, plan string,
 			}
 			sort.Slice(list, func(i, j int) bool { return list[i].Revision < list[j].Revision })
 			for _, t := range list {
-				if prev, changed := tr.put(t); changed && step(tr, t, prev) {
+				if take(t) {
 					return nil
 				}
 			}
+			if tick != nil {
+				tick(tr, stepped)
+			}
+			stepped = false
 		case m := <-ch:
 			var t protocol.BoardTask
 			if json.Unmarshal(m.Data, &t) != nil || t.Plan == "" || t.ID == "" {
 				continue
 			}
-			if prev, changed := tr.put(t); changed && step(tr, t, prev) {
+			if take(t) {
 				return nil
 			}
 		}
@@ -213,6 +230,10 @@ func boardWatch(ctx context.Context, args []string, env Env, sio IO) int {
 		}, func(tr *tracker, t protocol.BoardTask, prev string) bool {
 			transition(sio, b.c.json, t, prev, progressOf(t.Plan, tr.plan(t.Plan)))
 			return false
+		}, func(tr *tracker, stepped bool) {
+			for _, p := range tr.plans() {
+				b.printWaiting(p, tr.plan(p), stepped)
+			}
 		})
 		if ctx.Err() != nil {
 			return ExitOK, nil // interrupted: the watch's normal end
@@ -271,7 +292,7 @@ func planWaitCmd(ctx context.Context, args []string, env Env, sio IO) int {
 		}, func(tr *tracker, t protocol.BoardTask, prev string) bool {
 			transition(sio, b.c.json, t, prev, progressOf(plan, tr.plan(plan)))
 			return finish(tr)
-		})
+		}, func(tr *tracker, stepped bool) { b.printWaiting(plan, tr.plan(plan), stepped) })
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 			if b.c.json {
 				printJSON(sio.Out, map[string]any{"plan": plan, "result": "timeout", "progress": last})
@@ -286,6 +307,23 @@ func planWaitCmd(ctx context.Context, args []string, env Env, sio IO) int {
 		return code, err
 	})
 	return rc
+}
+
+// printWaiting says what plan waits on, when nothing moved in the last
+// RelistEvery or a holder has gone silent (nothing when it is over).
+func (b *boardCmd) printWaiting(plan string, tasks map[string]protocol.BoardTask, stepped bool) {
+	if over, _ := verdict(tasks); over {
+		return
+	}
+	ws := waitingOn(tasks, time.Now())
+	if len(ws) == 0 || (stepped && !anySilent(ws)) {
+		return
+	}
+	if b.c.json {
+		printJSON(b.sio.Out, map[string]any{"plan": plan, "waitingOn": ws})
+		return
+	}
+	fmt.Fprint(b.sio.Out, waitingText(plan, ws))
 }
 
 // verdictLines prints how waiting for a plan ended.
