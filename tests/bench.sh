@@ -51,6 +51,10 @@ go run ./tests/bench/metrics-cost
 echo "metrics exporter, three-node bus (go test -bench MetricsCostThreeNodes ./tests/bench):"
 go test -run '^$' -bench MetricsCostThreeNodes -benchtime 3x ./tests/bench | grep '^Benchmark'
 echo
+# A plan with one of its agents killed mid-plan, beside none killed and the
+# killed one started again at once, in the same run.
+go run ./tests/bench/dead-agent
+echo
 # From nothing to every task healthy on the local engine, for the same agent
 # counts: the dev stack's replay beside the aws stack run as Fargate would
 # (tests/fargate). Needs root and a Docker engine.
