@@ -224,7 +224,7 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 		"flock:limits":     `{"cpus": 0.5, "memoryMiB": 128, "pids": 64, "tmpfsMiB": 16, "taskTimeout": "60s", "concurrency": 2, "diskMiB": 64}`,
 		"flock:bus":        `{"heartbeatInterval": "2s", "ackWait": "5s", "maxDeliver": 4, "resultsMiBPerAgent": 8}`,
 		"flock:docker":     `{"baseImage": "scratch"}`,
-		"flock:board":      fmt.Sprintf(`{"addQuota": %d}`, boardAddQuota),
+		"flock:board":      fmt.Sprintf(`{"addQuota": %d, "lease": %q}`, boardAddQuota, boardLease.String()),
 		// The smallest trail, so that a flood reaches an agent's share of it
 		// within TestHostileAuditFlood.
 		"flock:audit": `{"maxMiB": 16}`,
