@@ -41,6 +41,15 @@ type meter struct {
 	tally   tally
 	problem string // why the tokens could not be counted, if they could not
 	done    bool
+	last    bool // kindSSE: the stream's last event was seen
+
+	// Read's own, never shared: what it holds back, and whether the
+	// answer's end was reported to onEnd.
+	stream  bool // an event stream: nothing is held back
+	held    byte
+	holding bool
+	ended   bool
+	onEnd   func()
 }
 
 type bodyKind int
@@ -63,21 +72,73 @@ func newMeter(h http.Header, body io.ReadCloser) *meter {
 	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 	switch {
 	case mt == "text/event-stream":
-		m.kind = kindSSE
+		m.kind, m.stream = kindSSE, true
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
 		m.kind = kindJSON
 	}
 	return m
 }
 
+// Read passes the upstream's bytes on. The call is settled (onEnd) before
+// the agent has the whole answer: a stream's at its last event (its
+// usage complete), before that event is passed on; any other body's at its
+// end, its last byte held back until then (a JSON answer is read whole, so
+// one byte late costs its reader nothing, while a stream's events must not
+// wait).
 func (m *meter) Read(p []byte) (int, error) {
-	n, err := m.body.Read(p)
-	if n > 0 {
+	if m.stream {
+		n, err := m.body.Read(p)
+		m.take(p[:n])
 		m.mu.Lock()
-		m.feed(p[:n])
+		last := m.last
 		m.mu.Unlock()
+		if last || err == io.EOF {
+			m.end()
+		}
+		return n, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	off := 0
+	if m.holding {
+		p[0], off, m.holding = m.held, 1, false
+		if len(p) == 1 {
+			return 1, nil
+		}
+	}
+	n, err := m.body.Read(p[off:])
+	m.take(p[off : off+n])
+	n += off
+	if err == nil && n > 0 {
+		m.held, m.holding = p[n-1], true
+		return n - 1, nil
+	}
+	if err == io.EOF {
+		m.end()
 	}
 	return n, err
+}
+
+func (m *meter) take(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	m.mu.Lock()
+	m.feed(p)
+	m.mu.Unlock()
+}
+
+// end runs onEnd once the answer is complete (outside m.mu: it reads the
+// result).
+func (m *meter) end() {
+	if m.ended {
+		return
+	}
+	m.ended = true
+	if m.onEnd != nil {
+		m.onEnd()
+	}
 }
 
 func (m *meter) Close() error { return m.body.Close() }
@@ -106,6 +167,9 @@ func (m *meter) clamped() string {
 }
 
 func (m *meter) feed(p []byte) {
+	if m.done { // settled: what follows its end changes nothing
+		return
+	}
 	switch m.kind {
 	case kindJSON:
 		if len(m.json)+len(p) > maxMeteredJSON {
@@ -169,6 +233,11 @@ func (m *meter) endLine() {
 func (m *meter) dispatch() {
 	data := m.data
 	m.data = m.data[:0]
+	defer func() {
+		if lastEvent(data) {
+			m.last = true
+		}
+	}()
 	// Only events that carry usage are decoded: the text deltas, the bulk of
 	// a stream, are skipped by a substring test (inside a JSON string the
 	// quotes would be escaped, so text cannot fake the key).
@@ -197,6 +266,34 @@ func (m *meter) finish() {
 		}
 		m.dispatch()
 	}
+}
+
+// lastEvents are the event types that end a stream, its usage complete:
+// Anthropic's message_stop, Responses' response.completed, .incomplete and
+// .failed (Chat Completions ends with data: [DONE]).
+var lastEvents = map[string]bool{"message_stop": true, "response.completed": true, "response.incomplete": true, "response.failed": true}
+
+// lastEvent says whether an event's data ends its stream. Only data naming
+// one of lastEvents is decoded (escaped inside a JSON string, the quotes
+// would not match).
+func lastEvent(data []byte) bool {
+	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+		return true
+	}
+	named := false
+	for t := range lastEvents {
+		if bytes.Contains(data, []byte(`"`+t+`"`)) {
+			named = true
+			break
+		}
+	}
+	if !named {
+		return false
+	}
+	var e struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(data, &e) == nil && lastEvents[e.Type]
 }
 
 // usageFields is the usage object of every format metered; absent fields stay
