@@ -272,4 +272,3 @@ func TestMinFittedOutputTokensValidated(t *testing.T) {
 		t.Errorf("a floor equal to the default cap: %v", err)
 	}
 }
-
