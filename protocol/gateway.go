@@ -49,16 +49,31 @@ const (
 	// SDKs send it as their API key; the gateway takes the caller from it and
 	// replaces it with the upstream's key.
 	EnvGatewayToken = "FLOCK_GATEWAY_TOKEN"
-	EnvHTTPSProxy   = "HTTPS_PROXY" // the gateway, when the agent has an egress allow-list
-	EnvHTTPProxy    = "HTTP_PROXY"
-	EnvNoProxy      = "NO_PROXY" // the gateway and the bus: never through the proxy
+	// The SDKs' own key variables, for the well-known upstreams: a stock
+	// SDK refuses to call without a key, though the gateway holds the real
+	// one. On dev they hold GatewayPlaceholderKey; on aws the agent's
+	// gateway token (from the same secret as EnvGatewayToken), which names
+	// the caller however the SDK sends it (x-api-key, Authorization: Bearer).
+	EnvAnthropicAPIKey = "ANTHROPIC_API_KEY"
+	EnvOpenAIAPIKey    = "OPENAI_API_KEY"
+	EnvHTTPSProxy      = "HTTPS_PROXY" // the gateway, when the agent has an egress allow-list
+	EnvHTTPProxy       = "HTTP_PROXY"
+	EnvNoProxy         = "NO_PROXY" // the gateway and the bus: never through the proxy
 )
+
+// GatewayPlaceholderKey is the API key an agent's SDKs hold on dev, where
+// the gateway knows a caller by its network: not a credential (the gateway
+// strips it and puts in the upstream's key), only what lets a stock SDK
+// call. The policy pack lets an agent hold it, and nothing else shaped
+// like a key.
+const GatewayPlaceholderKey = "flock-gateway-holds-the-key"
 
 // GatewayAgentVars are the variables above: the agent passes them on to its
 // tasks and its program whatever ENV_ALLOW says, so that the work an agent
 // runs reaches the model through the gateway.
 var GatewayAgentVars = []string{
 	EnvGatewayURL, EnvAnthropicBaseURL, EnvOpenAIBaseURL, EnvGatewayToken,
+	EnvAnthropicAPIKey, EnvOpenAIAPIKey,
 	EnvHTTPSProxy, EnvHTTPProxy, EnvNoProxy,
 	"https_proxy", "http_proxy", "no_proxy",
 }

@@ -10,15 +10,28 @@ import (
 	"github.com/ai-flock/ai-flock/agent/ledger"
 )
 
-// refuseBudget answers 429 for an agent whose budget is spent.
-func refuseBudget(w http.ResponseWriter, agent string, adm ledger.Admission) {
+// refuseBudget answers 429 for an agent whose budget is spent, or has less
+// left than the call needs at least (least > 0: its input estimate and the
+// smallest output cap the gateway fits in). A refusal that calls still in
+// flight explain (their reservations, once settled at their cost, may leave
+// room) is retryable: Retry-After, x-should-retry: true.
+func refuseBudget(w http.ResponseWriter, agent string, adm ledger.Admission, least int64) {
 	msg := fmt.Sprintf("agent %s has spent or reserved %d of its %d tokens", agent, adm.Used, adm.Limit)
+	if least > 0 && adm.Used < adm.Limit {
+		msg += fmt.Sprintf(": the %d left are fewer than the %d this call needs at least (its input and the smallest answer the gateway lets it ask for)", adm.Limit-adm.Used, least)
+	}
 	var reset string
 	if !adm.Reset.IsZero() {
 		reset = adm.Reset.UTC().Format(time.RFC3339)
 		msg += "; its budget starts over at " + reset
 	}
-	writeError(w, http.StatusTooManyRequests, apiError{Type: "budget_exceeded", Budget: "tokens",
+	left := adm.Limit - (adm.Used - adm.Pending) // once the calls in flight are settled, at most
+	retry := adm.Pending > 0 && left > 0 && left >= least
+	if retry {
+		msg += fmt.Sprintf("; %d of them are reserved by its calls still in flight: retry once they end", adm.Pending)
+		w.Header().Set("Retry-After", "1")
+	}
+	writeError(w, http.StatusTooManyRequests, apiError{Type: "budget_exceeded", Budget: "tokens", retry: retry,
 		Limit: &adm.Limit, Spent: &adm.Used, Agent: agent, Reset: reset, Message: msg})
 }
 

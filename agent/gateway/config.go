@@ -10,6 +10,7 @@
 package gateway
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,6 +31,9 @@ import (
 // Defaults of Config's limits.
 const (
 	DefaultMaxInFlight = 32
+	// DefaultMinFittedOutputTokens: an answer of fewer tokens is seldom of
+	// use; below it the agent is told its budget is spent.
+	DefaultMinFittedOutputTokens = 256
 	// DefaultResponseHeaderTimeout: a model may think long before its first
 	// byte, but an upstream that never answers must not hold a call forever.
 	DefaultResponseHeaderTimeout = 10 * time.Minute
@@ -97,6 +101,11 @@ type Config struct {
 	// so the upstream cannot bill more than was reserved. 0:
 	// DefaultMaxOutputTokens.
 	DefaultMaxOutputTokens int64
+	// MinFittedOutputTokens is the smallest output cap the gateway writes in
+	// to fit what is left of an agent's budget, when a request names none
+	// and DefaultMaxOutputTokens would not fit: with less left than that (and
+	// the input), the call is refused. 0: DefaultMinFittedOutputTokens.
+	MinFittedOutputTokens int64
 	// MaxInFlight caps each agent's requests in flight (model calls and
 	// tunnels); over it the gateway answers 429. 0: DefaultMaxInFlight.
 	MaxInFlight int
@@ -168,6 +177,10 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultMaxOutputTokens < 0 {
 		bad("defaultMaxOutputTokens", "must be >= 0 (0: %d) (got %d)", DefaultMaxOutputTokens, c.DefaultMaxOutputTokens)
+	}
+	if c.MinFittedOutputTokens < 0 || c.MinFittedOutputTokens > cmp.Or(c.DefaultMaxOutputTokens, DefaultMaxOutputTokens) {
+		bad("minFittedOutputTokens", "must be 0 to defaultMaxOutputTokens (%d) (0: %d): the smallest cap fitted to a budget is at most the cap it replaces (got %d)",
+			cmp.Or(c.DefaultMaxOutputTokens, DefaultMaxOutputTokens), DefaultMinFittedOutputTokens, c.MinFittedOutputTokens)
 	}
 	if c.MaxInFlight < 0 {
 		bad("maxInFlight", "must be >= 0 (0: %d) (got %d)", DefaultMaxInFlight, c.MaxInFlight)

@@ -96,6 +96,11 @@ type prepared struct {
 	bound int64
 	tools int64    // the operator's price of the per-use tools it offers, in bound and cost
 	notes []string // what the gateway changed, for the access log
+	// The bound's parts: outCap output tokens for each of choices, and the
+	// input estimate and tools (fixed). capWritten: outCap is the gateway's,
+	// written in, so it may be lowered to fit what is left of a budget.
+	outCap, choices, fixed int64
+	capWritten             bool
 }
 
 // refusal is a request the gateway will not forward, with its answer.
@@ -136,12 +141,13 @@ func prepare(e endpoint, raw []byte, defaultCap int64, prices map[string]int64) 
 		return nil, &refusal{http.StatusForbidden, apiError{Type: "tool_not_allowed",
 			Message: fmt.Sprintf("tool %q is billed per use, which no token budget counts, and the operator has priced no %q: the gateway does not forward it", refused, "tool:"+billedPrefix(refused))}}
 	}
-	p := &prepared{tools: tools}
+	p := &prepared{tools: tools, choices: 1}
 	var insert []string
 	var outCap int64
 	if e.capField != "" {
 		var written bool
 		outCap, written = outputCap(req, e.capField, defaultCap)
+		p.capWritten = written
 		if written {
 			if _, present := req[e.capField]; present {
 				// Named, but not a positive number: the upstream would refuse
@@ -179,9 +185,10 @@ func prepare(e endpoint, raw []byte, defaultCap int64, prices map[string]int64) 
 			return nil, &refusal{http.StatusBadRequest, apiError{Type: "invalid_request_error",
 				Message: fmt.Sprintf("n must be an integer from 1 to %d: the gateway reserves each choice's output against the budget", maxChoices)}}
 		}
-		outCap *= n
+		p.choices = n
 	}
-	p.bound = outCap + estimateInput(raw) + tools
+	p.outCap, p.fixed = outCap, estimateInput(raw)+tools
+	p.bound = outCap*p.choices + p.fixed
 	switch {
 	case rewrite:
 		for _, kv := range insert {

@@ -11,20 +11,21 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
-// finish charges what the call cost, reports it and writes the access log.
-func (g *Handler) finish(c *call, r *http.Request, start time.Time, aborted bool) {
-	var (
-		u       *Usage
-		problem string
-		extra   []any
-	)
+// settle charges the call what it cost, once: as soon as the meter has
+// seen its answer end (before the agent has the last of it, so that its
+// next call finds this one settled), or else when the call ends.
+func (g *Handler) settle(c *call, aborted bool) {
+	if c.settled {
+		return
+	}
+	c.settled = true
 	if aborted {
-		problem = "response cut short"
+		c.problem = "response cut short"
 	}
 	if c.meter != nil {
 		got, ok, p := c.meter.result()
 		if p != "" {
-			problem = p
+			c.problem = p
 		}
 		if c.reserved {
 			// A complete, readable usage is the cost. An answer the upstream
@@ -35,14 +36,14 @@ func (g *Handler) finish(c *call, r *http.Request, start time.Time, aborted bool
 			cost := got.Total + c.tools
 			switch {
 			case c.flat:
-				cost, problem = c.bound, ""
-				extra = append(extra, "charged_price", c.bound)
-			case ok && problem == "":
+				cost, c.problem = c.bound, ""
+				c.extra = append(c.extra, "charged_price", c.bound)
+			case ok && c.problem == "":
 			case !ok && c.status >= 400:
 				cost = 0
 			default:
 				cost = max(c.bound, got.Total+c.tools)
-				extra = append(extra, "charged_bound", c.bound)
+				c.extra = append(c.extra, "charged_bound", c.bound)
 			}
 			got.Agent, got.Upstream, got.Status = c.agent, c.up.name, c.status
 			if !ok || cost != got.Total {
@@ -50,27 +51,41 @@ func (g *Handler) finish(c *call, r *http.Request, start time.Time, aborted bool
 			}
 			got.SpentTokens = g.ledger.Settle(c.res, cost)
 			c.reserved = false
-			ok = true
-		} else {
-			ok = false // a free endpoint (token counting): nothing to charge or report
+			c.charged = &got
 		}
-		if ok {
-			got.Trace = traceOf(r)
-			got.BudgetTokens = g.budgets[c.agent].Tokens
-			got.Duration = time.Since(start)
-			u = &got
-			if g.onUsage != nil {
-				g.onUsage(got)
-			}
-		}
+		// A free endpoint (token counting) has nothing to charge or report.
 		if cl := c.meter.clamped(); cl != "" {
 			// Charged all the same, at the bound: a broken upstream's
 			// numbers neither overflow the ledger nor go uncharged.
-			extra = append(extra, "clamped", cl)
+			c.extra = append(c.extra, "clamped", cl)
 		}
 	}
 	if c.reserved { // no answer at all (the upstream unreachable, the agent gone first)
 		g.ledger.Settle(c.res, 0)
+		c.reserved = false
+	}
+}
+
+// finish charges what the call cost (unless its end already did), reports
+// it and writes the access log.
+func (g *Handler) finish(c *call, r *http.Request, start time.Time, aborted bool) {
+	early := c.settled
+	g.settle(c, aborted)
+	problem, extra := c.problem, c.extra
+	if aborted && early && problem == "" {
+		// Charged its whole usage at its end; the agent did not take all of it.
+		problem = "response cut short"
+	}
+	var u *Usage
+	if c.charged != nil {
+		got := *c.charged
+		got.Trace = traceOf(r)
+		got.BudgetTokens = g.budgets[c.agent].Tokens
+		got.Duration = time.Since(start)
+		u = &got
+		if g.onUsage != nil {
+			g.onUsage(got)
+		}
 	}
 	if len(c.notes) > 0 {
 		extra = append(extra, "request_changed", strings.Join(c.notes, "; "))

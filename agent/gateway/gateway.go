@@ -38,6 +38,7 @@ type Handler struct {
 	ledger    ledger.Ledger
 	budgets   map[string]ledger.Budget // absent: no cap
 	outCap    int64                    // DefaultMaxOutputTokens
+	minFit    int64                    // MinFittedOutputTokens
 	buffers   *bodyBudget
 	allow     map[string][]allowRule
 	log       *slog.Logger
@@ -72,6 +73,11 @@ type call struct {
 	flat     bool     // an operator-priced endpoint: its price is its cost
 	tools    int64    // the operator's price of the per-use tools it offered
 	notes    []string // what the gateway changed in the request
+	// What settle found: once settled, the call is never charged again.
+	settled bool
+	charged *Usage // what it was charged, when it held a reservation
+	problem string // why its tokens could not be counted, if they could not
+	extra   []any  // what the access log adds about the charge
 }
 
 type callKey struct{}
@@ -90,6 +96,7 @@ func New(cfg Config) (*Handler, error) {
 		ledger:    cfg.Ledger,
 		budgets:   make(map[string]ledger.Budget, len(cfg.Budgets)),
 		outCap:    cmp.Or(cfg.DefaultMaxOutputTokens, DefaultMaxOutputTokens),
+		minFit:    cmp.Or(cfg.MinFittedOutputTokens, DefaultMinFittedOutputTokens),
 		buffers:   newBodyBudget(maxBufferedBodies, maxBufferedPerAgent),
 		allow:     make(map[string][]allowRule, len(cfg.AllowConnect)),
 		log:       cfg.Logger,
@@ -189,9 +196,11 @@ func (g *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "the path must not contain \"..\": it could leave the upstream's base path"})
 		return
 	}
-	if e := g.ledger.Known(agent, g.budgets[agent]); e.Limit() > 0 && e.Spent >= e.Limit() {
+	// Refused before its body is read, unless calls of the agent still in
+	// flight explain it: then the ledger refuses it, saying so.
+	if e := g.ledger.Known(agent, g.budgets[agent]); e.Limit() > 0 && e.Spent >= e.Limit() && g.ledger.Pending(agent) == 0 {
 		g.accessLog(agent, name, r, http.StatusTooManyRequests, start, nil, "")
-		refuseBudget(w, agent, ledger.Admission{Limit: e.Limit(), Used: e.Spent, Reset: e.Reset})
+		refuseBudget(w, agent, ledger.Admission{Limit: e.Limit(), Used: e.Spent, Reset: e.Reset}, 0)
 		return
 	}
 	c := &call{agent: agent, up: up, rest: rest}
@@ -207,11 +216,11 @@ func (g *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if e.meter == flat {
-		res, ok := g.reserve(w, r, c, e.price, start)
+		adm, ok := g.reserve(w, r, c, e.price, 0, start)
 		if !ok {
 			return
 		}
-		c.bound, c.reserved, c.res, c.flat = e.price, true, res, true
+		c.bound, c.reserved, c.res, c.flat = e.price, true, adm.Reservation, true
 	}
 	if e.meter == metered {
 		// Held whole while it is read, bounded and forwarded: against the
@@ -242,11 +251,32 @@ func (g *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, ref.status, ref.err)
 			return
 		}
-		res, ok := g.reserve(w, r, c, p.bound, start)
+		// An output cap of the gateway's own may shrink to fit what is left
+		// of the budget, down to minFit: the call goes on with a smaller
+		// answer rather than being refused for a cap it never asked for.
+		var least int64
+		if p.capWritten && g.budgets[agent].Tokens > 0 {
+			least = min(g.minFit, p.outCap)*p.choices + p.fixed
+		}
+		adm, ok := g.reserve(w, r, c, p.bound, least, start)
 		if !ok {
 			return
 		}
-		c.bound, c.reserved, c.res, c.notes, c.tools = p.bound, true, res, p.notes, p.tools
+		if adm.Bound < p.bound {
+			fitted := (adm.Bound - p.fixed) / p.choices
+			if p, ref = prepare(e, raw, fitted, up.prices); ref != nil { // it passed once: it cannot fail
+				g.ledger.Settle(adm.Reservation, 0)
+				g.accessLog(agent, name, r, ref.status, start, nil, "")
+				writeError(w, ref.status, ref.err)
+				return
+			}
+			for i, n := range p.notes {
+				if n == e.capField+" set to the gateway's default" {
+					p.notes[i] = fmt.Sprintf("%s set to %d to fit what is left of the budget", e.capField, fitted)
+				}
+			}
+		}
+		c.bound, c.reserved, c.res, c.notes, c.tools = p.bound, true, adm.Reservation, p.notes, p.tools
 		r.Body = io.NopCloser(bytes.NewReader(p.body))
 		r.ContentLength = int64(len(p.body))
 		r.Header.Set("Content-Length", strconv.Itoa(len(p.body)))
@@ -263,11 +293,12 @@ func (g *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
 }
 
-// reserve holds bound against the call's agent's budget, or answers the
-// request itself: 429 when the budget is spent, 503 when the ledger cannot
-// be reached (a call is never forwarded unmetered).
-func (g *Handler) reserve(w http.ResponseWriter, r *http.Request, c *call, bound int64, start time.Time) (ledger.Reservation, bool) {
-	adm, err := g.ledger.Reserve(r.Context(), c.agent, g.budgets[c.agent], bound)
+// reserve holds bound (or, with least > 0, what is left of the budget down
+// to least) against the call's agent's budget, or answers the request
+// itself: 429 when the budget is spent, 503 when the ledger cannot be
+// reached (a call is never forwarded unmetered).
+func (g *Handler) reserve(w http.ResponseWriter, r *http.Request, c *call, bound, least int64, start time.Time) (ledger.Admission, bool) {
+	adm, err := g.ledger.ReserveUpTo(r.Context(), c.agent, g.budgets[c.agent], bound, least)
 	switch {
 	case err != nil:
 		g.log.Warn("refused: the ledger cannot be reached", "agent", c.agent, "err", err.Error())
@@ -275,11 +306,11 @@ func (g *Handler) reserve(w http.ResponseWriter, r *http.Request, c *call, bound
 		w.Header().Set("Retry-After", "2")
 		writeError(w, http.StatusServiceUnavailable, apiError{Type: "ledger_unavailable", retry: true,
 			Message: "the gateway cannot record what the call would cost (the bus is unreachable), so it does not forward it: retry"})
-		return ledger.Reservation{}, false
+		return ledger.Admission{}, false
 	case !adm.OK:
 		g.accessLog(c.agent, c.up.name, r, http.StatusTooManyRequests, start, nil, "")
-		refuseBudget(w, c.agent, adm)
-		return ledger.Reservation{}, false
+		refuseBudget(w, c.agent, adm, least)
+		return ledger.Admission{}, false
 	}
-	return adm.Reservation, true
+	return adm, true
 }

@@ -157,8 +157,9 @@ func TestCutStreamIsChargedItsBound(t *testing.T) {
 func TestBudgetRefusesWithoutCallingUpstream(t *testing.T) {
 	tg := newTestGateway(t, func(c *Config) { c.Budgets = map[string]int64{"agent-1": 30} })
 	// Under budget: the call goes through and is charged after it (46 > 30:
-	// a call in flight may overshoot).
-	if st, _, _ := tg.post(t, "/anthropic/v1/messages", `{}`); st != 200 {
+	// a call in flight may overshoot). It names its cap: one of the
+	// gateway's own would be fitted to the 30 tokens, below the floor.
+	if st, _, _ := tg.post(t, "/anthropic/v1/messages", `{"max_tokens":64}`); st != 200 {
 		t.Fatalf("first call: status %d", st)
 	}
 	waitFor(t, func() bool { return tg.gw.Spent("agent-1") == 46 }, "the first call charged 46")

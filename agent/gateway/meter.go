@@ -3,13 +3,10 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 )
@@ -41,6 +38,15 @@ type meter struct {
 	tally   tally
 	problem string // why the tokens could not be counted, if they could not
 	done    bool
+	last    bool // kindSSE: the stream's last event was seen
+
+	// Read's own, never shared: what it holds back, and whether the
+	// answer's end was reported to onEnd.
+	stream  bool // an event stream: nothing is held back
+	held    byte
+	holding bool
+	ended   bool
+	onEnd   func()
 }
 
 type bodyKind int
@@ -63,21 +69,73 @@ func newMeter(h http.Header, body io.ReadCloser) *meter {
 	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 	switch {
 	case mt == "text/event-stream":
-		m.kind = kindSSE
+		m.kind, m.stream = kindSSE, true
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
 		m.kind = kindJSON
 	}
 	return m
 }
 
+// Read passes the upstream's bytes on. The call is settled (onEnd) before
+// the agent has the whole answer: a stream's at its last event (its
+// usage complete), before that event is passed on; any other body's at its
+// end, its last byte held back until then (a JSON answer is read whole, so
+// one byte late costs its reader nothing, while a stream's events must not
+// wait).
 func (m *meter) Read(p []byte) (int, error) {
-	n, err := m.body.Read(p)
-	if n > 0 {
+	if m.stream {
+		n, err := m.body.Read(p)
+		m.take(p[:n])
 		m.mu.Lock()
-		m.feed(p[:n])
+		last := m.last
 		m.mu.Unlock()
+		if last || err == io.EOF {
+			m.end()
+		}
+		return n, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	off := 0
+	if m.holding {
+		p[0], off, m.holding = m.held, 1, false
+		if len(p) == 1 {
+			return 1, nil
+		}
+	}
+	n, err := m.body.Read(p[off:])
+	m.take(p[off : off+n])
+	n += off
+	if err == nil && n > 0 {
+		m.held, m.holding = p[n-1], true
+		return n - 1, nil
+	}
+	if err == io.EOF {
+		m.end()
 	}
 	return n, err
+}
+
+func (m *meter) take(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	m.mu.Lock()
+	m.feed(p)
+	m.mu.Unlock()
+}
+
+// end runs onEnd once the answer is complete (outside m.mu: it reads the
+// result).
+func (m *meter) end() {
+	if m.ended {
+		return
+	}
+	m.ended = true
+	if m.onEnd != nil {
+		m.onEnd()
+	}
 }
 
 func (m *meter) Close() error { return m.body.Close() }
@@ -106,6 +164,9 @@ func (m *meter) clamped() string {
 }
 
 func (m *meter) feed(p []byte) {
+	if m.done { // settled: what follows its end changes nothing
+		return
+	}
 	switch m.kind {
 	case kindJSON:
 		if len(m.json)+len(p) > maxMeteredJSON {
@@ -169,6 +230,11 @@ func (m *meter) endLine() {
 func (m *meter) dispatch() {
 	data := m.data
 	m.data = m.data[:0]
+	defer func() {
+		if lastEvent(data) {
+			m.last = true
+		}
+	}()
 	// Only events that carry usage are decoded: the text deltas, the bulk of
 	// a stream, are skipped by a substring test (inside a JSON string the
 	// quotes would be escaped, so text cannot fake the key).
@@ -199,150 +265,30 @@ func (m *meter) finish() {
 	}
 }
 
-// usageFields is the usage object of every format metered; absent fields stay
-// nil, so a later event overwrites only what it reports.
-type usageFields struct {
-	InputTokens      *count        `json:"input_tokens"`                // Anthropic (uncached part), Responses (all)
-	OutputTokens     *count        `json:"output_tokens"`               // Anthropic (cumulative in message_delta), Responses
-	CacheRead        *count        `json:"cache_read_input_tokens"`     // Anthropic
-	CacheCreation    *count        `json:"cache_creation_input_tokens"` // Anthropic
-	PromptTokens     *count        `json:"prompt_tokens"`               // OpenAI chat (all)
-	CompletionTokens *count        `json:"completion_tokens"`           // OpenAI chat
-	PromptDetails    *cachedFields `json:"prompt_tokens_details"`       // OpenAI chat
-	InputDetails     *cachedFields `json:"input_tokens_details"`        // Responses
-}
+// lastEvents are the event types that end a stream, its usage complete:
+// Anthropic's message_stop, Responses' response.completed, .incomplete and
+// .failed (Chat Completions ends with data: [DONE]).
+var lastEvents = map[string]bool{"message_stop": true, "response.completed": true, "response.incomplete": true, "response.failed": true}
 
-type cachedFields struct {
-	CachedTokens *count `json:"cached_tokens"`
-}
-
-// count is a token count as an upstream reports it: any JSON number, one out
-// of int64's range saturated (tally then clamps it to [0, maxTokens]), so a
-// broken upstream's numbers are charged, not a reason to skip the charge.
-type count int64
-
-var errNotCount = errors.New("a token count is not a number")
-
-func (c *count) UnmarshalJSON(b []byte) error {
-	s := string(b)
-	if s == "null" {
-		return nil
+// lastEvent says whether an event's data ends its stream. Only data naming
+// one of lastEvents is decoded (escaped inside a JSON string, the quotes
+// would not match).
+func lastEvent(data []byte) bool {
+	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+		return true
 	}
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
-		*c = count(i) // ParseInt saturates at MinInt64 and MaxInt64
-		return nil
-	}
-	if s == "" || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) {
-		return errNotCount // a string, a bool, an object: never "Inf" or "0x1p3"
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return errNotCount
-	}
-	switch {
-	case f >= math.MaxInt64:
-		*c = math.MaxInt64
-	case f <= math.MinInt64:
-		*c = math.MinInt64
-	default:
-		*c = count(f)
-	}
-	return nil
-}
-
-// envelope finds usage where each format puts it: at the top (JSON bodies,
-// OpenAI chat chunks, Anthropic message_delta), in message (Anthropic
-// message_start) or in response (Responses' response.completed).
-type envelope struct {
-	Usage    *usageFields    `json:"usage"`
-	Message  json.RawMessage `json:"message"`
-	Response json.RawMessage `json:"response"`
-}
-
-type tally struct {
-	found                        bool
-	input, output, cacheRead     int64
-	cacheCreation, prompt, compl int64
-	promptCached, inputCached    int64
-	sawPrompt                    bool
-	clamped                      []string // "field=value" of each count out of [0, maxTokens]
-}
-
-func (t *tally) addJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || b[0] != '{' {
-		if json.Valid(b) {
-			return nil // valid JSON that is not an object carries no usage
+	named := false
+	for t := range lastEvents {
+		if bytes.Contains(data, []byte(`"`+t+`"`)) {
+			named = true
+			break
 		}
-		return fmt.Errorf("not JSON")
 	}
-	var e envelope
-	if err := json.Unmarshal(b, &e); err != nil {
-		return err
+	if !named {
+		return false
 	}
-	t.add(e.Usage)
-	for _, inner := range []json.RawMessage{e.Message, e.Response} {
-		if len(inner) == 0 || inner[0] != '{' {
-			continue // absent, null, or (in an error body) a string
-		}
-		var in struct {
-			Usage *usageFields `json:"usage"`
-		}
-		if err := json.Unmarshal(inner, &in); err != nil {
-			return err
-		}
-		t.add(in.Usage)
+	var e struct {
+		Type string `json:"type"`
 	}
-	return nil
-}
-
-func (t *tally) add(u *usageFields) {
-	if u == nil {
-		return
-	}
-	set := func(dst *int64, src *count, name string) {
-		if src == nil {
-			return
-		}
-		n := int64(*src)
-		if n < 0 || n > maxTokens {
-			if len(t.clamped) < 8 { // a stream may repeat them in every event
-				t.clamped = append(t.clamped, name+"="+strconv.FormatInt(n, 10))
-			}
-			n = min(max(n, 0), maxTokens)
-		}
-		*dst = n
-		t.found = true
-	}
-	set(&t.input, u.InputTokens, "input_tokens")
-	set(&t.output, u.OutputTokens, "output_tokens")
-	set(&t.cacheRead, u.CacheRead, "cache_read_input_tokens")
-	set(&t.cacheCreation, u.CacheCreation, "cache_creation_input_tokens")
-	set(&t.compl, u.CompletionTokens, "completion_tokens")
-	if u.PromptTokens != nil {
-		set(&t.prompt, u.PromptTokens, "prompt_tokens")
-		t.sawPrompt = true
-	}
-	if u.PromptDetails != nil {
-		set(&t.promptCached, u.PromptDetails.CachedTokens, "prompt_tokens_details.cached_tokens")
-	}
-	if u.InputDetails != nil {
-		set(&t.inputCached, u.InputDetails.CachedTokens, "input_tokens_details.cached_tokens")
-	}
-}
-
-func (t *tally) usage() Usage {
-	var u Usage
-	if t.sawPrompt { // OpenAI chat completions
-		u.InputTokens = t.prompt
-		u.OutputTokens = t.compl
-		u.CacheReadTokens = t.promptCached
-	} else { // Anthropic Messages or OpenAI Responses
-		u.InputTokens = t.input + t.cacheCreation + t.cacheRead
-		u.OutputTokens = t.output
-		u.CacheReadTokens = t.cacheRead + t.inputCached
-		u.CacheWriteTokens = t.cacheCreation
-	}
-	u.Total = u.InputTokens + u.OutputTokens
-	return u
+	return json.Unmarshal(data, &e) == nil && lastEvents[e.Type]
 }

@@ -38,6 +38,7 @@ func (g *Handler) modifyResponse(resp *http.Response) error {
 	c.status = resp.StatusCode
 	resp.Header.Del("Set-Cookie")
 	c.meter = newMeter(resp.Header, resp.Body)
+	c.meter.onEnd = func() { g.settle(c, false) }
 	resp.Body = c.meter
 	return nil
 }

@@ -59,6 +59,7 @@ type book struct {
 	budget   Budget
 	waiting  []*waiter
 	owed     map[int64]carry
+	pending  int64 // bounds this gateway reserved and has not settled
 	flushing bool
 	retry    *time.Timer
 }
@@ -94,10 +95,16 @@ func (l *Bus) bookOf(agent string) *book {
 
 // Reserve charges the bound in the bucket before it admits the call.
 func (l *Bus) Reserve(ctx context.Context, agent string, b Budget, bound int64) (Admission, error) {
+	return l.ReserveUpTo(ctx, agent, b, bound, 0)
+}
+
+// ReserveUpTo charges the bound, fitted to what is left, in the bucket
+// before it admits the call.
+func (l *Bus) ReserveUpTo(ctx context.Context, agent string, b Budget, most, least int64) (Admission, error) {
 	if b.Tokens <= 0 {
-		return Admission{OK: true, Reservation: Reservation{agent: agent, bound: bound, epoch: noEpoch}}, nil
+		return uncapped(agent, most), nil
 	}
-	w := &waiter{reserveOp: reserveOp{bound: bound}, done: make(chan struct{})}
+	w := &waiter{reserveOp: reserveOp{bound: most, least: least}, done: make(chan struct{})}
 	l.mu.Lock()
 	bk := l.bookOf(agent)
 	bk.budget = b
@@ -129,30 +136,13 @@ func (l *Bus) Settle(r Reservation, cost int64) int64 {
 	defer l.mu.Unlock()
 	bk := l.bookOf(r.agent)
 	owe(bk.owed, r, cost)
+	if r.epoch != noEpoch {
+		bk.pending = max(0, bk.pending-r.bound)
+	}
 	l.kick(r.agent, bk)
 	e := bk.entry // what the agent will have spent once this is written
 	apply(&e, r.agent, l.now(), bk.budget, bk.owed, nil)
 	return e.Spent
-}
-
-// Known is the agent's entry as this gateway last wrote or read it; one
-// that says the agent is over its limit is read again first if it was seen
-// more than refreshAfter ago.
-func (l *Bus) Known(agent string, b Budget) protocol.LedgerEntry {
-	l.mu.Lock()
-	bk := l.bookOf(agent)
-	e, seen := bk.entry, bk.seen
-	l.mu.Unlock()
-	e.Roll(b.Window, l.now())
-	e.Budget = b.Tokens
-	if e.Limit() > 0 && e.Spent >= e.Limit() && time.Since(seen) > refreshAfter {
-		if kv, err := l.bucket(); err == nil && l.read(kv, agent, bk) == nil {
-			e, _, _, _ = l.snapshot(bk)
-			e.Roll(b.Window, l.now())
-			e.Budget = b.Tokens
-		}
-	}
-	return e
 }
 
 // kick starts the agent's writer unless it runs. l.mu is held.
@@ -187,18 +177,7 @@ func (l *Bus) flush(agent string, bk *book) {
 		err := l.write(agent, bk, budget, owed, waiting)
 
 		l.mu.Lock()
-		if err == nil {
-			for epoch, c := range owed { // written: only what came since stays owed
-				left := bk.owed[epoch]
-				left.delta -= c.delta
-				left.cost -= c.cost
-				if left == (carry{}) {
-					delete(bk.owed, epoch)
-				} else {
-					bk.owed[epoch] = left
-				}
-			}
-		} else if len(bk.owed) > 0 && bk.retry == nil {
+		if err != nil && len(bk.owed) > 0 && bk.retry == nil {
 			l.log.Warn("ledger: could not write what ended calls cost; trying again", "agent", agent, "err", err.Error())
 			bk.retry = time.AfterFunc(retryOwed, func() {
 				l.mu.Lock()
@@ -212,9 +191,14 @@ func (l *Bus) flush(agent string, bk *book) {
 			if err != nil {
 				w.err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 			}
-			if w.gone && err == nil && w.adm.OK {
+			w.adm.Pending = bk.pending
+			switch {
+			case err != nil || !w.adm.OK:
+			case w.gone:
 				// Nobody forwards it: the bound goes back.
 				owe(bk.owed, w.adm.Reservation, 0)
+			default:
+				bk.pending += w.adm.Bound
 			}
 			close(w.done)
 		}
@@ -271,7 +255,21 @@ func (l *Bus) write(agent string, bk *book, budget Budget, owed map[int64]carry,
 		}
 		cancel()
 		if err == nil {
-			l.store(bk, e, next)
+			// Stored and taken out of what is owed at once: Known never
+			// counts a written settlement twice.
+			l.mu.Lock()
+			bk.entry, bk.rev, bk.loaded, bk.seen = e, next, true, time.Now()
+			for epoch, c := range owed { // written: only what came since stays owed
+				left := bk.owed[epoch]
+				left.delta -= c.delta
+				left.cost -= c.cost
+				if left == (carry{}) {
+					delete(bk.owed, epoch)
+				} else {
+					bk.owed[epoch] = left
+				}
+			}
+			l.mu.Unlock()
 			return nil
 		}
 		l.forget(bk) // read it again: another writer was first, or the write's fate is unknown
@@ -356,30 +354,4 @@ func (l *Bus) bucket() (jetstream.KeyValue, error) {
 	l.kv = kv
 	l.mu.Unlock()
 	return kv, nil
-}
-
-// Drain waits until what ended calls owe is written (or ctx ends): a
-// gateway shutting down calls it after its last call, before it closes the
-// connection.
-func (l *Bus) Drain(ctx context.Context) error {
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		l.mu.Lock()
-		busy := 0
-		for _, bk := range l.books {
-			if bk.flushing || len(bk.owed) > 0 {
-				busy++
-			}
-		}
-		l.mu.Unlock()
-		if busy == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("ledger: %d agents' costs not written: %w", busy, ctx.Err())
-		case <-tick.C:
-		}
-	}
 }

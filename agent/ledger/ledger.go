@@ -33,6 +33,11 @@ type Admission struct {
 	Limit, Used int64
 	Reset       time.Time // when the window starts over (zero: never)
 	Reservation Reservation
+	// Bound is what was reserved: the bound asked, or less for ReserveUpTo.
+	Bound int64
+	// Pending is how much of Used this ledger holds for the agent's calls
+	// not yet settled: a refusal they explain passes once they end.
+	Pending int64
 }
 
 // Reservation is what Settle needs of an admitted call.
@@ -52,6 +57,11 @@ type Ledger interface {
 	// when the agent's spending has reached its limit. An error means the
 	// ledger could not be reached: the call must not be forwarded.
 	Reserve(ctx context.Context, agent string, b Budget, bound int64) (Admission, error)
+	// ReserveUpTo is Reserve for a call whose bound may shrink to fit what
+	// is left of the limit, down to least: it reserves min(most, left),
+	// and refuses when that is below least. An agent without a cap gets
+	// most.
+	ReserveUpTo(ctx context.Context, agent string, b Budget, most, least int64) (Admission, error)
 	// Settle ends a reservation: the agent is charged cost instead of the
 	// bound. It never waits for the bus; it returns the agent's spending as
 	// far as the ledger knows it.
@@ -59,6 +69,9 @@ type Ledger interface {
 	// Known is the agent's entry as last seen (no round trip): for a quick
 	// refusal of an agent already over its limit.
 	Known(agent string, b Budget) protocol.LedgerEntry
+	// Pending is what this ledger holds reserved for agent's calls not yet
+	// settled (part of Known's Spent).
+	Pending(agent string) int64
 }
 
 // carry is what calls that ended owe an entry, per epoch: the corrections
@@ -86,9 +99,17 @@ func apply(e *protocol.LedgerEntry, agent string, now time.Time, b Budget, owed 
 		if limit > 0 && e.Spent >= limit {
 			continue
 		}
-		e.Spent = sat(e.Spent, op.bound)
-		op.adm.OK = true
-		op.adm.Reservation = Reservation{agent: agent, bound: op.bound, epoch: e.Epoch}
+		bound := op.bound
+		if op.least > 0 && limit > 0 {
+			left := limit - e.Spent
+			if left < op.least {
+				continue
+			}
+			bound = min(bound, left)
+		}
+		e.Spent = sat(e.Spent, bound)
+		op.adm.OK, op.adm.Bound = true, bound
+		op.adm.Reservation = Reservation{agent: agent, bound: bound, epoch: e.Epoch}
 	}
 	e.Updated, e.By = now.UTC(), "gateway"
 }
@@ -107,7 +128,13 @@ func owe(owed map[int64]carry, r Reservation, cost int64) {
 // reserveOp is one call waiting for its admission.
 type reserveOp struct {
 	bound int64
+	least int64 // ReserveUpTo's: the bound may shrink to fit, down to this; 0: it may not
 	adm   Admission
+}
+
+// uncapped admits a call of an agent without a cap: nothing is held.
+func uncapped(agent string, bound int64) Admission {
+	return Admission{OK: true, Bound: bound, Reservation: Reservation{agent: agent, bound: bound, epoch: noEpoch}}
 }
 
 // sat adds two counts, saturating at MaxInt64 (a negative b subtracts).

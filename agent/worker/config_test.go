@@ -32,10 +32,12 @@ func TestAllowedEnv(t *testing.T) {
 		t.Fatalf("%v", got)
 	}
 	// The gateway's variables reach tasks and the program whatever the
-	// allow-list says (FLOCK_GATEWAY_URL despite the FLOCK_ prefix); an
-	// allow-list of nothing still drops the rest.
-	got = allowedEnv(nil, []string{"FLOCK_GATEWAY_URL=http://10.0.0.6:8080", "ANTHROPIC_BASE_URL=http://10.0.0.6:8080/anthropic", "ANTHROPIC_API_KEY=sk-x", "HTTPS_PROXY=http://g", "FLOCK_NKEY_SEED=S", "PATH=/bin"})
-	if strings.Join(got, " ") != "FLOCK_GATEWAY_URL=http://10.0.0.6:8080 ANTHROPIC_BASE_URL=http://10.0.0.6:8080/anthropic HTTPS_PROXY=http://g" {
+	// allow-list says (FLOCK_GATEWAY_URL despite the FLOCK_ prefix; the
+	// SDK's key, which the stack fills with a placeholder or the agent's
+	// gateway token, so a stock SDK in a task calls); an allow-list of
+	// nothing still drops the rest.
+	got = allowedEnv(nil, []string{"FLOCK_GATEWAY_URL=http://10.0.0.6:8080", "ANTHROPIC_BASE_URL=http://10.0.0.6:8080/anthropic", "ANTHROPIC_API_KEY=flock-gateway-holds-the-key", "AWS_SECRET_ACCESS_KEY=x", "HTTPS_PROXY=http://g", "FLOCK_NKEY_SEED=S", "PATH=/bin"})
+	if strings.Join(got, " ") != "FLOCK_GATEWAY_URL=http://10.0.0.6:8080 ANTHROPIC_BASE_URL=http://10.0.0.6:8080/anthropic ANTHROPIC_API_KEY=flock-gateway-holds-the-key HTTPS_PROXY=http://g" {
 		t.Fatalf("gateway variables: %v", got)
 	}
 }

@@ -251,7 +251,8 @@ func (d *declarer) declareGateway() error {
 }
 
 // agentGateway gives agent a's task what it needs to call the gateway: its
-// token, from a secret of its own (never in the task definition), the
+// token, from a secret of its own (never in the task definition), as
+// FLOCK_GATEWAY_TOKEN and as the SDKs' key variables, the
 // variables pointing the SDKs at gateway.<namespace>, and a trigger that
 // rolls it when its token changes.
 func (d *declarer) agentGateway(a flock.Agent, t *task, triggers pulumi.StringMap) error {
@@ -262,6 +263,12 @@ func (d *declarer) agentGateway(a flock.Agent, t *task, triggers pulumi.StringMa
 		return err
 	}
 	t.secrets = append(t.secrets, secretRef{env: protocol.EnvGatewayToken, arn: s.Arn})
+	// The SDKs' own key variables carry the token too: a stock SDK sends
+	// it (x-api-key or Authorization: Bearer), and the gateway knows the
+	// agent by it.
+	for _, k := range gatewayconfig.KeyVars(d.m) {
+		t.secrets = append(t.secrets, secretRef{env: k, arn: s.Arn})
+	}
 	t.deps = append(t.deps, v)
 	for _, kv := range gatewayconfig.AgentEnv(d.m, a, GatewayURL(d.args.Namespace), nil) {
 		k, val, _ := strings.Cut(kv, "=")

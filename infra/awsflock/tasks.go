@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/cloudwatch"
@@ -166,7 +167,11 @@ func (d *declarer) roles(t *task) (exec, role *iam.Role, err error) {
 		Policy: pulumi.All(arns...).ApplyT(func(v []any) string {
 			var secrets []string
 			for _, s := range v[2:] {
-				secrets = append(secrets, s.(string))
+				// One secret may fill several variables (an agent's
+				// gateway token): the policy names it once.
+				if !slices.Contains(secrets, s.(string)) {
+					secrets = append(secrets, s.(string))
+				}
 			}
 			return ExecPolicy(v[0].(string), v[1].(string), secrets)
 		}).(pulumi.StringOutput),

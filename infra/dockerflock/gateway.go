@@ -39,13 +39,20 @@ func AgentGatewayURL(a flock.Agent) string {
 }
 
 // AgentGatewayEnv is what agent a gets to reach the gateway (none when the
-// flock has none): the proxy, where it has one, never for the gateway or bus.
+// flock has none): the proxy, where it has one, never for the gateway or bus,
+// and the SDKs' key variables holding protocol.GatewayPlaceholderKey.
 func AgentGatewayEnv(m flock.Model, a flock.Agent) []string {
 	noProxy := []string{flock.GatewayAddress(a.Subnet).String()}
 	for _, n := range m.Bus.BusNodes() {
 		noProxy = append(noProxy, AgentBusNodeAddress(a, n).String())
 	}
-	return gatewayconfig.AgentEnv(m, a, AgentGatewayURL(a), noProxy)
+	env := gatewayconfig.AgentEnv(m, a, AgentGatewayURL(a), noProxy)
+	// The gateway knows the agent by its network: its SDKs' key is a
+	// placeholder, stripped there.
+	for _, k := range gatewayconfig.KeyVars(m) {
+		env = append(env, k+"="+protocol.GatewayPlaceholderKey)
+	}
+	return env
 }
 
 // GatewayConfig renders the dev gateway's config: callers by network, keys

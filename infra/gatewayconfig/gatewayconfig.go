@@ -113,3 +113,24 @@ func AgentEnv(m flock.Model, a flock.Agent, base string, noProxy []string) []str
 	}
 	return env
 }
+
+// KeyVars are the SDKs' key variables an agent gets for the well-known
+// upstreams (ANTHROPIC_API_KEY, OPENAI_API_KEY): a stock SDK configured by
+// the environment alone refuses to call without one. The stacks fill them
+// with GatewayPlaceholderKey (dev) or the agent's gateway token (aws). None
+// when the flock has no gateway.
+func KeyVars(m flock.Model) []string {
+	if !m.Gateway.Enabled() {
+		return nil
+	}
+	var out []string
+	for _, up := range m.Gateway.Upstreams {
+		switch up.Name {
+		case "anthropic":
+			out = append(out, protocol.EnvAnthropicAPIKey)
+		case "openai":
+			out = append(out, protocol.EnvOpenAIAPIKey)
+		}
+	}
+	return out
+}

@@ -81,8 +81,14 @@ func TestAgentEnv(t *testing.T) {
 	if env := strings.Join(AgentEnv(m, m.Agents[1], "http://g:8080", nil), " "); strings.Contains(env, "PROXY") {
 		t.Errorf("agent-2 has no allow-list: %s", env)
 	}
+	if k := strings.Join(KeyVars(m), " "); k != "ANTHROPIC_API_KEY OPENAI_API_KEY" {
+		t.Errorf("the SDKs' key variables: %q", k)
+	}
 	m.Gateway = flock.ModelGateway{}
 	if env := AgentEnv(m, m.Agents[0], "http://g:8080", nil); env != nil {
 		t.Errorf("no gateway, no variables: %v", env)
+	}
+	if k := KeyVars(m); k != nil {
+		t.Errorf("no gateway, no key variables: %v", k)
 	}
 }

@@ -1,6 +1,9 @@
 // Package fakemodel is a fake model upstream that speaks the real wire
-// formats: Anthropic Messages (POST /v1/messages) and OpenAI chat completions
-// (POST /v1/chat/completions), JSON or SSE as the request's "stream" asks.
+// formats: Anthropic Messages (POST /v1/messages), OpenAI chat completions
+// (POST /v1/chat/completions) and Responses (POST /v1/responses), JSON or
+// SSE as the request's "stream" asks, and the token-counting endpoints
+// (POST /v1/messages/count_tokens, POST /v1/responses/input_tokens), which
+// answer the input count and nothing else.
 // It records what it was sent (Seen, GET /_fake/seen), and the request's
 // model picks a hostile behaviour (the Model* constants), so a test can reach
 // each one through the gateway.
@@ -130,12 +133,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.record(Request{Method: r.Method, Path: r.URL.Path, APIKey: r.Header.Get("X-Api-Key"),
 		Authorization: r.Header.Get("Authorization"), Model: req.Model, Stream: req.Stream})
 
-	f := anthropic
-	if r.URL.Path == "/v1/chat/completions" {
-		f = openai
+	f, known := formats[r.URL.Path]
+	if !known {
+		f = anthropic
 	}
 	switch {
-	case r.URL.Path != "/v1/messages" && r.URL.Path != "/v1/chat/completions":
+	case !known:
 		f.error(w, http.StatusNotFound, "not_found_error", "Not found")
 		return
 	case r.Method != http.MethodPost:
@@ -200,6 +203,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, f format, req req
 		model = "fake-model"
 	}
 	a := answer{model: model, text: s.opts.Answer, usage: u, includeUsage: req.StreamOptions.IncludeUsage}
+	if f.events == nil { // token counting: no answer, no stream, only the input's count
+		req.Stream = false
+	}
 	if !req.Stream {
 		if !wait(r, pause) {
 			return

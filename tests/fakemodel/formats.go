@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// The two APIs' bodies: messages, stream events and errors.
+// The APIs' bodies: messages, stream events and errors.
 
 // answer is one reply, in whatever format.
 type answer struct {
@@ -25,6 +25,17 @@ type format struct {
 
 var anthropic = format{message: anthropicMessage, events: anthropicEvents, error: anthropicError}
 var openai = format{message: openaiMessage, events: openaiEvents, error: openaiError}
+var responses = format{message: responsesMessage, events: responsesEvents, error: openaiError}
+
+// formats are the paths the fake serves; a format without events is a
+// token count (never streamed).
+var formats = map[string]format{
+	"/v1/messages":               anthropic,
+	"/v1/messages/count_tokens":  {message: anthropicCount, error: anthropicError},
+	"/v1/chat/completions":       openai,
+	"/v1/responses":              responses,
+	"/v1/responses/input_tokens": {message: responsesCount, error: openaiError},
+}
 
 // chunks cuts text into the pieces a stream delivers (words, their spaces kept).
 func chunks(text string) []string { return strings.SplitAfter(text, " ") }
@@ -150,4 +161,65 @@ func openaiError(w http.ResponseWriter, status int, typ, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(mustJSON(obj{"error": obj{"message": msg, "type": typ, "param": nil, "code": nil}}))
+}
+
+// anthropicCount is count_tokens' answer: the input's tokens.
+func anthropicCount(a answer) []byte { return mustJSON(obj{"input_tokens": a.usage.in}) }
+
+// responsesCount is /v1/responses/input_tokens' answer.
+func responsesCount(a answer) []byte {
+	return mustJSON(obj{"object": "response.input_tokens", "input_tokens": a.usage.in})
+}
+
+func responsesUsage(u usage) obj {
+	return obj{"input_tokens": u.in, "input_tokens_details": obj{"cached_tokens": u.cacheRead},
+		"output_tokens": u.out, "output_tokens_details": obj{"reasoning_tokens": 0},
+		"total_tokens": u.in + u.out}
+}
+
+// responsesOutput is the output list of a finished response: one message
+// with one output_text part.
+func responsesOutput(a answer, text string) []obj {
+	return []obj{{"id": "msg_fake01", "type": "message", "status": "completed", "role": "assistant",
+		"content": []obj{{"type": "output_text", "text": text, "annotations": []obj{}}}}}
+}
+
+// responsesObject is a response object: status in_progress has no output
+// and null usage, completed has both.
+func responsesObject(a answer, status string) obj {
+	r := obj{"id": "resp_fake01", "object": "response", "created_at": created, "status": status,
+		"model": a.model, "output": []obj{}, "usage": nil, "error": nil, "incomplete_details": nil}
+	if status == "completed" {
+		r["output"], r["usage"] = responsesOutput(a, a.text), responsesUsage(a.usage)
+	}
+	return r
+}
+
+func responsesMessage(a answer) []byte { return mustJSON(responsesObject(a, "completed")) }
+
+// responsesEvents is a Responses stream: response.created and
+// .in_progress, the message item and its text part opened, the text in
+// deltas, everything closed again, response.completed with the usage. Each
+// event is named in its event: line and its type, and numbered.
+func responsesEvents(a answer) []string {
+	var ev []string
+	add := func(typ string, fields obj) {
+		fields["type"], fields["sequence_number"] = typ, len(ev)
+		ev = append(ev, sse(typ, fields))
+	}
+	item := obj{"id": "msg_fake01", "type": "message", "status": "in_progress", "role": "assistant", "content": []obj{}}
+	part := obj{"type": "output_text", "text": "", "annotations": []obj{}}
+	add("response.created", obj{"response": responsesObject(a, "in_progress")})
+	add("response.in_progress", obj{"response": responsesObject(a, "in_progress")})
+	add("response.output_item.added", obj{"output_index": 0, "item": item})
+	add("response.content_part.added", obj{"item_id": "msg_fake01", "output_index": 0, "content_index": 0, "part": part})
+	for _, c := range chunks(a.text) {
+		add("response.output_text.delta", obj{"item_id": "msg_fake01", "output_index": 0, "content_index": 0, "delta": c})
+	}
+	done := responsesOutput(a, a.text)[0]
+	add("response.output_text.done", obj{"item_id": "msg_fake01", "output_index": 0, "content_index": 0, "text": a.text})
+	add("response.content_part.done", obj{"item_id": "msg_fake01", "output_index": 0, "content_index": 0, "part": done["content"].([]obj)[0]})
+	add("response.output_item.done", obj{"output_index": 0, "item": done})
+	add("response.completed", obj{"response": responsesObject(a, "completed")})
+	return ev
 }

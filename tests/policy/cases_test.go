@@ -259,6 +259,11 @@ func breakCases() []breakCase {
 		// The model gateway.
 		{policy: "container-no-key-in-agent-env", resource: agent2, stack: "dev", want: "gives the agent the variable ANTHROPIC_API_KEY, named like a credential",
 			build: container(agent2, func(in map[string]any) { in["envs"] = append(list(in["envs"]), "ANTHROPIC_API_KEY=hunter2") })},
+		// The placeholder is let through in the SDKs' key variables only.
+		{policy: "container-no-key-in-agent-env", resource: agent2, stack: "dev", want: "gives the agent the variable OTHER_API_KEY, named like a credential",
+			build: container(agent2, func(in map[string]any) {
+				in["envs"] = append(list(in["envs"]), "OTHER_API_KEY="+protocol.GatewayPlaceholderKey)
+			})},
 		{policy: "container-no-key-in-agent-env", resource: agent3, stack: "dev", want: "gives the agent MODEL_CREDENTIAL with a value shaped like a provider's key",
 			build: container(agent3, func(in map[string]any) { in["envs"] = append(list(in["envs"]), "MODEL_CREDENTIAL=sk-ant-api03-xyz") })},
 		{policy: "stack-no-agent-on-egress", resource: "flock-agent-2-gateway-link", stack: "dev", want: `connects agent agent-2 to the egress network "flock-egress"`,

@@ -330,7 +330,7 @@ func checkAWSGatewayTask(t *testing.T, s *capture.Stack, ids []string, b awsBus)
 }
 
 // Agents: the variables pointing the SDKs at gateway.<namespace>, their
-// token as FLOCK_GATEWAY_TOKEN from a secret of their own (its value
+// token as FLOCK_GATEWAY_TOKEN and ANTHROPIC_API_KEY from a secret of their own (its value
 // credentials.GatewayToken), never in the environment; no proxy; their
 // execution role reads their seed and token and nothing else.
 func checkAWSGatewayAgents(t *testing.T, s *capture.Stack, ids []string) {
@@ -343,13 +343,15 @@ func checkAWSGatewayAgents(t *testing.T, s *capture.Stack, ids []string) {
 		if env["FLOCK_GATEWAY_URL"] != "http://gateway.flock.flock.internal:8080" || env["ANTHROPIC_BASE_URL"] != "http://gateway.flock.flock.internal:8080/anthropic" {
 			t.Errorf("%s: gateway variables %v", id, env)
 		}
-		for _, k := range []string{protocol.EnvGatewayToken, "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "OPENAI_BASE_URL"} {
+		for _, k := range []string{protocol.EnvGatewayToken, protocol.EnvAnthropicAPIKey, "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "OPENAI_BASE_URL"} {
 			if _, ok := env[k]; ok {
 				t.Errorf("%s: %s in the plain environment", id, k)
 			}
 		}
 		nkey, tok := awsGet(t, s, awsrules.TypeSecret, "flock-"+id+"-nkey"), awsGet(t, s, awsrules.TypeSecret, "flock-"+id+"-gateway-token")
-		want := []awsflock.Secret{{Name: protocol.EnvNkeySeed, ValueFrom: nkey.MockARN()}, {Name: protocol.EnvGatewayToken, ValueFrom: tok.MockARN()}}
+		// The SDKs' key variable holds the token too: a stock SDK sends it.
+		want := []awsflock.Secret{{Name: protocol.EnvNkeySeed, ValueFrom: nkey.MockARN()}, {Name: protocol.EnvGatewayToken, ValueFrom: tok.MockARN()},
+			{Name: protocol.EnvAnthropicAPIKey, ValueFrom: tok.MockARN()}}
 		if !reflect.DeepEqual(c.Secrets, want) {
 			t.Errorf("%s: secrets %+v, want %+v", id, c.Secrets, want)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
+	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
 
@@ -113,8 +114,12 @@ func TestDevGateway(t *testing.T) {
 		if _, has := env["HTTPS_PROXY"]; has {
 			t.Errorf("%s: a proxy without an allow-list: %v", id, env)
 		}
+		// The SDKs' key: the placeholder, so a stock SDK calls; no other.
+		if env[protocol.EnvAnthropicAPIKey] != protocol.GatewayPlaceholderKey {
+			t.Errorf("%s: %s=%q, want the placeholder", id, protocol.EnvAnthropicAPIKey, env[protocol.EnvAnthropicAPIKey])
+		}
 		for k, v := range env {
-			if strings.Contains(v, testKey) || strings.Contains(k, "API_KEY") {
+			if strings.Contains(v, testKey) || strings.Contains(k, "API_KEY") && k != protocol.EnvAnthropicAPIKey {
 				t.Errorf("%s: %s=%s", id, k, v)
 			}
 		}

@@ -18,6 +18,10 @@ var (
 	keyValue = regexp.MustCompile(`^(sk-|sk_|AKIA|ASIA|ghp_|gho_|github_pat_|xox[abp]-|AIza)`)
 )
 
+// placeholderVar are the SDKs' key variables that may hold
+// protocol.GatewayPlaceholderKey, and only that.
+var placeholderVar = map[string]bool{protocol.EnvAnthropicAPIKey: true, protocol.EnvOpenAIAPIKey: true}
+
 // agentEnvKeyFindings checks one agent's environment (NAME=value entries).
 func agentEnvKeyFindings(r Resource, env []string) []Finding {
 	const fix = "give agents no model or cloud key: the gateway holds the keys (flock:gateway.upstreams, keys as secret config) and agents reach the model through FLOCK_GATEWAY_URL / ANTHROPIC_BASE_URL with a dummy key"
@@ -25,6 +29,8 @@ func agentEnvKeyFindings(r Resource, env []string) []Finding {
 	for _, e := range env {
 		name, value, _ := strings.Cut(e, "=")
 		switch {
+		case placeholderVar[name] && value == protocol.GatewayPlaceholderKey:
+			// What the stack gives every agent's SDKs: no credential.
 		case keyName.MatchString(name):
 			out = append(out, r.finding(fix, "gives the agent the variable %s, named like a credential", name))
 		case keyValue.MatchString(value):
