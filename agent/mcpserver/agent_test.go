@@ -136,6 +136,9 @@ func TestAgentServerRefusesBadInputNamingTheField(t *testing.T) {
 	callFails(t, a1, "send", map[string]any{"to": "agent-2", "body": "x", "wait_seconds": -1}, "wait_seconds:")
 	callFails(t, a1, "send", map[string]any{"to": 5, "body": "x"}, "to")                                                            // wrong type: the schema says so
 	callFails(t, a1, "send", map[string]any{"to": "agent-9", "body": "x"}, `no such agent: the bus keeps no mailbox for "agent-9"`) // no such agent: an error, not silence
+	// A message ID sent again within the mailbox's window: a duplicate, never "queued".
+	call[protocol.Receipt](t, a1, "send", map[string]any{"to": "agent-1", "body": "x", "id": "dup-1", "wait_seconds": 0.1})
+	callFails(t, a1, "send", map[string]any{"to": "agent-1", "body": "x", "id": "dup-1", "wait_seconds": 0.1}, "duplicate:", "dropped this one")
 	callFails(t, a1, "read_inbox", map[string]any{"max": 1000}, "max:")
 	callFails(t, a1, "read_inbox", map[string]any{"after": "../../agent-2/inbox/x.json"}, "after:")
 	callFails(t, a1, "read_inbox", map[string]any{"wait_seconds": 301}, "wait_seconds:")
