@@ -46,7 +46,7 @@ func TestAgentServerMessagesAPeerWithAVouchedSender(t *testing.T) {
 	a1 := agentServer(t, tf, "agent-1", mcpserver.AgentConfig{})
 	a2 := agentServer(t, tf, "agent-2", mcpserver.AgentConfig{})
 
-	if got, want := toolNames(t, a1), []string{"board_add", "board_claim", "board_complete", "board_fail", "board_get_artifact", "board_list", "board_put_artifact", "board_release", "board_renew", "read_inbox", "roster", "send", "task_context"}; !slices.Equal(got, want) {
+	if got, want := toolNames(t, a1), []string{"board_add", "board_claim", "board_complete", "board_fail", "board_get_artifact", "board_list", "board_put_artifact", "board_release", "board_renew", "inbox_ack", "read_inbox", "roster", "send", "task_context"}; !slices.Equal(got, want) {
 		t.Fatalf("tools %v, want %v: an agent is offered nothing beyond its own bus permissions", got, want)
 	}
 
@@ -69,6 +69,18 @@ func TestAgentServerMessagesAPeerWithAVouchedSender(t *testing.T) {
 	if d, ok := m.Data.(map[string]any); !ok || d["pr"] != float64(7) {
 		t.Fatalf("data %#v", m.Data)
 	}
+
+	// Taken, it leaves the inbox (read_inbox lists untaken messages only).
+	if ack := call[mcpserver.InboxAckOut](t, a2, "inbox_ack", map[string]any{"id": m.ID}); ack.File != filepath.Join("inbox", worker.TakenDir, filepath.Base(m.File)) {
+		t.Fatalf("inbox_ack %+v", ack)
+	}
+	for _, left := range call[mcpserver.ReadInboxOut](t, a2, "read_inbox", map[string]any{"max": 100}).Messages {
+		if left.ID == m.ID {
+			t.Fatalf("read_inbox after the message was taken: %+v", left)
+		}
+	}
+	callFails(t, a2, "inbox_ack", map[string]any{"id": "no-such"}, "id:", "no untaken message no-such")
+	callFails(t, a2, "inbox_ack", map[string]any{"id": "../x.json"}, "id:", "without a path")
 
 	// Nothing newer: an empty page, the cursor unchanged.
 	out := call[mcpserver.ReadInboxOut](t, a2, "read_inbox", map[string]any{"after": cursor})
