@@ -1,6 +1,9 @@
 package protocol
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // Mail that waits. Each agent's inbox subject (agent.<id>.inbox.<from>) is
 // captured by a stream of that agent's own, so a message to an agent that is
@@ -33,7 +36,19 @@ const (
 	HeaderReceipt    = "Flock-Receipt"
 	ReceiptQueued    = "queued"
 	ReceiptDelivered = "delivered"
+	// ReceiptDuplicate: the mailbox already held a message of this sender
+	// with this ID and dropped this copy (never "queued").
+	ReceiptDuplicate = "duplicate"
+	// InboxPerSender is how many of one sender's messages an agent keeps
+	// in its inbox directory untaken: past it the sender's mail waits in
+	// the mailbox (where its share is MailPerSender), then it is refused.
+	InboxPerSender = 64
 )
+
+// MailDuplicateWindow is how long a mailbox remembers a message's ID
+// (MailMsgID): a message of the same sender with the same ID within it is
+// dropped, and its sender told so (ReceiptDuplicate).
+const MailDuplicateWindow = 2 * time.Minute
 
 // MailStream is agent id's mailbox: the stream of agent.<id>.inbox.*.
 func MailStream(id string) string { return "FLOCK_MAIL_" + id }

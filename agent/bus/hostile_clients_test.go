@@ -190,3 +190,59 @@ func TestAnAgentsSubscriptionsAreBounded(t *testing.T) {
 		t.Fatal("a connection was lost")
 	}
 }
+
+// A mailbox drops a message whose Nats-Msg-Id it stored in the last two
+// minutes. agent-1 sends agent-2 a message carrying the ID the operator is
+// about to use (its "operator:" form, as mailbox.Send writes it): the bus
+// closes agent-1's connection, naming the rule, and stores nothing of it;
+// the operator's message with that ID is then stored, not a duplicate.
+func TestAnAgentCannotSquatAnotherSendersMessageID(t *testing.T) {
+	t.Parallel()
+	f, op, _, _ := startTwoAgents(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	closed := make(chan struct{})
+	nc, err := f.Dial(t, "agent-1", nats.NoReconnect(), nats.CustomInboxPrefix(protocol.InboxPrefix("agent-1")),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	squat := nats.NewMsg(protocol.InboxSubject("agent-2", "agent-1"))
+	squat.Data = []byte(`{"v":1,"id":"m-next","body":"squatted"}`)
+	squat.Header.Set(jetstream.MsgIDHeader, protocol.MailMsgID(protocol.OperatorUser, "m-next"))
+	if err := nc.PublishMsg(squat); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.Flush()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("agent-1's message with the operator's ID: the connection stayed open")
+	}
+	if err := nc.LastError(); err == nil || !strings.Contains(err.Error(), `does not start with "agent-1:"`) {
+		t.Errorf("closed with %v, want the bus's reason", err)
+	}
+
+	// Its own IDs pass.
+	a1 := f.Connect(t, "agent-1")
+	own := nats.NewMsg(protocol.InboxSubject("agent-2", "agent-1"))
+	own.Data = []byte(`{"v":1,"id":"m-next","body":"agent-1's own"}`)
+	if _, err := bustest.JetStream(t, a1).PublishMsg(ctx, own, jetstream.WithMsgID(protocol.MailMsgID("agent-1", "m-next"))); err != nil {
+		t.Fatalf("agent-1's message with its own ID: %v", err)
+	}
+	ack, err := bustest.JetStream(t, op.Conn).PublishMsg(ctx, func() *nats.Msg {
+		m := nats.NewMsg(protocol.InboxSubject("agent-2", protocol.OperatorUser))
+		m.Data = []byte(`{"v":1,"id":"m-next","body":"the operator's"}`)
+		return m
+	}(), jetstream.WithMsgID(protocol.MailMsgID(protocol.OperatorUser, "m-next")))
+	if err != nil || ack.Duplicate {
+		t.Fatalf("the operator's message: %+v %v; want stored", ack, err)
+	}
+	s, err := bustest.JetStream(t, op.Conn).Stream(ctx, protocol.MailStream("agent-2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := s.Info(ctx, jetstream.WithSubjectFilter(">")); err != nil || info.State.Msgs != 2 {
+		t.Fatalf("agent-2's mailbox holds %v (%v), want agent-1's own and the operator's", info.State.Subjects, err)
+	}
+}

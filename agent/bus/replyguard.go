@@ -29,6 +29,15 @@ import (
 // PING, PONG) and passes on each control line as it understood it, written
 // anew, so the server reads exactly what was checked: no line the two would
 // read differently reaches the server. Anything else closes the connection.
+//
+// The guard also reads the headers of a message on an inbox subject,
+// agent.<to>.inbox.<from>: a mailbox drops a message whose Nats-Msg-Id it
+// stored in the last two minutes, whoever sent that one, so an agent giving
+// the ID the operator was about to use had the operator's message answered
+// "queued" and dropped. An inbox message's ID must start with "<from>:"
+// (protocol.MailMsgID), the sender's own, which the subject proves (the bus
+// lets a user publish there only as itself): one sender's IDs can never
+// collide with another's. The header is read as the server reads it.
 
 // maxControlLine is nats-server's own bound on a client's control line.
 const maxControlLine = server.MAX_CONTROL_LINE_SIZE
@@ -106,7 +115,19 @@ type replyGuard struct {
 	payload   int    // payload bytes still to pass on
 	trailer   int    // bytes of the CRLF after a payload still to come
 	args      [][]byte
+	// An inbox HPUB is held (its control line and headers) until its
+	// headers are read and checked; held then passes on with the rest.
+	held     []byte
+	hdrLeft  int    // header bytes still to read into held
+	hdrSize  int    // the header's size
+	hdrFrom  string // the sender the inbox subject names
+	hdrTo    string
+	bodySize int // the payload's bytes after the header
 }
+
+// maxInboxHeaders bounds the headers of an inbox message the guard holds to
+// read (a mailbox keeps 4 KiB of headers beside the body).
+const maxInboxHeaders = 4 << 10
 
 // feed reads in and appends to out what to pass on to the server. An error
 // (wrapping errRefused) says why the connection must close; out then holds
@@ -114,6 +135,22 @@ type replyGuard struct {
 func (g *replyGuard) feed(in, out []byte) ([]byte, error) {
 	for len(in) > 0 {
 		switch {
+		case g.hdrLeft > 0:
+			k := min(g.hdrLeft, len(in))
+			g.held = append(g.held, in[:k]...)
+			in, g.hdrLeft = in[k:], g.hdrLeft-k
+			if g.hdrLeft == 0 {
+				hdr := g.held[len(g.held)-g.hdrSize:]
+				if id := msgID(hdr); id != nil && !bytes.HasPrefix(id, []byte(g.hdrFrom+":")) {
+					return out, fmt.Errorf("%w: inbox message ID %.64q on agent.%s.inbox.%s does not start with %q: a sender's message IDs are its own", errRefused, id, g.hdrTo, g.hdrFrom, g.hdrFrom+":")
+				}
+				out = append(out, g.held...)
+				g.held = g.held[:0]
+				g.payload = g.bodySize
+				if g.payload == 0 {
+					g.trailer = 2
+				}
+			}
 		case g.payload > 0:
 			k := min(g.payload, len(in))
 			out = append(out, in[:k]...)
@@ -201,6 +238,15 @@ func (g *replyGuard) op(line, out []byte) ([]byte, error) {
 		if sizes == 2 && n[0] > n[1] {
 			return out, fmt.Errorf("%w: HPUB headers (%d bytes) longer than the message (%d)", errRefused, n[0], n[1])
 		}
+		if to, from, ok := inboxSubject(args[0]); ok && sizes == 2 && n[0] > 0 {
+			if n[0] > maxInboxHeaders {
+				return out, fmt.Errorf("%w: inbox message headers of %d bytes, over %d", errRefused, n[0], maxInboxHeaders)
+			}
+			// Held until its headers are read (feed).
+			g.held = appendArgs(append(g.held[:0], verb...), args)
+			g.hdrLeft, g.hdrSize, g.hdrTo, g.hdrFrom, g.bodySize = n[0], n[0], to, from, n[1]-n[0]
+			return out, nil
+		}
 		out = appendArgs(append(out, verb...), args)
 		g.payload = n[sizes-1]
 		if g.payload == 0 {
@@ -224,6 +270,50 @@ func (g *replyGuard) op(line, out []byte) ([]byte, error) {
 		return append(append(out, verb...), "\r\n"...), nil
 	}
 	return out, fmt.Errorf("%w: unknown operation %.10q", errRefused, name)
+}
+
+// inboxSubject reads agent.<to>.inbox.<from> (protocol.InboxSubject).
+func inboxSubject(subject []byte) (to, from string, ok bool) {
+	t := bytes.Split(subject, []byte("."))
+	if len(t) != 4 || string(t[0]) != "agent" || string(t[2]) != "inbox" {
+		return "", "", false
+	}
+	return string(t[1]), string(t[3]), true
+}
+
+// msgID is the Nats-Msg-Id of a message's headers as nats-server reads it
+// (server.getHeader, which it does not export): the first "Nats-Msg-Id:",
+// case as written, right after a CRLF, its value from the first non-space
+// to the next CRLF; nil when there is none.
+func msgID(hdr []byte) []byte {
+	const key = "Nats-Msg-Id"
+	for off := 0; ; {
+		i := bytes.Index(hdr[off:], []byte(key))
+		if i < 0 {
+			return nil
+		}
+		i += off
+		if i < 2 || i >= len(hdr)-1 || hdr[i-1] != '\n' || hdr[i-2] != '\r' {
+			off = i + len(key)
+			continue
+		}
+		if i+len(key) >= len(hdr) {
+			return nil
+		}
+		if hdr[i+len(key)] != ':' {
+			off = i + len(key)
+			continue
+		}
+		v := i + len(key) + 1
+		for v < len(hdr) && hdr[v] == ' ' {
+			v++
+		}
+		end := v
+		for end < len(hdr) && !(hdr[end] == '\r' && end < len(hdr)-1 && hdr[end+1] == '\n') {
+			end++
+		}
+		return hdr[v:end]
+	}
 }
 
 // verbOf is the operation a control line names, in upper case as the guard

@@ -170,3 +170,60 @@ func BenchmarkReplyGuard(b *testing.B) {
 		})
 	}
 }
+
+// An inbox message's Nats-Msg-Id is its sender's own: one starting with
+// "<from>:" of the subject passes as sent (fed whole or a byte at a time);
+// another sender's prefix, or none, closes the connection, naming the rule,
+// and none of that message reaches the server. A header the server would not
+// read as the ID (another case) is no ID and passes.
+func TestReplyGuardInboxMessageIDsAreTheSenders(t *testing.T) {
+	hpub := func(subject, hdr, body string) string {
+		h := "NATS/1.0\r\n" + hdr + "\r\n"
+		return fmt.Sprintf("HPUB %s _INBOX.agent-1.r %d %d\r\n%s%s\r\n", subject, len(h), len(h)+len(body), h, body)
+	}
+	for _, in := range []string{
+		hpub("agent.agent-2.inbox.agent-1", "Nats-Msg-Id: agent-1:m-1\r\n", `{"v":1}`),
+		hpub("agent.agent-2.inbox.agent-1", "Flock-Receipt: _INBOX.agent-1.x\r\nNats-Msg-Id:agent-1:m-2\r\n", ""),
+		hpub("agent.agent-2.inbox.agent-1", "Flock-Receipt: _INBOX.agent-1.x\r\n", "no id: nothing to squat"),
+		hpub("agent.agent-2.inbox.agent-1", "nats-msg-id: operator:m-3\r\n", "the server reads no ID here"),
+		hpub("task.result.agent-1", "Nats-Msg-Id: operator:m-4\r\n", "not an inbox"),
+		"PUB agent.agent-2.inbox.agent-1 2\r\nhi\r\n",
+	} {
+		if out, err := feedAll(t, agentConnect+in+"PING\r\n"); err != nil || out != agentConnect+in+"PING\r\n" {
+			t.Errorf("%q: passed %q, %v", in, out, err)
+		}
+	}
+	for _, tc := range []struct{ in, why string }{
+		{hpub("agent.agent-2.inbox.agent-1", "Nats-Msg-Id: operator:m-1\r\n", `{"v":1}`), `"operator:m-1" on agent.agent-2.inbox.agent-1 does not start with "agent-1:"`},
+		{hpub("agent.agent-2.inbox.agent-1", "Nats-Msg-Id: m-1\r\n", ""), `"m-1"`},
+		{hpub("agent.agent-2.inbox.agent-1", "Nats-Msg-Id: agent-1\r\n", ""), `does not start with "agent-1:"`},
+		{hpub("agent.agent-2.inbox.agent-1", "X: y\r\nNats-Msg-Id:   agent-10:m\r\n", ""), `"agent-10:m"`},
+		{hpub("agent.agent-2.inbox.agent-1", "Nats-Msg-Idx: agent-1:a\r\nNats-Msg-Id: operator:b\r\n", ""), `"operator:b"`},
+		{hpub("agent.agent-2.inbox.agent-1", strings.Repeat("X", maxInboxHeaders), ""), "headers of"},
+	} {
+		out, err := feedAll(t, agentConnect+tc.in)
+		if !errors.Is(err, errRefused) || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%q: error %v, want a refusal naming %s", tc.in, err, tc.why)
+		}
+		if out != agentConnect {
+			t.Errorf("%q: passed on %q", tc.in, out)
+		}
+	}
+}
+
+// msgID reads the header as nats-server does: the first key right after a
+// CRLF and before a colon, leading spaces of the value skipped.
+func TestMsgIDReadsAsTheServer(t *testing.T) {
+	for hdr, want := range map[string]string{
+		"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n":                "a",
+		"NATS/1.0\r\nNats-Msg-Id:   a b \r\n\r\n":           "a b ",
+		"NATS/1.0\r\nX: Nats-Msg-Id: b\r\n\r\n":             "",
+		"NATS/1.0\r\nNats-Msg-Id: a\r\nNats-Msg-Id: b\r\n":  "a",
+		"NATS/1.0\r\nNats-Msg-Ids: a\r\nNats-Msg-Id: b\r\n": "b",
+		"NATS/1.0\r\n\r\n":                                  "",
+	} {
+		if got := string(msgID([]byte(hdr))); got != want {
+			t.Errorf("%q: %q, want %q", hdr, got, want)
+		}
+	}
+}

@@ -48,6 +48,9 @@ Agent (in its container):
                     roster, task_context and the board's board_list, board_claim,
                     board_renew, board_complete, board_fail, board_release,
                     board_add, as this agent (its own bus key)
+  inbox ack ID|FILE...
+                    take messages: move them from the inbox to inbox/taken/,
+                    where they may be pruned (untaken ones never are)
   board claim [--plan P] [--task T] [--kind run|prompt]
                     take a ready task from the board; prints it and its context
   board renew|release PLAN TASK, board fail PLAN TASK --reason R,
@@ -121,6 +124,8 @@ func Main(ctx context.Context, args []string, env Env, sio IO) int {
 		return tool.Main(args, sio.In, sio.Out, sio.Err)
 	case "mcp":
 		return mcpCmd(ctx, args, env, sio)
+	case "inbox":
+		return inboxCmd(args, env, sio)
 	case "task":
 		return taskCmd(ctx, args, env, sio)
 	case "send":

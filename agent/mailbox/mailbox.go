@@ -32,6 +32,9 @@ var (
 	ErrRefused = errors.New("the mailbox refused the message")
 	// ErrNotStored: the receiving agent took the message and could not store it.
 	ErrNotStored = errors.New("the receiving agent did not store the message")
+	// ErrDuplicate: the mailbox already held a message of this sender with
+	// this ID (sent within its de-duplication window) and dropped this one.
+	ErrDuplicate = errors.New("duplicate")
 )
 
 // NewID returns a random message ID (protocol.ValidTaskID).
@@ -46,8 +49,11 @@ func NewID() string {
 // protocol.ReceiptDelivered (File: where the agent stored it) or
 // protocol.ReceiptQueued (the bus keeps it; the agent takes it when it
 // runs). An error means the message is not queued: no such agent, refused
-// (full, too large), or ctx ended before the bus answered (then sending the
-// same message again within two minutes stores it once: the bus drops a
+// (full, too large), a duplicate (ErrDuplicate, Status
+// protocol.ReceiptDuplicate: the mailbox stored a message of this sender
+// with this ID within its window and dropped this one, which is never
+// "queued"), or ctx ended before the bus answered (then sending the same
+// message again within two minutes stores it once: the bus drops a
 // repeated ID of the same sender). The message's ID, version and time are
 // filled in when empty; From is always from (the receiver ignores the
 // body's claim).
@@ -94,6 +100,12 @@ func Send(ctx context.Context, nc *nats.Conn, from, to string, msg protocol.Mess
 		return protocol.Receipt{}, publishError(err, from, to, msg.ID)
 	}
 	r := protocol.Receipt{V: protocol.Version, ID: msg.ID, To: to, From: from, Status: protocol.ReceiptQueued, Seq: ack.Sequence}
+	if ack.Duplicate {
+		// Not this message: the one stored before under this ID (ack.Sequence).
+		r.Status = protocol.ReceiptDuplicate
+		return r, fmt.Errorf("%w: %s's mailbox already took a message %s from %s within the last %s (mailbox seq %d) and dropped this one: give a new message its own id",
+			ErrDuplicate, to, msg.ID, from, protocol.MailDuplicateWindow, ack.Sequence)
+	}
 	if wait <= 0 {
 		return r, nil
 	}
@@ -126,7 +138,8 @@ func publishError(err error, from, to, id string) error {
 		d := api.Description
 		switch {
 		case strings.Contains(d, "per subject"):
-			return fmt.Errorf("%w: %s already has %d messages from %s waiting: send again once it has taken some", ErrRefused, to, protocol.MailPerSender, from)
+			return fmt.Errorf("%w: %s already has %d messages from %s waiting in its mailbox (the share of one sender; a sender's messages also wait there while %s holds %d of its messages it has not taken): send again once it has taken some",
+				ErrRefused, to, protocol.MailPerSender, from, to, protocol.InboxPerSender)
 		case strings.Contains(d, "maximum messages") || strings.Contains(d, "maximum bytes"):
 			return fmt.Errorf("%w: %s's mailbox is full (%d messages or %d MiB waiting)", ErrRefused, to, protocol.MailMessages, protocol.MailBytes>>20)
 		case strings.Contains(d, "size"):

@@ -56,12 +56,13 @@ func NewAgent(nc *nats.Conn, cfg AgentConfig) *mcp.Server {
 	a := &agentTools{nc: nc, cfg: cfg}
 	s := mcp.NewServer(&mcp.Implementation{Name: "flock-agent", Title: "AI Flock agent " + cfg.ID, Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: "You are agent " + cfg.ID + " of an AI Flock. Message your peers with send (the bus vouches for your name as the sender), " +
-			"read what they sent you with read_inbox, see who is in your flock with roster, and read the task you were started for with task_context. " +
+			"read what they sent you with read_inbox and take each message you have dealt with with inbox_ack (untaken messages stay; a sender with too many untaken is made to wait), see who is in your flock with roster, and read the task you were started for with task_context. " +
 			"The board is the flock's shared task list: take a ready task with board_claim, keep its lease with board_renew, finish it with board_complete " +
 			"or board_fail (or hand it back with board_release), split it with board_add, and see the tasks with board_list.",
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "send", Description: "Send a message to a peer agent's mailbox, as this agent. The receipt says delivered (the peer stored it: file) or queued (the peer is down or busy: the bus keeps it until the peer takes it)."}, a.send)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_inbox", Description: "Read messages in this agent's inbox (oldest first), after a cursor; optionally wait for one to arrive. The sender of each message is the one the bus vouched for."}, a.readInbox)
+	mcp.AddTool(s, &mcp.Tool{Name: "inbox_ack", Description: "Take a message of this agent's inbox (by its id or file, as read_inbox gives them): it moves to inbox/taken/, where old ones are pruned. Untaken messages are never pruned, and a sender with 64 untaken messages here waits until some are taken."}, a.inboxAck)
 	mcp.AddTool(s, &mcp.Tool{Name: "roster", Description: "The IDs of the agents in this flock (the names send accepts)."}, a.roster)
 	mcp.AddTool(s, &mcp.Tool{Name: "task_context", Description: "The task this agent program was started for: its ID, directory, attempt and the task as the operator sent it."}, a.taskContext)
 	addBoardAgentTools(s, board.NewAgentClient(nc, cfg.ID))
@@ -271,6 +272,21 @@ func readInbox(dir, after string, max int) (ReadInboxOut, error) {
 		out.Next = n
 	}
 	return out, nil
+}
+
+// InboxAckIn is the inbox_ack tool's input.
+type InboxAckIn struct {
+	ID string `json:"id" jsonschema:"the message to take: its id, or its file as read_inbox gives it (when two senders used the same id)"`
+}
+
+// InboxAckOut is the inbox_ack tool's output.
+type InboxAckOut struct {
+	File string `json:"file"` // where the taken message now is, relative to the agent's directory
+}
+
+func (a *agentTools) inboxAck(_ context.Context, _ *mcp.CallToolRequest, in InboxAckIn) (*mcp.CallToolResult, InboxAckOut, error) {
+	file, err := worker.TakeMessage(filepath.Join(a.cfg.AgentDir, "inbox"), in.ID)
+	return nil, InboxAckOut{File: file}, err
 }
 
 // RosterOut is the roster tool's output.

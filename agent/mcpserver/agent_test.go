@@ -46,7 +46,7 @@ func TestAgentServerMessagesAPeerWithAVouchedSender(t *testing.T) {
 	a1 := agentServer(t, tf, "agent-1", mcpserver.AgentConfig{})
 	a2 := agentServer(t, tf, "agent-2", mcpserver.AgentConfig{})
 
-	if got, want := toolNames(t, a1), []string{"board_add", "board_claim", "board_complete", "board_fail", "board_get_artifact", "board_list", "board_put_artifact", "board_release", "board_renew", "read_inbox", "roster", "send", "task_context"}; !slices.Equal(got, want) {
+	if got, want := toolNames(t, a1), []string{"board_add", "board_claim", "board_complete", "board_fail", "board_get_artifact", "board_list", "board_put_artifact", "board_release", "board_renew", "inbox_ack", "read_inbox", "roster", "send", "task_context"}; !slices.Equal(got, want) {
 		t.Fatalf("tools %v, want %v: an agent is offered nothing beyond its own bus permissions", got, want)
 	}
 
@@ -69,6 +69,18 @@ func TestAgentServerMessagesAPeerWithAVouchedSender(t *testing.T) {
 	if d, ok := m.Data.(map[string]any); !ok || d["pr"] != float64(7) {
 		t.Fatalf("data %#v", m.Data)
 	}
+
+	// Taken, it leaves the inbox (read_inbox lists untaken messages only).
+	if ack := call[mcpserver.InboxAckOut](t, a2, "inbox_ack", map[string]any{"id": m.ID}); ack.File != filepath.Join("inbox", worker.TakenDir, filepath.Base(m.File)) {
+		t.Fatalf("inbox_ack %+v", ack)
+	}
+	for _, left := range call[mcpserver.ReadInboxOut](t, a2, "read_inbox", map[string]any{"max": 100}).Messages {
+		if left.ID == m.ID {
+			t.Fatalf("read_inbox after the message was taken: %+v", left)
+		}
+	}
+	callFails(t, a2, "inbox_ack", map[string]any{"id": "no-such"}, "id:", "no untaken message no-such")
+	callFails(t, a2, "inbox_ack", map[string]any{"id": "../x.json"}, "id:", "without a path")
 
 	// Nothing newer: an empty page, the cursor unchanged.
 	out := call[mcpserver.ReadInboxOut](t, a2, "read_inbox", map[string]any{"after": cursor})
@@ -136,6 +148,9 @@ func TestAgentServerRefusesBadInputNamingTheField(t *testing.T) {
 	callFails(t, a1, "send", map[string]any{"to": "agent-2", "body": "x", "wait_seconds": -1}, "wait_seconds:")
 	callFails(t, a1, "send", map[string]any{"to": 5, "body": "x"}, "to")                                                            // wrong type: the schema says so
 	callFails(t, a1, "send", map[string]any{"to": "agent-9", "body": "x"}, `no such agent: the bus keeps no mailbox for "agent-9"`) // no such agent: an error, not silence
+	// A message ID sent again within the mailbox's window: a duplicate, never "queued".
+	call[protocol.Receipt](t, a1, "send", map[string]any{"to": "agent-1", "body": "x", "id": "dup-1", "wait_seconds": 0.1})
+	callFails(t, a1, "send", map[string]any{"to": "agent-1", "body": "x", "id": "dup-1", "wait_seconds": 0.1}, "duplicate:", "dropped this one")
 	callFails(t, a1, "read_inbox", map[string]any{"max": 1000}, "max:")
 	callFails(t, a1, "read_inbox", map[string]any{"after": "../../agent-2/inbox/x.json"}, "after:")
 	callFails(t, a1, "read_inbox", map[string]any{"wait_seconds": 301}, "wait_seconds:")

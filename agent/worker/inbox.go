@@ -59,7 +59,9 @@ func (a *Agent) broadcast(m *nats.Msg) {
 	st := stored("broadcast", m.Subject, from, m.Data)
 	receipt := protocol.Receipt{V: protocol.Version, ID: st.Message.ID, To: a.cfg.ID, From: from}
 	if !a.mail.submit(from, func(context.Context) {
-		if rel, err := a.write(st); err != nil {
+		if n := a.untaken.count(from); n >= protocol.InboxPerSender {
+			receipt.Error = fmt.Sprintf("refused: %s holds %d messages from %s it has not taken (at most %d of one sender)", a.cfg.ID, n, from, protocol.InboxPerSender)
+		} else if rel, err := a.write(st); err != nil {
 			receipt.Error = "not stored: " + err.Error()
 		} else {
 			receipt.Status, receipt.File = protocol.ReceiptDelivered, rel
@@ -109,6 +111,7 @@ func (a *Agent) write(st Stored) (string, error) {
 		a.log.Error("message not stored", "kind", st.Kind, "id", st.Message.ID, "from", st.From, "err", err)
 		return "", err
 	}
+	a.untaken.note(name, st.From)
 	rel := filepath.Join("inbox", name)
 	a.log.Info("message stored", "kind", st.Kind, "id", st.Message.ID, "from", st.From, "file", rel)
 	typ := protocol.EventInbox
@@ -265,7 +268,8 @@ func (a *Agent) respond(subject string, r protocol.Receipt) {
 	}
 }
 
-// pruneLoop keeps the newest TASK_KEEP task directories and INBOX_KEEP inbox files.
+// pruneLoop keeps the newest TASK_KEEP task directories and INBOX_KEEP taken
+// inbox files; untaken messages are never pruned (taken.go).
 func (a *Agent) pruneLoop(ctx context.Context) {
 	for {
 		select {
@@ -276,7 +280,7 @@ func (a *Agent) pruneLoop(ctx context.Context) {
 			case "tasks":
 				a.prune(a.tasksDir, a.cfg.TaskKeep, true)
 			case "inbox":
-				a.prune(a.inboxDir, a.cfg.InboxKeep, false)
+				a.prune(filepath.Join(a.inboxDir, TakenDir), a.cfg.InboxKeep, false)
 			}
 		}
 	}

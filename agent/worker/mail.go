@@ -86,6 +86,16 @@ func (a *Agent) takeMail(msg jetstream.Msg) {
 		}
 	}
 	if !a.mail.submit(from, func(ctx context.Context) {
+		if n := a.untaken.count(from); n >= protocol.InboxPerSender {
+			// The sender's share of the inbox directory is full: its mail
+			// waits in the mailbox until the agent takes some, and past
+			// its share there the bus refuses the sender.
+			if a.senders.warn(from) {
+				a.log.Warn("mail waits in the mailbox: the sender's share of the inbox is full", "from", from, "untaken", n, "max", protocol.InboxPerSender)
+			}
+			_ = msg.NakWithDelay(2 * time.Second)
+			return
+		}
 		if err := a.senders.wait(ctx, from, len(msg.Data())); err != nil {
 			_ = msg.Nak() // stopping: the mailbox keeps it
 			return
@@ -110,13 +120,16 @@ func (a *Agent) takeMail(msg jetstream.Msg) {
 }
 
 // storedBefore finds the file a message of the same sender and ID was
-// stored in, if any (a delivery again after a crash or a lost ack).
+// stored in, if any (a delivery again after a crash or a lost ack), untaken
+// or taken since.
 func (a *Agent) storedBefore(st Stored) string {
-	matches, _ := filepath.Glob(filepath.Join(a.inboxDir, "*-inbox-"+st.Message.ID+".json"))
-	for _, m := range matches {
-		var prev Stored
-		if b, err := os.ReadFile(m); err == nil && json.Unmarshal(b, &prev) == nil && prev.From == st.From {
-			return filepath.Join("inbox", filepath.Base(m))
+	for _, dir := range []string{"", TakenDir} {
+		matches, _ := filepath.Glob(filepath.Join(a.inboxDir, dir, "*-inbox-"+st.Message.ID+".json"))
+		for _, m := range matches {
+			var prev Stored
+			if b, err := os.ReadFile(m); err == nil && json.Unmarshal(b, &prev) == nil && prev.From == st.From {
+				return filepath.Join("inbox", dir, filepath.Base(m))
+			}
 		}
 	}
 	return ""

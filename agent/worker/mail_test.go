@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ai-flock/ai-flock/agent/mailbox"
+	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 	"github.com/ai-flock/ai-flock/tests/testkit"
@@ -151,4 +152,64 @@ func TestMailSurvivesANodeLoss(t *testing.T) {
 		t.Fatalf("after node %d (the mailbox's leader) went: %d of %d messages stored: %q", leader, len(got), n, got)
 	}
 	e.f.Restart(t, leader)
+}
+
+// agent-1 floods agent-2 with small messages, and agent-2's work takes
+// none: agent-2 keeps agent-1's share of its inbox (protocol.InboxPerSender
+// untaken), agent-1's next messages wait in the mailbox (its share there),
+// and then the bus refuses agent-1, naming both bounds. The operator's
+// message, sent first, is never pruned (INBOX_KEEP is 5 here), and the
+// operator's next one is still delivered. Once agent-2 takes some of
+// agent-1's, the ones waiting are stored.
+func TestASendersFloodNeverPushesOutAnothersMail(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, flockWith(2, nil))
+	e.start("agent-2", func(c *worker.Config) { c.InboxKeep, c.InboxRate, c.InboxBytesRate = 5, 1000, 1<<30 })
+	ctx := t.Context()
+	ops, err := e.cl.Send(ctx, "agent-2", protocol.Message{Body: "the operator's"}, 5*time.Second)
+	if err != nil || ops.Status != protocol.ReceiptDelivered {
+		t.Fatalf("the operator's message: %+v %v", ops, err)
+	}
+	a1 := e.f.Connect(t, "agent-1")
+	for i := range protocol.InboxPerSender {
+		if r, err := mailbox.Send(ctx, a1, "agent-1", "agent-2", protocol.Message{Body: fmt.Sprint("flood ", i)}, 5*time.Second); err != nil || r.Status != protocol.ReceiptDelivered {
+			t.Fatalf("agent-1's message %d: %+v %v; want delivered", i, r, err)
+		}
+	}
+	for i := range protocol.MailPerSender {
+		if r, err := mailbox.Send(ctx, a1, "agent-1", "agent-2", protocol.Message{Body: fmt.Sprint("waits ", i)}, 100*time.Millisecond); err != nil || r.Status != protocol.ReceiptQueued {
+			t.Fatalf("agent-1's message %d past its inbox share: %+v %v; want queued", i, r, err)
+		}
+	}
+	_, err = mailbox.Send(ctx, a1, "agent-1", "agent-2", protocol.Message{Body: "refused"}, 0)
+	if !errors.Is(err, mailbox.ErrRefused) || !strings.Contains(err.Error(), fmt.Sprintf("already has %d messages from agent-1 waiting", protocol.MailPerSender)) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("holds %d of its messages it has not taken", protocol.InboxPerSender)) {
+		t.Fatalf("agent-1 past both shares: %v", err)
+	}
+	inbox := filepath.Join(e.shared, "agents", "agent-2", "inbox")
+	if _, err := os.Stat(filepath.Join(e.shared, "agents", "agent-2", ops.File)); err != nil {
+		t.Fatalf("the operator's untaken message is gone: %v", err)
+	}
+	if r, err := e.cl.Send(ctx, "agent-2", protocol.Message{Body: "the operator's second"}, 5*time.Second); err != nil || r.Status != protocol.ReceiptDelivered {
+		t.Fatalf("the operator during agent-1's flood: %+v %v; want delivered", r, err)
+	}
+	// agent-2 takes ten of agent-1's: ten of those waiting are stored.
+	files, _ := filepath.Glob(filepath.Join(inbox, "*-inbox-*.json"))
+	took := 0
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if took < 10 && strings.Contains(string(b), `"from": "agent-1"`) {
+			if _, err := worker.TakeMessage(inbox, filepath.Base(f)); err != nil {
+				t.Fatal(err)
+			}
+			took++
+		}
+	}
+	testkit.WaitFor(t, 10*time.Second, "ten of agent-1's waiting messages stored", func() bool {
+		waiting, _ := filepath.Glob(filepath.Join(inbox, "*-inbox-*.json"))
+		return len(waiting) == 2+protocol.InboxPerSender
+	})
+	if taken, _ := filepath.Glob(filepath.Join(inbox, worker.TakenDir, "*.json")); len(taken) != 10 {
+		t.Fatalf("%d taken files, want 10", len(taken))
+	}
 }

@@ -41,6 +41,7 @@ type Agent struct {
 	keyFile  string        // FLOCK_NKEY_FILE for task processes (credentialFile)
 	senders  *senderLimits // per-sender inbox bounds
 	mail     *mailroom     // per-sender store queues
+	untaken  *untaken      // each sender's untaken messages in the inbox directory
 	stopMail func()        // stops taking mail from the mailbox
 
 	slots     *slots
@@ -112,10 +113,11 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 		senders:  newSenderLimits(cfg.InboxRate, cfg.InboxBytesRate),
 		mail:     newMailroom(),
 	}
+	a.untaken = newUntaken(a.inboxDir)
 	a.state.Store(protocol.StateStarting)
 	a.boardHeld.Store("")
 	a.env = allowedEnv(cfg.EnvAllow, os.Environ())
-	for _, d := range []string{a.tasksDir, a.inboxDir} {
+	for _, d := range []string{a.tasksDir, a.inboxDir, filepath.Join(a.inboxDir, TakenDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return false, fmt.Errorf("agent directory: %w", err)
 		}

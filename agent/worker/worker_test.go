@@ -521,7 +521,7 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 	if st.Kind != "inbox" || st.Message.Body != "please review" || st.Message.From != protocol.OperatorUser {
 		t.Fatalf("stored inbox message %+v", st)
 	}
-	if es, _ := os.ReadDir(filepath.Join(e.shared, "agents", "agent-2", "inbox")); len(es) != 0 {
+	if es, _ := filepath.Glob(filepath.Join(e.shared, "agents", "agent-2", "inbox", "*.json")); len(es) != 0 {
 		t.Fatalf("agent-2 got agent-1's message: %v", es)
 	}
 
@@ -554,13 +554,14 @@ func TestInboxAndBroadcastReachTheAgentsDirectory(t *testing.T) {
 	if got.From != "agent-2" || got.Message.From != "agent-2" || !strings.Contains(got.Problem, `claimed to be from "operator"`) {
 		t.Fatalf("stored %+v: want the sender the subject names, and the false claim noted", got)
 	}
-	// The same message again (a retry after a lost answer) is stored once.
+	// The same message again (a retry after a lost answer) is stored once,
+	// and the retry is told it is a duplicate of the first, never "queued".
 	first, err := mailbox.Send(ctx, nc2, "agent-2", "agent-1", protocol.Message{ID: "retried", Body: "hi"}, 5*time.Second)
 	if err != nil || first.Status != protocol.ReceiptDelivered {
 		t.Fatalf("a message: %+v %v", first, err)
 	}
 	again, err := mailbox.Send(ctx, nc2, "agent-2", "agent-1", protocol.Message{ID: "retried", Body: "hi"}, time.Second)
-	if err != nil || again.Seq != first.Seq || again.Status != protocol.ReceiptQueued {
+	if !errors.Is(err, mailbox.ErrDuplicate) || again.Seq != first.Seq || again.Status != protocol.ReceiptDuplicate {
 		t.Fatalf("a retried message: %+v %v; want the first one's mailbox seq %d (not stored again)", again, err, first.Seq)
 	}
 	if files, _ := filepath.Glob(filepath.Join(e.shared, "agents", "agent-1", "inbox", "*-retried.json")); len(files) != 1 {

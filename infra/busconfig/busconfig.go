@@ -307,7 +307,7 @@ func BuildTopology(m flock.Model, p Peers) protocol.Topology {
 			Retention:   jetstream.WorkQueuePolicy, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
 			MaxMsgsPerSubject: protocol.MailPerSender, MaxMsgs: protocol.MailMessages, MaxBytes: protocol.MailBytes,
 			MaxMsgSize: protocol.MailMessageBytes + 4<<10, // the body and its headers
-			Storage:    jetstream.FileStorage, MaxAge: b.StreamMaxAge, Duplicates: 2 * time.Minute, Replicas: b.Replicas,
+			Storage:    jetstream.FileStorage, MaxAge: b.StreamMaxAge, Duplicates: protocol.MailDuplicateWindow, Replicas: b.Replicas,
 		})
 		t.Consumers = append(t.Consumers, protocol.Consumer{Stream: protocol.MailStream(a.ID), Config: jetstream.ConsumerConfig{
 			Durable:       protocol.MailConsumer,

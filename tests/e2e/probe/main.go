@@ -141,6 +141,12 @@ func main() {
 		// A hostile agent: messages to a peer's inbox as fast as it can,
 		// each asking for a receipt, for a duration.
 		floodInbox(arg(2), arg(3), arg(4), dur(5))
+	case "mail-squat":
+		// A hostile agent: a message carrying the operator's next message ID.
+		mailSquat(arg(2), arg(3), arg(4), arg(5))
+	case "mail-flood":
+		// A hostile agent: small messages to a peer as fast as the bus takes them.
+		mailFlood(arg(2), arg(3), arg(4), dur(5))
 	case "flood-audit":
 		// A hostile agent: results and messages whose IDs would make audit
 		// entries past the trail's message size, as fast as it can.

@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-flock/ai-flock/agent/worker"
+	"github.com/ai-flock/ai-flock/protocol"
+)
+
+// agent-1, from its container with its own key, attacks the operator's mail
+// to agent-2 both ways found: it sends a message carrying the ID the
+// operator's next message will carry (the mailbox drops a repeated ID for
+// two minutes: the operator's was answered "queued" and never delivered),
+// then floods agent-2 with small messages for 70 s (agent-2 kept the newest
+// 1,000 inbox files whoever sent them, and pruned the operator's before
+// agent-2 read it). The bus refuses the squat, closing agent-1's
+// connection and naming the rule; the operator's message is delivered; the
+// flood is held to agent-1's share and refused past it; the operator's
+// message is still in agent-2's inbox after the flood, and agent-2 takes it.
+func TestHostileMail(t *testing.T) {
+	f, a1, a2 := needTwo(t)
+	cl := operatorClient(t)
+	tag := fmt.Sprint(time.Now().UnixNano())
+	squatted := "m-squat-" + tag
+	out := probe(t, a1, "mail-squat", "nats://bus:4222", protocol.ContainerCredsFile, a2, squatted)
+	t.Logf("agent-1's squat: %s", strings.TrimSpace(out.Stdout))
+	if out.ExitCode == 0 || !strings.Contains(out.Stdout, `does not start with \"agent-1:\"`) {
+		t.Errorf("agent-1's message with the operator's ID: %q %q; want refused by the bus, naming the rule", out.Stdout, out.Stderr)
+	}
+	send := func(id, body string) protocol.Receipt {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		r, err := cl.Send(ctx, a2, protocol.Message{ID: id, Body: body}, 5*time.Second)
+		if err != nil || r.Status != protocol.ReceiptDelivered || r.File == "" {
+			t.Errorf("the operator's message %s to agent-2: %+v %v; want delivered", id, r, err)
+		}
+		return r
+	}
+	send(squatted, "the operator's, its ID squatted")
+
+	keep := send("m-keep-"+tag, "the operator's, to outlast the flood")
+	// Afterwards agent-2 takes what agent-1 left, for the tests after this one.
+	t.Cleanup(func() {
+		files, _ := filepath.Glob(filepath.Join(f.sharedRoot, "agents", a2, "inbox", "*-inbox-flood-*.json"))
+		for len(files) > 0 {
+			n := min(len(files), 100)
+			args := []string{"/flock-agent", "inbox", "ack"}
+			for _, p := range files[:n] {
+				args = append(args, filepath.Base(p))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, _ = f.engine.Exec(ctx, container(a2), args, "AGENT_ID="+a2)
+			cancel()
+			files = files[n:]
+		}
+	})
+	const floodFor = 70 * time.Second
+	done := probeAsync(a1, floodFor+time.Minute, "mail-flood", "nats://bus:4222", protocol.ContainerCredsFile, a2, floodFor.String())
+	res := <-done
+	if err := res.ended(); err != nil {
+		t.Fatalf("the flood probe: %v: %s", err, res.all())
+	}
+	var flood struct {
+		Stored, Refused int
+		Error           string
+	}
+	if err := json.Unmarshal([]byte(lastLine(res.out)), &flood); err != nil {
+		t.Fatalf("%q: %v", res.out, err)
+	}
+	t.Logf("agent-1's flood: %d stored, %d refused (%s)", flood.Stored, flood.Refused, flood.Error)
+	if flood.Refused == 0 || !strings.Contains(flood.Error, "per subject") && !strings.Contains(flood.Error, "maximum messages") {
+		t.Errorf("agent-1's flood was never refused past its share: %+v", flood)
+	}
+	if limit := protocol.InboxPerSender + protocol.MailPerSender; flood.Stored > limit {
+		t.Errorf("the bus stored %d of agent-1's messages that agent-2 never took: over agent-1's shares (%d)", flood.Stored, limit)
+	}
+	if keep.File == "" {
+		return
+	}
+	dir := filepath.Join(f.sharedRoot, "agents", a2)
+	if _, err := os.Stat(filepath.Join(dir, keep.File)); err != nil {
+		t.Fatalf("the operator's message after agent-1's flood, before agent-2 took it: %v", err)
+	}
+	// agent-2's work takes it, in its container.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ack, err := f.engine.Exec(ctx, container(a2), []string{"/flock-agent", "inbox", "ack", "m-keep-" + tag}, "AGENT_ID="+a2)
+	if err != nil || ack.ExitCode != 0 {
+		t.Fatalf("agent-2 takes the operator's message: %+v %v", ack, err)
+	}
+	taken := filepath.Join("inbox", worker.TakenDir, filepath.Base(keep.File))
+	if !strings.Contains(ack.Stdout, taken) {
+		t.Errorf("inbox ack said %q, want %s", ack.Stdout, taken)
+	}
+	var st worker.Stored
+	b, err := os.ReadFile(filepath.Join(dir, taken))
+	if err != nil || json.Unmarshal(b, &st) != nil || st.From != protocol.OperatorUser || st.Message.Body != "the operator's, to outlast the flood" {
+		t.Fatalf("the taken message: %s %v", b, err)
+	}
+}
