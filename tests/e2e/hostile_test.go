@@ -449,7 +449,9 @@ func probeAsync(agent string, timeout time.Duration, args ...string) <-chan repl
 // stores at agent-1's rate (INBOX_RATE), and refuses the rest, each with an
 // answer; the operator's messages to agent-2 meanwhile are each delivered.
 func TestHostileInboxFlood(t *testing.T) {
-	_, a1, a2 := needTwo(t)
+	f, a1, a2 := needTwo(t)
+	// Untaken mail is never pruned: agent-2 takes agent-1's afterwards.
+	t.Cleanup(func() { takeMailFrom(t, f, a2, a1) })
 	cl := operatorClient(t)
 	const flood = 8 * time.Second
 	start := time.Now()
