@@ -45,7 +45,9 @@ func TestTheExporterCountsOnlyTheCurrentAgents(t *testing.T) {
 			slices.SortFunc(labelled, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
 			if got["flock_agents"] == float64(len(want)) && slices.Equal(labelled, want) {
 				for k := range got {
-					if strings.Contains(k, "agent=agent-") && !slices.ContainsFunc(want, func(id string) bool { return strings.Contains(k, "agent="+id+"}") || strings.Contains(k, "agent="+id+",") }) {
+					if strings.Contains(k, "agent=agent-") && !slices.ContainsFunc(want, func(id string) bool {
+						return strings.Contains(k, "agent="+id+"}") || strings.Contains(k, "agent="+id+",")
+					}) {
 						t.Fatalf("a series of an agent the flock does not have: %s", k)
 					}
 				}
