@@ -11,12 +11,10 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -345,25 +343,4 @@ func (s *Server) Topology() protocol.Topology {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.topology
-}
-
-// onRoster answers flock.roster with the flock's agent IDs: the agents whose
-// task consumers the topology declares. That is all an agent learns about its
-// peers from the bus (not their heartbeats, tasks, results or events, which
-// only the operator may read): the names it can address a message to.
-func (s *Server) onRoster(m *nats.Msg) {
-	if m.Reply == "" {
-		return
-	}
-	r := protocol.Roster{V: protocol.Version, Agents: []string{}}
-	for _, c := range s.Topology().Consumers {
-		if c.Stream == protocol.StreamTasks && c.Config.Durable != protocol.ConsumerPool {
-			r.Agents = append(r.Agents, c.Config.Durable)
-		}
-	}
-	sort.Strings(r.Agents)
-	b, _ := json.Marshal(r)
-	if err := m.Respond(b); err != nil {
-		s.log.Warn("roster not sent", "err", err)
-	}
 }

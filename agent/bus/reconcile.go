@@ -80,6 +80,7 @@ func (s *Server) reconcile(ctx context.Context, topo protocol.Topology) error {
 			}
 		}
 	}
+	errs = append(errs, s.forgetRemovedAgents(ctx, topo)...)
 	s.topology = topo
 	if len(errs) > 0 {
 		return fmt.Errorf("bus: reconcile: %w", errors.Join(errs...))

@@ -345,7 +345,7 @@ func agentsCmd(ctx context.Context, args []string, env Env, sio IO) int {
 		note := ""
 		switch {
 		case !a.InTopology:
-			note = "not in the bus topology (removed?)"
+			note = "no task consumer on the bus yet (the topology not applied?)"
 		case a.Stale:
 			note = "stale: down or not started"
 		}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/agent/mailbox"
+	"github.com/ai-flock/ai-flock/agent/roster"
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
 )
@@ -302,20 +303,10 @@ func (a *agentTools) roster(ctx context.Context, _ *mcp.CallToolRequest, _ struc
 
 // Roster asks the bus for the flock's agent IDs.
 func Roster(ctx context.Context, nc *nats.Conn) (protocol.Roster, error) {
-	var r protocol.Roster
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m, err := nc.RequestWithContext(ctx, protocol.SubjectRoster, nil)
-	if err != nil {
-		return r, fmt.Errorf("roster: %w", err)
-	}
-	if err := json.Unmarshal(m.Data, &r); err != nil {
-		return r, fmt.Errorf("roster: %w", err)
-	}
-	if r.Agents == nil {
-		r.Agents = []string{}
-	}
-	return r, nil
+	r, err := roster.Ask(ctx, nc)
+	return protocol.Roster{V: protocol.Version, Agents: r.IDs()}, err
 }
 
 // TaskContextOut is the task_context tool's output.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/mailbox"
+	"github.com/ai-flock/ai-flock/agent/roster"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -82,13 +83,9 @@ func (c *Client) Broadcast(ctx context.Context, msg protocol.Message) ([]protoco
 
 // Roster asks the bus for the flock's agent IDs.
 func (c *Client) Roster(ctx context.Context) ([]string, error) {
-	m, err := c.nc.RequestWithContext(ctx, protocol.SubjectRoster, nil)
+	r, err := roster.Ask(ctx, c.nc)
 	if err != nil {
-		return nil, fmt.Errorf("roster: %w", err)
+		return nil, err
 	}
-	var r protocol.Roster
-	if err := json.Unmarshal(m.Data, &r); err != nil {
-		return nil, fmt.Errorf("roster: %w", err)
-	}
-	return r.Agents, nil
+	return r.IDs(), nil
 }

@@ -11,13 +11,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ai-flock/ai-flock/agent/roster"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // AgentStatus is one line of `agents`.
 type AgentStatus struct {
 	ID         string              `json:"id"`
-	InTopology bool                `json:"in_topology"` // the bus has a consumer for it
+	InTopology bool                `json:"in_topology"` // the bus has its task consumer
 	Pending    uint64              `json:"pending"`     // tasks waiting for it
 	Running    int                 `json:"running"`     // tasks delivered and not yet acked
 	Waiting    int                 `json:"waiting"`     // pull requests open now: it is listening
@@ -26,19 +27,22 @@ type AgentStatus struct {
 	Stale      bool                `json:"stale"`         // no heartbeat for three intervals
 }
 
-// Status lists the agents: every agent consumer of the task stream and every
-// agent with a stored heartbeat (FLOCK_STATUS keeps the last one of each).
-// Without that stream it listens to live heartbeats for listen.
+// Status lists the agents of the roster (the bus's topology), each with its
+// task consumer's counts and its last heartbeat (FLOCK_STATUS keeps the
+// last one of each; without that stream it listens to live heartbeats for
+// listen). A heartbeat of an ID the roster does not have (an agent of an
+// earlier deployment) is not listed.
 func (c *Client) Status(ctx context.Context, listen time.Duration) ([]AgentStatus, error) {
-	ids, err := c.Agents(ctx)
+	r, err := roster.Ask(ctx, c.nc)
 	if err != nil {
 		return nil, err
 	}
 	byID := map[string]*AgentStatus{}
-	for _, id := range ids {
-		st := &AgentStatus{ID: id, InTopology: true}
+	for _, id := range r.IDs() {
+		st := &AgentStatus{ID: id}
 		if cons, err := c.js.Consumer(ctx, protocol.StreamTasks, protocol.AgentConsumer(id)); err == nil {
 			info := cons.CachedInfo()
+			st.InTopology = true
 			st.Pending, st.Running, st.Waiting = info.NumPending, info.NumAckPending, info.NumWaiting
 		}
 		byID[id] = st
@@ -54,8 +58,7 @@ func (c *Client) Status(ctx context.Context, listen time.Duration) ([]AgentStatu
 	for _, hb := range hbs {
 		st := byID[hb.Agent]
 		if st == nil {
-			st = &AgentStatus{ID: hb.Agent}
-			byID[hb.Agent] = st
+			continue // not an agent of the flock
 		}
 		st.Last = hb
 		age := now.Sub(hb.Time)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ai-flock/ai-flock/agent/board"
 	"github.com/ai-flock/ai-flock/agent/operator"
+	"github.com/ai-flock/ai-flock/agent/roster"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -81,6 +82,13 @@ func (b *BusSource) Look(ctx context.Context, first bool) Look {
 	}
 	if rtt, err := nc.RTT(); err == nil {
 		l.Bus.RTT = rtt
+	}
+	// The roster every look: a redeploy's agents replace the earlier ones
+	// while the dashboard runs.
+	if r, err := roster.Ask(ctx, nc); err == nil {
+		l.Roster = r.IDs()
+	} else {
+		l.Bus.Err = err.Error()
 	}
 	if first {
 		if st, err := b.Op.Status(ctx, 0); err == nil {

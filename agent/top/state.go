@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/operator"
+	"github.com/ai-flock/ai-flock/agent/roster"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -103,6 +104,7 @@ func (b Board) Total() int {
 // Look is one periodic look at what the bus keeps; a nil field was not
 // read this time (its last value stays).
 type Look struct {
+	Roster []string // the bus's roster: the flock's agents
 	Status []operator.AgentStatus
 	Queues map[string]uint64
 	Board  *Board
@@ -116,10 +118,24 @@ type State struct {
 	Bus      Bus
 	Board    Board
 	Seen     time.Time // the last thing heard or looked at
+
+	// The flock's agents, once a look read them: only they have rows, and
+	// what is heard of any other ID (an agent of an earlier deployment) is
+	// ignored. Until then every agent heard has one.
+	roster  roster.Roster
+	budgets map[string]protocol.LedgerEntry // every ledger entry, for an agent the roster gains
 }
 
 // NewState is an empty dashboard.
-func NewState() *State { return &State{Agents: map[string]*Agent{}} }
+func NewState() *State {
+	return &State{Agents: map[string]*Agent{}, budgets: map[string]protocol.LedgerEntry{}}
+}
+
+// ours reports whether id may have a row: an agent of the roster, or any
+// agent before the roster is known.
+func (s *State) ours(id string) bool {
+	return protocol.ValidAgentID(id) && (!s.roster.Known() || s.roster.Has(id))
+}
 
 func (s *State) agent(id string) *Agent {
 	a := s.Agents[id]
@@ -138,8 +154,8 @@ func (s *State) Take(it operator.Item, now time.Time) {
 		s.Bus.Dead++
 		return
 	}
-	if !protocol.ValidAgentID(it.Agent) {
-		return // not an agent's subject
+	if !s.ours(it.Agent) {
+		return // not an agent's subject, or not an agent of the flock
 	}
 	switch it.Kind {
 	case "heartbeat":
@@ -213,15 +229,49 @@ func (s *State) TakeBudget(e protocol.LedgerEntry, now time.Time) {
 		return
 	}
 	s.Seen = now
-	a := s.agent(e.Agent)
+	if s.budgets == nil {
+		s.budgets = map[string]protocol.LedgerEntry{}
+	}
+	s.budgets[e.Agent] = e
+	if s.ours(e.Agent) {
+		s.agent(e.Agent).takeBudget(e)
+	}
+}
+
+func (a *Agent) takeBudget(e protocol.LedgerEntry) {
 	a.Spent, a.Limit, a.Budgeted = e.Spent, e.Limit(), !e.Updated.IsZero()
+}
+
+// setRoster keeps the rows of the roster's agents only, and gives each of
+// them one (an agent never heard shows as silent).
+func (s *State) setRoster(ids []string) {
+	s.roster = roster.Of(ids)
+	for id := range s.Agents {
+		if !s.roster.Has(id) {
+			delete(s.Agents, id)
+		}
+	}
+	for _, id := range s.roster.IDs() {
+		if s.Agents[id] == nil && protocol.ValidAgentID(id) {
+			a := s.agent(id)
+			if e, ok := s.budgets[id]; ok {
+				a.takeBudget(e)
+			}
+		}
+	}
 }
 
 // Apply takes a periodic look.
 func (s *State) Apply(l Look, now time.Time) {
 	s.Seen = now
+	if l.Roster != nil {
+		s.setRoster(l.Roster)
+	}
 	if l.Status != nil {
 		for _, st := range l.Status {
+			if !s.ours(st.ID) {
+				continue
+			}
 			a := s.agent(st.ID)
 			a.Known = st.InTopology
 			if st.Last != nil && a.Heard.IsZero() {
@@ -236,7 +286,7 @@ func (s *State) Apply(l Look, now time.Time) {
 			a.Queue, a.Known = q, ok
 		}
 		for id, q := range l.Queues {
-			if s.Agents[id] == nil && protocol.ValidAgentID(id) {
+			if s.Agents[id] == nil && s.ours(id) {
 				a := s.agent(id)
 				a.Queue, a.Known = q, true
 			}
