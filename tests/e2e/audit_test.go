@@ -68,6 +68,7 @@ func TestTheAuditTrailRecordsTheFlock(t *testing.T) {
 // were neither restarted nor OOM-killed; and `audit verify` exits 1 saying
 // what went unrecorded, its count moved by the records' counts.
 func TestHostileAuditFlood(t *testing.T) {
+	skipUnderGVisor(t, limitOutsideTheSandbox)
 	f, a1, a2 := needTwo(t)
 	cl := operatorClient(t)
 	services := f.name + "-services"

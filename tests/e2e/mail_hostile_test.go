@@ -25,6 +25,7 @@ import (
 // flood is held to agent-1's share and refused past it; the operator's
 // message is still in agent-2's inbox after the flood, and agent-2 takes it.
 func TestHostileMail(t *testing.T) {
+	skipUnderGVisor(t, limitOutsideTheSandbox)
 	f, a1, a2 := needTwo(t)
 	cl := operatorClient(t)
 	tag := fmt.Sprint(time.Now().UnixNano())
