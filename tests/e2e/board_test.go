@@ -245,6 +245,7 @@ func TestBoardPlanRunsOnTheFlock(t *testing.T) {
 // it may not see, as for one that does not exist), or the bus's (a
 // permissions violation, no answer).
 func TestHostileBoard(t *testing.T) {
+	skipUnderGVisor(t, limitOutsideTheSandbox)
 	f, a1, a2 := needTwo(t)
 	cl := boardOperator(t)
 	other, mine := boardPlanID("other"), boardPlanID("mine")

@@ -27,6 +27,7 @@ import (
 // agent-1 floods its own result subject with twice its share of the store:
 // agent-2's stored results survive and agent-2 still stores new ones.
 func TestHostileResultsFlood(t *testing.T) {
+	skipUnderGVisor(t, limitOutsideTheSandbox)
 	f, a1, a2 := needTwo(t)
 	_, js, rs := jsResults(t)
 	before := taskID(t, "before")
