@@ -175,7 +175,11 @@ func TestHostileAuditFlood(t *testing.T) {
 	if got := tl.entries + int(tl.own+tl.unknown); got < published || tl.entries+int(tl.own) > published {
 		t.Errorf("agent-1 published %d; the trail has %d entries and counts %d naming it and %d naming no sender: each must be one or the other", published, tl.entries, tl.own, tl.unknown)
 	}
-	if tl.overShare == 0 {
+	// The e2e flock's trail is 16 MiB, so the flood goes over agent-1's
+	// share; a flock deployed with its own config (layer 3: the default
+	// trail) may hold the whole flood, and then nothing is missed.
+	missed := tl.own + tl.unknown
+	if tl.overShare == 0 && f.replayed != nil {
 		t.Errorf("no record says agent-1 went over its share of the trail")
 	}
 
@@ -186,10 +190,12 @@ func TestHostileAuditFlood(t *testing.T) {
 	t.Logf("the services' memory at its peak: %s", memoryPeak(t, services))
 
 	code, after, out := verifyWithTheCLI(t, f)
-	if code != cli.ExitTaskFailed || len(after.Problems) != 0 {
+	switch {
+	case missed == 0 && (code != cli.ExitOK || len(after.Problems) != 0 || len(after.Gaps) != 0):
+		t.Errorf("audit verify after a flood the trail held whole: exit %d, problems %q, gaps %q; want 0 and none:\n%s", code, after.Problems, after.Gaps, out)
+	case missed > 0 && (code != cli.ExitTaskFailed || len(after.Problems) != 0):
 		t.Errorf("audit verify after the flood: exit %d, problems %q; want 1 and none (gaps only):\n%s", code, after.Problems, out)
-	}
-	if !strings.Contains(strings.Join(after.Gaps, "\n"), a1) {
+	case missed > 0 && !strings.Contains(strings.Join(after.Gaps, "\n"), a1):
 		t.Errorf("audit verify names no gap of agent-1's: %q", after.Gaps)
 	}
 	if got, want := after.NotRecorded-before.NotRecorded, tl.own+tl.unknown; got < want {
