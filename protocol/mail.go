@@ -23,14 +23,16 @@ import (
 //     header, which must lie in the sender's own reply inbox.
 //
 // The bounds are fixed so that the mailboxes fit the bus's store beside the
-// other streams even in a flock of 500 agents (each agent's share of the
+// other streams even in a flock of 500 agents (each agent's MailBytes of the
 // store is counted in flock:bus.jetStreamMaxMiB), and so that one sender's
-// share (MailPerSender of the largest messages) is at most a quarter of a
-// mailbox's bytes: a mailbox is full only when several senders fill it.
+// share (MailPerSender of the largest messages) is at most about a third of
+// a mailbox's bytes: a mailbox is full only when several senders fill it.
+// The operator's mail has a share of its own beside it (OperatorMailStream),
+// which no agent's mail counts against.
 const (
 	MailConsumer     = "inbox"  // the durable consumer of each mailbox, pulled by its agent only
 	MailMessages     = 256      // messages waiting in one agent's mailbox
-	MailBytes        = 2 << 20  // bytes waiting in one agent's mailbox
+	MailBytes        = 2 << 20  // bytes waiting for one agent: its mailbox and the operator's share
 	MailPerSender    = 16       // messages one sender may have waiting in one mailbox
 	MailMessageBytes = 32 << 10 // the largest message (its JSON body)
 	HeaderReceipt    = "Flock-Receipt"
@@ -52,6 +54,19 @@ const MailDuplicateWindow = 2 * time.Minute
 
 // MailStream is agent id's mailbox: the stream of agent.<id>.inbox.*.
 func MailStream(id string) string { return "FLOCK_MAIL_" + id }
+
+// OperatorMailStream is the operator's share of agent id's mailbox: the
+// stream of OperatorInboxSubject(id), as many messages as one sender's share
+// (MailPerSender), which no agent can publish on and so none can fill.
+func OperatorMailStream(id string) string { return "FLOCK_OPMAIL_" + id }
+
+// OperatorMailBytes bounds the operator's share of one agent's MailBytes:
+// its MailPerSender largest messages with their headers. The rest,
+// SharedMailBytes, is the mailbox every other sender shares.
+const (
+	OperatorMailBytes = MailPerSender * (MailMessageBytes + 4<<10)
+	SharedMailBytes   = MailBytes - OperatorMailBytes
+)
 
 // MailMsgID is the deduplication ID of a message: the sender's message ID
 // under the sender's name, so that a sender's retry is stored once and no

@@ -65,13 +65,48 @@ func InboxOf(id string) string { return "agent." + id + ".inbox.*" }
 // InboxFrom is what sender from may publish on: any agent's inbox, as itself.
 func InboxFrom(from string) string { return "agent.*.inbox." + from }
 
+// OperatorInboxSubject is where the operator's own tools send an agent
+// mail: agent.<to>.inbox.operator.mail, captured by a mailbox of its own
+// (OperatorMailStream), so that no number of agents filling an agent's
+// mailbox can refuse the operator's message. Only the operator may publish
+// there; the operator's mail on the plain inbox subject shares the mailbox
+// with the agents'.
+func OperatorInboxSubject(to string) string {
+	return InboxSubject(to, OperatorUser) + "." + operatorMailToken
+}
+
+const operatorMailToken = "mail"
+
+// MailSubject is where from's tools send mail to agent to: the operator's
+// own subject for the operator, the inbox subject for everyone else.
+func MailSubject(to, from string) string {
+	if from == OperatorUser {
+		return OperatorInboxSubject(to)
+	}
+	return InboxSubject(to, from)
+}
+
+// InboxesOf are every subject of agent id's inbox: its mail from any sender,
+// and the operator's own.
+func InboxesOf(id string) []string { return []string{InboxOf(id), OperatorInboxSubject(id)} }
+
+// ParseInbox reads an inbox subject (InboxSubject or OperatorInboxSubject):
+// to whom, from whom.
+func ParseInbox(subject string) (to, from string, ok bool) {
+	t := strings.Split(subject, ".")
+	switch {
+	case len(t) == 4 && t[0] == "agent" && t[2] == "inbox" && t[1] != "" && t[3] != "":
+		return t[1], t[3], true
+	case len(t) == 5 && t[0] == "agent" && t[2] == "inbox" && t[1] != "" && t[3] == OperatorUser && t[4] == operatorMailToken:
+		return t[1], t[3], true
+	}
+	return "", "", false
+}
+
 // InboxSender returns the sender token of an inbox subject.
 func InboxSender(subject string) (string, bool) {
-	t := strings.Split(subject, ".")
-	if len(t) != 4 || t[0] != "agent" || t[2] != "inbox" || t[3] == "" {
-		return "", false
-	}
-	return t[3], true
+	_, from, ok := ParseInbox(subject)
+	return from, ok
 }
 
 // InboxPrefix is the reply-inbox prefix of a bus user (nats.CustomInboxPrefix):

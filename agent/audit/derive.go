@@ -128,19 +128,20 @@ func (d *deriver) derive(subject string, h nats.Header, data []byte) (protocol.A
 		}
 		e.What, e.Outcome, e.Trace = checked(r.TaskID, protocol.ValidTaskID), checked(r.Status, resultStatus), traceID(r.Trace)
 		return e, t[2], true
-	case len(t) == 4 && t[0] == "agent" && t[2] == "inbox":
-		if t[3] != protocol.OperatorUser && !agentOK(t[3]) || !agentOK(t[1]) {
+	case t[0] == "agent" && len(t) >= 4 && t[2] == "inbox":
+		to, from, ok := protocol.ParseInbox(subject)
+		if !ok || from != protocol.OperatorUser && !agentOK(from) || !agentOK(to) {
 			return protocol.AuditEntry{}, "", false
 		}
 		var m struct {
 			ID string `json:"id"`
 		}
-		e := protocol.AuditEntry{Who: t[3], Kind: protocol.AuditMessage, Agent: t[1]}
+		e := protocol.AuditEntry{Who: from, Kind: protocol.AuditMessage, Agent: to}
 		if json.Unmarshal(data, &m) != nil {
 			e.Outcome = unreadable(data)
 		}
 		e.What = checked(m.ID, protocol.ValidTaskID) // a message's ID keeps a task ID's rule (agent/mailbox)
-		return e, t[3], true
+		return e, from, true
 	case subject == protocol.SubjectBroadcast:
 		var m struct {
 			ID string `json:"id"`

@@ -38,6 +38,8 @@ func TestDeriveTakesWhoFromTheSubject(t *testing.T) {
 		{"task.result.agent-1", nil, `not json`, &protocol.AuditEntry{Who: "agent-1", Kind: protocol.AuditTaskResult, Outcome: "(unreadable: 8 bytes)"}},
 		{"agent.agent-2.inbox.agent-1", nil, `{"id":"m1","from":"operator","body":"x"}`, &protocol.AuditEntry{Who: "agent-1", Kind: protocol.AuditMessage, Agent: "agent-2", What: "m1"}},
 		{"agent.agent-2.inbox.operator", nil, `{"id":"m2"}`, &protocol.AuditEntry{Who: "operator", Kind: protocol.AuditMessage, Agent: "agent-2", What: "m2"}},
+		{"agent.agent-2.inbox.operator.mail", nil, `{"id":"m4"}`, &protocol.AuditEntry{Who: "operator", Kind: protocol.AuditMessage, Agent: "agent-2", What: "m4"}},
+		{"agent.agent-2.inbox.agent-1.mail", nil, `{"id":"m5"}`, nil},
 		{"agent.agent-2.inbox.agent-9", nil, `{"id":"m3"}`, nil},
 		{"agent.agent-1.usage", nil, `{"upstream":"anthropic","status":200,"total":42,"agent":"agent-2"}`, &protocol.AuditEntry{Who: "gateway", Kind: protocol.AuditGatewayCall, Agent: "agent-1", What: "anthropic", Outcome: "200", Tokens: 42}},
 		{"agent.agent-1.logs", nil, `{"lines":5}`, nil},

@@ -98,7 +98,7 @@ type Writer struct {
 
 	subsMu     sync.Mutex
 	subs       map[string]*listener // by subject
-	inboxes    map[string]string    // agent: its inbox subject
+	inboxes    map[string][]string  // agent: its inbox subjects (protocol.InboxesOf)
 	reconnects uint64
 	down       time.Time // when the link was seen down (zero: up)
 	lastMissed time.Time // when the writer's own entries were last written
@@ -144,7 +144,7 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Confi
 	}
 	sc := stream.CachedInfo().Config
 	w := &Writer{nc: nc, js: js, stream: stream, kv: kv, cfg: cfg, log: log, done: make(chan struct{}),
-		subs: map[string]*listener{}, inboxes: map[string]string{}, trail: cfg.TrailBytes,
+		subs: map[string]*listener{}, inboxes: map[string][]string{}, trail: cfg.TrailBytes,
 		d: deriver{isAgent: cfg.IsAgent, ledger: map[string]ledgerState{}}}
 	if w.keep, err = retention(sc); err != nil {
 		return nil, err
@@ -323,26 +323,48 @@ func (w *Writer) SetAgents(ids []string) error {
 		if have {
 			continue
 		}
-		subj := protocol.InboxOf(id)
-		if err := w.listen(subj); err != nil {
-			errs = append(errs, err)
+		var subjs []string
+		for _, subj := range protocol.InboxesOf(id) {
+			if err := w.listen(subj); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			subjs = append(subjs, subj)
+		}
+		if len(subjs) < len(protocol.InboxesOf(id)) {
+			for _, subj := range subjs { // all or none, so the next call tries again
+				w.unlisten(subj)
+			}
 			continue
 		}
 		w.subsMu.Lock()
-		w.inboxes[id] = subj
+		w.inboxes[id] = subjs
 		w.subsMu.Unlock()
 	}
 	w.subsMu.Lock()
 	defer w.subsMu.Unlock()
-	for id, subj := range w.inboxes {
+	for id, subjs := range w.inboxes {
 		if !want[id] {
-			if l := w.subs[subj]; l != nil {
-				w.countDropped(l) // what it dropped before it goes
-				l.stop()
-				delete(w.subs, subj)
+			for _, subj := range subjs {
+				w.unlistenLocked(subj)
 			}
 			delete(w.inboxes, id)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unlisten stops listening to subject, counting what it dropped before.
+func (w *Writer) unlisten(subject string) {
+	w.subsMu.Lock()
+	defer w.subsMu.Unlock()
+	w.unlistenLocked(subject)
+}
+
+func (w *Writer) unlistenLocked(subject string) {
+	if l := w.subs[subject]; l != nil {
+		w.countDropped(l) // what it dropped before it goes
+		l.stop()
+		delete(w.subs, subject)
+	}
 }

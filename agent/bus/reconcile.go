@@ -122,7 +122,7 @@ func (s *Server) removeStaleStreams(ctx context.Context, topo protocol.Topology)
 	for n := range names.Name() {
 		// A removed agent's results and mailbox: nobody reads them, and
 		// they hold their share of the store.
-		if !want[n] && (n == protocol.StreamResults || strings.HasPrefix(n, protocol.ResultsStream("")) || strings.HasPrefix(n, protocol.MailStream(""))) {
+		if !want[n] && (n == protocol.StreamResults || strings.HasPrefix(n, protocol.ResultsStream("")) || strings.HasPrefix(n, protocol.MailStream("")) || strings.HasPrefix(n, protocol.OperatorMailStream(""))) {
 			stale = append(stale, n)
 		}
 	}

@@ -82,7 +82,7 @@ func TestAReusedIDInheritsOnlyWhatTheTopologyKept(t *testing.T) {
 
 	kept := func(id string) {
 		t.Helper()
-		for _, s := range []string{protocol.MailStream(id), protocol.ResultsStream(id)} {
+		for _, s := range []string{protocol.OperatorMailStream(id), protocol.ResultsStream(id)} {
 			if n := msgs(t, js, s); n != 1 {
 				t.Errorf("%s holds %d messages, want 1 (kept with the ID)", s, n)
 			}
@@ -103,7 +103,7 @@ func TestAReusedIDInheritsOnlyWhatTheTopologyKept(t *testing.T) {
 	f.Rerender(t, flock.Config{Target: "docker", Agents: []flock.AgentConfig{{ID: "agent-1"}, {ID: "agent-2"}}})
 	f.Rerender(t, bustest.Agents(3))
 	kept("agent-2")
-	for _, s := range []string{protocol.MailStream("agent-3"), protocol.ResultsStream("agent-3")} {
+	for _, s := range []string{protocol.OperatorMailStream("agent-3"), protocol.ResultsStream("agent-3")} {
 		if n := msgs(t, js, s); n != 0 {
 			t.Errorf("%s holds %d messages of the earlier agent-3, want none", s, n)
 		}

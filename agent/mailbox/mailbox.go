@@ -92,7 +92,7 @@ func Send(ctx context.Context, nc *nats.Conn, from, to string, msg protocol.Mess
 		return protocol.Receipt{}, fmt.Errorf("message %s to %s: %w", msg.ID, to, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	m := nats.NewMsg(protocol.InboxSubject(to, from))
+	m := nats.NewMsg(protocol.MailSubject(to, from))
 	m.Data = b
 	m.Header.Set(protocol.HeaderReceipt, inbox)
 	ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(protocol.MailMsgID(from, msg.ID)))
@@ -137,11 +137,14 @@ func publishError(err error, from, to, id string) error {
 	case errors.As(err, &api):
 		d := api.Description
 		switch {
+		case from == protocol.OperatorUser && (strings.Contains(d, "maximum messages") || strings.Contains(d, "maximum bytes") || strings.Contains(d, "per subject")):
+			return fmt.Errorf("%w: the operator's own share of %s's mailbox is full (%d messages waiting, which no agent's mail counts against): send again once %s has taken some",
+				ErrRefused, to, protocol.MailPerSender, to)
 		case strings.Contains(d, "per subject"):
 			return fmt.Errorf("%w: %s already has %d messages from %s waiting in its mailbox (the share of one sender; a sender's messages also wait there while %s holds %d of its messages it has not taken): send again once it has taken some",
 				ErrRefused, to, protocol.MailPerSender, from, to, protocol.InboxPerSender)
 		case strings.Contains(d, "maximum messages") || strings.Contains(d, "maximum bytes"):
-			return fmt.Errorf("%w: %s's mailbox is full (%d messages or %d MiB waiting)", ErrRefused, to, protocol.MailMessages, protocol.MailBytes>>20)
+			return fmt.Errorf("%w: %s's mailbox is full (%d messages or %d KiB waiting)", ErrRefused, to, protocol.MailMessages, protocol.SharedMailBytes>>10)
 		case strings.Contains(d, "size"):
 			return fmt.Errorf("%w: the message is over the mailbox's limit of %d bytes", ErrRefused, protocol.MailMessageBytes)
 		}

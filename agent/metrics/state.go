@@ -103,8 +103,10 @@ func (s *state) collectJetStream(ch chan<- prometheus.Metric, agents map[string]
 	defer cancel()
 	peers := map[string]bool{}
 	mailOf := map[string]string{}
+	inbox := map[string]uint64{} // an agent's mail waiting: its mailbox and the operator's share
 	for a := range agents {
 		mailOf[protocol.MailStream(a)] = a
+		mailOf[protocol.OperatorMailStream(a)] = a
 	}
 	list := e.js.ListStreams(ctx)
 	for si := range list.Info() {
@@ -120,8 +122,11 @@ func (s *state) collectJetStream(ch chan<- prometheus.Metric, agents map[string]
 			ch <- mustGauge(descDead, gauge, float64(si.State.Msgs))
 		}
 		if a, ok := mailOf[name]; ok {
-			ch <- mustGauge(descInbox, gauge, float64(si.State.Msgs), a)
+			inbox[a] += si.State.Msgs
 		}
+	}
+	for a, n := range inbox {
+		ch <- mustGauge(descInbox, gauge, float64(n), a)
 	}
 	if err := list.Err(); err != nil {
 		e.log.Warn("scrape: stream list", "err", err)

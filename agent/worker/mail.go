@@ -13,8 +13,9 @@ import (
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
-// mailLoop takes the agent's mail from its mailbox (protocol.MailStream),
-// where the bus keeps each message from the moment its sender hears
+// mailLoop takes the agent's mail from one of its mailboxes
+// (protocol.MailStream, and protocol.OperatorMailStream for the operator's
+// share), where the bus keeps each message from the moment its sender hears
 // "queued" until the agent has stored it: a message sent while the agent
 // was down is taken when it starts. Each message is stored by a queue of
 // its sender's own, at that sender's rate (INBOX_RATE, INBOX_BYTES_RATE),
@@ -22,8 +23,7 @@ import (
 // delivers it again (and the copy already stored is found, not doubled).
 // The bus holds at most protocol.MailPerSender messages of one sender, so
 // a flood waits there or is refused at the bus, never here.
-func (a *Agent) mailLoop(ctx context.Context) {
-	stream := protocol.MailStream(a.cfg.ID)
+func (a *Agent) mailLoop(ctx context.Context, stream string) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		cons, err := a.lookup(ctx, stream, protocol.MailConsumer)
@@ -32,7 +32,7 @@ func (a *Agent) mailLoop(ctx context.Context) {
 		}
 		it, err := cons.Messages(jetstream.PullMaxMessages(protocol.MailPerSender))
 		if err != nil {
-			a.log.Warn("mailbox unavailable", "err", err)
+			a.log.Warn("mailbox unavailable", "stream", stream, "err", err)
 			if !pace.Sleep(ctx, backoff) {
 				return
 			}
@@ -47,7 +47,7 @@ func (a *Agent) mailLoop(ctx context.Context) {
 				if ctx.Err() != nil {
 					return // unacked mail goes back to the mailbox
 				}
-				a.log.Warn("mailbox interrupted", "err", err)
+				a.log.Warn("mailbox interrupted", "stream", stream, "err", err)
 				pace.Sleep(ctx, backoff)
 				break
 			}

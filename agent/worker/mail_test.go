@@ -84,7 +84,7 @@ func TestMailWaitsForAStoppedAgent(t *testing.T) {
 		want = append(want, body)
 	}
 	_, err := e.cl.Send(ctx, "agent-1", protocol.Message{Body: "one too many"}, 50*time.Millisecond)
-	if !errors.Is(err, mailbox.ErrRefused) || !strings.Contains(err.Error(), fmt.Sprintf("agent-1 already has %d messages from operator waiting", protocol.MailPerSender)) {
+	if !errors.Is(err, mailbox.ErrRefused) || !strings.Contains(err.Error(), fmt.Sprintf("the operator's own share of agent-1's mailbox is full (%d messages waiting", protocol.MailPerSender)) {
 		t.Fatalf("the operator past its share: %v", err)
 	}
 	nc2 := e.f.Connect(t, "agent-2", nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))

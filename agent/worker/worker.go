@@ -186,9 +186,12 @@ func runSession(parent context.Context, cfg Config, log *slog.Logger) (rotated b
 	}
 	subs = append(subs, logs)
 	mailCtx, stopMail := context.WithCancel(context.Background())
-	mailDone := make(chan struct{})
-	go func() { defer close(mailDone); a.mailLoop(mailCtx) }()
-	a.stopMail = func() { stopMail(); <-mailDone }
+	var mailDone sync.WaitGroup
+	for _, stream := range []string{protocol.MailStream(cfg.ID), protocol.OperatorMailStream(cfg.ID)} {
+		mailDone.Add(1)
+		go func() { defer mailDone.Done(); a.mailLoop(mailCtx, stream) }()
+	}
+	a.stopMail = func() { stopMail(); mailDone.Wait() }
 
 	a.runCtx, a.runCancel = context.WithCancel(context.Background())
 	defer a.runCancel()

@@ -305,18 +305,31 @@ func BuildTopology(m flock.Model, p Peers) protocol.Topology {
 			Name: protocol.MailStream(a.ID), Subjects: []string{protocol.InboxOf(a.ID)},
 			Description: "mailbox of agent " + a.ID + ": messages waiting for it",
 			Retention:   jetstream.WorkQueuePolicy, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
-			MaxMsgsPerSubject: protocol.MailPerSender, MaxMsgs: protocol.MailMessages, MaxBytes: protocol.MailBytes,
+			MaxMsgsPerSubject: protocol.MailPerSender, MaxMsgs: protocol.MailMessages, MaxBytes: protocol.SharedMailBytes,
 			MaxMsgSize: protocol.MailMessageBytes + 4<<10, // the body and its headers
 			Storage:    jetstream.FileStorage, MaxAge: b.StreamMaxAge, Duplicates: protocol.MailDuplicateWindow, Replicas: b.Replicas,
 		})
-		t.Consumers = append(t.Consumers, protocol.Consumer{Stream: protocol.MailStream(a.ID), Config: jetstream.ConsumerConfig{
-			Durable:       protocol.MailConsumer,
-			Description:   "agent " + a.ID + " takes its mail",
-			DeliverPolicy: jetstream.DeliverAllPolicy,
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       time.Minute,
-			MaxAckPending: protocol.MailMessages,
-		}})
+		// The operator's share beside it: its own subject, which no agent
+		// may publish on, so no number of agents filling the mailbox above
+		// can refuse the operator's mail.
+		t.Streams = append(t.Streams, jetstream.StreamConfig{
+			Name: protocol.OperatorMailStream(a.ID), Subjects: []string{protocol.OperatorInboxSubject(a.ID)},
+			Description: "the operator's mail to agent " + a.ID + ": its share of the mailbox",
+			Retention:   jetstream.WorkQueuePolicy, Discard: jetstream.DiscardNew,
+			MaxMsgs: protocol.MailPerSender, MaxBytes: protocol.OperatorMailBytes,
+			MaxMsgSize: protocol.MailMessageBytes + 4<<10,
+			Storage:    jetstream.FileStorage, MaxAge: b.StreamMaxAge, Duplicates: protocol.MailDuplicateWindow, Replicas: b.Replicas,
+		})
+		for _, stream := range []string{protocol.MailStream(a.ID), protocol.OperatorMailStream(a.ID)} {
+			t.Consumers = append(t.Consumers, protocol.Consumer{Stream: stream, Config: jetstream.ConsumerConfig{
+				Durable:       protocol.MailConsumer,
+				Description:   "agent " + a.ID + " takes its mail",
+				DeliverPolicy: jetstream.DeliverAllPolicy,
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				AckWait:       time.Minute,
+				MaxAckPending: protocol.MailMessages,
+			}})
+		}
 	}
 	pending := 0
 	t.Pool.Grace = protocol.Duration(PoolGrace)

@@ -198,10 +198,12 @@ func TestTopologyHasAConsumerPerAgentAndThePool(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("consumers %v, want %v", got, want)
 	}
-	// And each agent's mailbox has the one consumer its agent pulls.
+	// And each agent's mailbox, and the operator's share beside it, has the
+	// one consumer its agent pulls.
 	wantMail := map[string]bool{}
 	for _, a := range m.Agents {
 		wantMail[protocol.MailStream(a.ID)+"/"+protocol.MailConsumer] = true
+		wantMail[protocol.OperatorMailStream(a.ID)+"/"+protocol.MailConsumer] = true
 	}
 	if !reflect.DeepEqual(mail, wantMail) {
 		t.Fatalf("mailbox consumers %v, want %v", mail, wantMail)

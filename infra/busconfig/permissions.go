@@ -67,6 +67,7 @@ func AgentPermissions(id string) Permissions {
 	// Its own mailbox, pulled from its consumer: messages reach it there,
 	// never on the inbox subject itself (the mailbox stream captures it).
 	pub = append(pub, pullSubjects(protocol.MailStream(id), protocol.MailConsumer)...)
+	pub = append(pub, pullSubjects(protocol.OperatorMailStream(id), protocol.MailConsumer)...)
 	return Permissions{
 		Publish: Rule{Allow: pub},
 		Subscribe: Rule{Allow: []string{
@@ -87,7 +88,7 @@ func AgentPermissions(id string) Permissions {
 func OperatorPermissions() Permissions {
 	return Permissions{
 		Publish: Rule{Allow: []string{
-			protocol.SubjectTasks, protocol.InboxFrom(protocol.OperatorUser), protocol.SubjectBroadcast, protocol.SubjectRoster,
+			protocol.SubjectTasks, protocol.InboxFrom(protocol.OperatorUser), protocol.OperatorInboxSubject("*"), protocol.SubjectBroadcast, protocol.SubjectRoster,
 			"$JS.API.>", "$JS.ACK.>", "$JS.FC.>", protocol.LedgerPutSubjects,
 			protocol.SubjectBoardOperator,
 			protocol.SubjectLogs, // ask an agent for its recent log lines
@@ -167,7 +168,7 @@ func ServicesPermissions() Permissions {
 			protocol.SubjectMetrics,
 			// The audit writer derives its entries from what crosses the
 			// bus (it reads IDs and statuses of these, never keeps a body).
-			protocol.SubjectTasks, protocol.InboxOf("*"), protocol.SubjectBroadcast, protocol.SubjectBoardEvents,
+			protocol.SubjectTasks, protocol.InboxOf("*"), protocol.OperatorInboxSubject("*"), protocol.SubjectBroadcast, protocol.SubjectBoardEvents,
 			protocol.LedgerPutSubjects,
 		}},
 	}

@@ -260,7 +260,9 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 	f.startTime = time.Since(start)
 	// Put the probe into each agent's own directory: the root filesystem is
 	// read-only, so the containers stay exactly as declared.
-	for _, id := range f.agents[:3] { // agent-3: the gateway budget probe
+	// agent-3: the gateway budget probe; agent-3 to agent-7: the mail that
+	// fills a mailbox (TestHostileMail).
+	for _, id := range f.agents[:min(7, len(f.agents))] {
 		if err := f.installProbe(probeBin, id); err != nil {
 			return f, err
 		}

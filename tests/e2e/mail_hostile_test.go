@@ -22,8 +22,11 @@ import (
 // 1,000 inbox files whoever sent them, and pruned the operator's before
 // agent-2 read it). The bus refuses the squat, closing agent-1's
 // connection and naming the rule; the operator's message is delivered; the
-// flood is held to agent-1's share and refused past it; the operator's
-// message is still in agent-2's inbox after the flood, and agent-2 takes it.
+// flood is held to agent-1's share and refused past it; while five more
+// agents fill agent-2's mailbox with their largest messages (each within its
+// share, together past the mailbox's bytes), the operator's message is
+// delivered (its share of the mailbox is its own); the operator's message
+// is still in agent-2's inbox after the flood, and agent-2 takes it.
 func TestHostileMail(t *testing.T) {
 	skipUnderGVisor(t, limitOutsideTheSandbox)
 	f, a1, a2 := needTwo(t)
@@ -52,6 +55,51 @@ func TestHostileMail(t *testing.T) {
 	t.Cleanup(func() { takeMailFrom(t, f, a2, a1) })
 	const floodFor = 70 * time.Second
 	done := probeAsync(a1, floodFor+time.Minute, "mail-flood", "nats://bus:4222", protocol.ContainerCredsFile, a2, floodFor.String())
+	// Meanwhile five more agents send agent-2 their largest messages: each
+	// within its own share, together more than its mailbox's bytes, so the
+	// mailbox is full; the operator's mail has a share of its own and is
+	// still delivered.
+	var big []string
+	var bigDone []<-chan replayExec
+	for _, s := range f.agents[2:] {
+		if f.probe[s] != "" && len(big) < 5 {
+			big = append(big, s)
+		}
+	}
+	if len(big) < 5 {
+		t.Logf("%d agents with the probe beside agent-1 and agent-2 (a deployed flock): the mailbox is not filled", len(big))
+		big = nil
+	}
+	for _, s := range big {
+		t.Cleanup(func() { takeMailFrom(t, f, a2, s) })
+		bigDone = append(bigDone, probeAsync(s, floodFor+time.Minute, "mail-flood", "nats://bus:4222", protocol.ContainerCredsFile, a2, floodFor.String(), "32000"))
+	}
+	time.Sleep(floodFor / 2)
+	during := send("m-during-"+tag, "the operator's, while the agents fill the mailbox")
+	mailboxFull := false
+	for i, d := range bigDone {
+		r := <-d
+		if err := r.ended(); err != nil {
+			t.Fatalf("%s's flood: %v: %s", big[i], err, r.all())
+		}
+		var bf struct {
+			Stored, Refused int
+			Error           string
+		}
+		if err := json.Unmarshal([]byte(lastLine(r.out)), &bf); err != nil {
+			t.Fatalf("%q: %v", r.out, err)
+		}
+		t.Logf("%s's flood of large messages: %d stored, %d refused (%s)", big[i], bf.Stored, bf.Refused, bf.Error)
+		mailboxFull = mailboxFull || strings.Contains(bf.Error, "maximum bytes")
+	}
+	if len(big) > 0 && !mailboxFull {
+		t.Errorf("five agents' large messages never filled agent-2's mailbox: the test no longer shows the operator's share")
+	}
+	if during.File != "" {
+		if _, err := os.Stat(filepath.Join(f.sharedRoot, "agents", a2, during.File)); err != nil {
+			t.Errorf("the operator's message during the flood: %v", err)
+		}
+	}
 	res := <-done
 	if err := res.ended(); err != nil {
 		t.Fatalf("the flood probe: %v: %s", err, res.all())

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // natsProbe connects with an agent's own credentials and tries what the bus
@@ -64,6 +66,9 @@ func natsProbe(url, seedFile, other string) {
 	try("subscribe other inbox", func() error { _, err := nc.SubscribeSync("agent." + other + ".inbox.*"); return err })
 	try("send as other", func() error { return nc.Publish("agent."+other+".inbox."+other, []byte(`{"v":1,"body":"forged"}`)) })
 	try("send as operator", func() error { return nc.Publish("agent."+other+".inbox.operator", []byte(`{"v":1,"body":"forged"}`)) })
+	try("send into the operator's share", func() error {
+		return nc.Publish(protocol.OperatorInboxSubject(other), []byte(`{"v":1,"body":"forged"}`))
+	})
 	try("subscribe other replies", func() error { _, err := nc.SubscribeSync("_INBOX." + other + ".>"); return err })
 	try("subscribe all results", func() error { _, err := nc.SubscribeSync("task.result.>"); return err })
 	try("read other tasks", func() error {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,10 +64,10 @@ func mailSquat(url, seedFile, to, id string) {
 	os.Exit(1)
 }
 
-// mailFlood sends agent to small messages as fast as the bus takes them for
+// mailFlood sends agent to messages whose bodies are size bytes as fast as the bus takes them for
 // d, each a JetStream publish of its own (its own IDs), waiting 20 ms after a
 // refusal, and prints {"stored":…,"refused":…,"error":"the last refusal"}.
-func mailFlood(url, seedFile, to string, d time.Duration) {
+func mailFlood(url, seedFile, to string, d time.Duration, size int) {
 	nc, js := hostileConn(url, seedFile)
 	defer nc.Close()
 	self := os.Getenv("AGENT_ID")
@@ -75,7 +76,7 @@ func mailFlood(url, seedFile, to string, d time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		id := "flood-" + strconv.Itoa(i)
 		m := nats.NewMsg(protocol.InboxSubject(to, self))
-		m.Data = []byte(`{"v":1,"id":"` + id + `","body":"x"}`)
+		m.Data = []byte(`{"v":1,"id":"` + id + `","body":"` + strings.Repeat("x", size) + `"}`)
 		_, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(protocol.MailMsgID(self, id)))
 		cancel()
 		if err != nil {

@@ -145,8 +145,13 @@ func main() {
 		// A hostile agent: a message carrying the operator's next message ID.
 		mailSquat(arg(2), arg(3), arg(4), arg(5))
 	case "mail-flood":
-		// A hostile agent: small messages to a peer as fast as the bus takes them.
-		mailFlood(arg(2), arg(3), arg(4), dur(5))
+		// A hostile agent: messages to a peer as fast as the bus takes them,
+		// small, or of the body size argument 6 names.
+		size := 1
+		if len(os.Args) > 6 {
+			size = num(6)
+		}
+		mailFlood(arg(2), arg(3), arg(4), dur(5), size)
 	case "flood-audit":
 		// A hostile agent: results and messages whose IDs would make audit
 		// entries past the trail's message size, as fast as it can.
