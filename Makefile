@@ -85,16 +85,9 @@ vet:
 
 ## check: every test: vet, unit + mock, e2e on the real Docker engine (and its
 ## isolation probes again under gVisor), provisioning, workflows, and the VM
-## booted for real with the flock deployed into it
+## booted for real with the flock deployed into it (beside the others: tests/check.sh)
 check: deps vet
-	FLOCK_E2E=1 $(GO) test -count=1 -timeout 30m ./...
-	$(MAKE) --no-print-directory e2e-cluster
-	$(MAKE) --no-print-directory e2e-fargate
-	$(MAKE) --no-print-directory e2e-gvisor
-	$(MAKE) --no-print-directory bench-replay
-	$(MAKE) --no-print-directory provision-check
-	$(MAKE) --no-print-directory actionlint
-	$(MAKE) --no-print-directory vm-test
+	@GO=$(GO) MAKE=$(MAKE) bash tests/check.sh
 
 ## deps: install what the tests need on this machine (Debian packages, gVisor, debootstrap): run by the targets that need it
 deps:
