@@ -123,6 +123,10 @@ provision-check:
 actionlint:
 	bash tests/policy/actionlint.sh
 
+## aws-check: the real AWS provider's own checks (terraform-provider-aws, planned offline) over the aws stack your Pulumi.aws.yaml declares, before a first deploy
+aws-check:
+	FLOCK_REQUIRE_TERRAFORM=1 $(GO) test -count=1 -v -run 'TestTheProviderAcceptsTheAWSStack/default' ./tests/tfcheck/
+
 ## layer3: the real Pulumi CLI and provider plugins on a clean clone of HEAD:
 ## deploy as the README says, probes, no churn, add an agent, policy pack, destroy
 ## (FLOCK_LAYER3_AGENTS=50 for the large run). Needs the toolchain: see the README.

@@ -282,3 +282,22 @@ func awsState(args pulumi.MockResourceArgs, state resource.PropertyMap) {
 		state["hostedZone"] = str("Z" + strings.ToUpper(hex.EncodeToString(sum[:]))[:20])
 	}
 }
+
+// Computed is one output the mocks give a resource.
+type Computed struct{ Name, Value string }
+
+// AWSComputedOutputs are the string outputs the mocks give an aws resource
+// that AWS computes (its ARN, a repository's URL, a file system's DNS
+// name…), not those that echo an input (a role's name).
+func AWSComputedOutputs(r Resource) []Computed {
+	state := resource.PropertyMap{}
+	awsState(pulumi.MockResourceArgs{TypeToken: r.Type, Name: r.Name, Inputs: r.Inputs}, state)
+	var out []Computed
+	for _, k := range state.StableKeys() {
+		if _, echoed := r.Inputs[k]; echoed || k == "name" || !state[k].IsString() {
+			continue
+		}
+		out = append(out, Computed{string(k), state[k].StringValue()})
+	}
+	return out
+}
