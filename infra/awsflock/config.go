@@ -308,7 +308,7 @@ func ConfigKeys() []flock.ConfigKey {
 	}
 	return []flock.ConfigKey{
 		k("cidr", "IPv4 CIDR", DefaultCIDR.String(), "a private network address of /16 to /22, large enough for every task; unset with vpcId", "range of the VPC the stack creates"),
-		k("availabilityZones", "integer", fmt.Sprint(DefaultAZCount), "2 to 6; unset with vpcId", "zones of the VPC the stack creates"),
+		k("availabilityZones", "integer", fmt.Sprint(DefaultAZCount), "2 to 6; unset with vpcId", "zones of the VPC the stack creates: the first this many the region has where Fargate runs tasks (by zone ID, docs/aws.md)"),
 		k("egress", "string", string(EgressEndpoints), fmt.Sprintf("%q (VPC endpoints, no route out) or %q (a NAT gateway)", EgressEndpoints, EgressNAT), "how tasks reach the AWS APIs"),
 		k("vpcId", "string", "(a new VPC)", "a VPC ID such as vpc-0123456789abcdef0; no model gateway with it", "an existing VPC to run in"),
 		k("subnetIds", "list of strings", "", "with vpcId: at least two private subnets, in different zones", "the existing VPC's subnets"),

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
@@ -96,16 +97,34 @@ func (d *declarer) network(reverseDNS string) error {
 // account that opted in sees too) run neither Fargate nor EFS.
 var ZoneTypeFilter = aws.GetAvailabilityZonesFilter{Name: "zone-type", Values: []string{"availability-zone"}}
 
-// availabilityZones are the region's available Availability Zones, by name.
-func (d *declarer) availabilityZones() ([]string, error) {
+// availabilityZones are the region's available Availability Zones, in the
+// order EC2 lists them, split into those Fargate serves and the rest
+// (FargateZones, by zone ID).
+func (d *declarer) availabilityZones() (serves, not []Zone, err error) {
 	azs, err := aws.GetAvailabilityZones(d.ctx, &aws.GetAvailabilityZonesArgs{
 		State:   pulumi.StringRef("available"),
 		Filters: []aws.GetAvailabilityZonesFilter{ZoneTypeFilter},
 	}, d.invoke)
 	if err != nil {
-		return nil, fmt.Errorf("availability zones: %w", err)
+		return nil, nil, fmt.Errorf("availability zones: %w", err)
 	}
-	return azs.Names, nil
+	if len(azs.ZoneIds) != len(azs.Names) {
+		return nil, nil, fmt.Errorf("availability zones: %d names but %d zone IDs", len(azs.Names), len(azs.ZoneIds))
+	}
+	var zones []Zone
+	for i, name := range azs.Names {
+		zones = append(zones, Zone{Name: name, ID: azs.ZoneIds[i]})
+	}
+	serves, not = fargateZones(d.region, zones)
+	return serves, not, nil
+}
+
+func zoneNames(zones []Zone) []string {
+	var out []string
+	for _, z := range zones {
+		out = append(out, z.Name)
+	}
+	return out
 }
 
 // checkSubnets looks up flock:aws.subnetIds before anything is declared in
@@ -116,10 +135,11 @@ func (d *declarer) availabilityZones() ([]string, error) {
 // is reported, each naming its flock:aws.subnetIds[i].
 func (d *declarer) checkSubnets() error {
 	n := d.args.Network
-	zones, err := d.availabilityZones()
+	serves, not, err := d.availabilityZones()
 	if err != nil {
 		return err
 	}
+	zones := zoneNames(serves)
 	var errs []error
 	first := map[string]int{} // zone -> index of the first subnet in it
 	for i, id := range n.SubnetIDs {
@@ -134,6 +154,10 @@ func (d *declarer) checkSubnets() error {
 		}
 		if sub.VpcId != n.VpcID {
 			bad("%s is a subnet of %s, not of %s.vpcId %s", id, sub.VpcId, Key, n.VpcID)
+		}
+		if i := slices.IndexFunc(not, func(z Zone) bool { return z.Name == sub.AvailabilityZone }); i >= 0 {
+			bad("%s is in %s, a zone where Fargate runs no tasks (only %s do in %s, by AWS's Fargate Regions table as of %s)", id, not[i], strings.Join(FargateZones[d.region], ", "), d.region, FargateZonesAsOf)
+			continue
 		}
 		if !slices.Contains(zones, sub.AvailabilityZone) {
 			bad("%s is in %s, which is not an available Availability Zone of the region (a Local or Wavelength Zone has no Fargate and no EFS)", id, sub.AvailabilityZone)
@@ -152,13 +176,16 @@ func (d *declarer) checkSubnets() error {
 // for NAT egress, one public subnet holding the NAT gateway.
 func (d *declarer) newVPC() error {
 	n := d.args.Network
-	zones, err := d.availabilityZones()
+	serves, not, err := d.availabilityZones()
 	if err != nil {
 		return err
 	}
-	if len(zones) < n.AZCount {
-		return fmt.Errorf("flock:aws.availabilityZones: the region has %d available Availability Zones, %d asked", len(zones), n.AZCount)
+	if len(serves) < n.AZCount {
+		return &flock.Error{Key: Key + ".availabilityZones", Rule: fmt.Sprintf("the region %s has %d available Availability Zones where Fargate runs tasks, %d asked%s", d.region, len(serves), n.AZCount, fargateNote(d.region, not))}
 	}
+	// The first zones Fargate serves, in EC2's order (so a region without
+	// exceptions keeps the zones it always had).
+	zones := zoneNames(serves)
 	vpc, err := ec2.NewVpc(d.ctx, d.n("vpc"), &ec2.VpcArgs{
 		CidrBlock: pulumi.String(n.CIDR.String()),
 		// Both are needed by interface endpoints' private DNS and by Cloud Map.

@@ -1,9 +1,11 @@
 package stacks_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
+	"github.com/ai-flock/ai-flock/infra/awsflock"
 	"github.com/ai-flock/ai-flock/infra/awsrules"
 	"github.com/ai-flock/ai-flock/tests/capture"
 )
@@ -68,5 +70,37 @@ func TestAWSExistingSubnetsChecked(t *testing.T) {
 		if strings.HasPrefix(r.Type, "aws:") {
 			t.Errorf("declared %s %s in subnets that were refused", r.Type, r.Name)
 		}
+	}
+}
+
+// Fargate runs tasks in only some zones of some regions, known by zone ID
+// (awsflock.FargateZones; zone names differ per account): the stack
+// chooses its zones among those, and refuses at preview a choice outside
+// them, naming the key. Here the mock region is given such an exception.
+func TestAWSZonesFargateServes(t *testing.T) {
+	old, had := awsflock.FargateZones[capture.MockRegion]
+	awsflock.FargateZones[capture.MockRegion] = []string{"euw1-az2", "euw1-az3"}
+	t.Cleanup(func() {
+		if had {
+			awsflock.FargateZones[capture.MockRegion] = old
+		} else {
+			delete(awsflock.FargateZones, capture.MockRegion)
+		}
+	})
+	s := awsStack(t, capture.Config{})
+	zones := map[string]bool{}
+	for _, sub := range s.ByType(awsrules.TypeSubnet) {
+		zones[sub.String("availabilityZone")] = true
+	}
+	if want := map[string]bool{capture.MockZones[1]: true, capture.MockZones[2]: true}; !maps.Equal(zones, want) {
+		t.Errorf("subnets in %v, want the two zones Fargate serves %v", zones, want)
+	}
+	_, err := capture.RunAWS(capture.Config{"flock:aws": `{"availabilityZones": 3}`})
+	if err == nil || !strings.Contains(err.Error(), "flock:aws.availabilityZones: the region "+capture.MockRegion+" has 2 available Availability Zones where Fargate runs tasks, 3 asked; Fargate does not serve "+capture.MockZones[0]+" (euw1-az1)") {
+		t.Errorf("three zones where Fargate serves two: %v", err)
+	}
+	_, err = capture.RunAWS(capture.Config{"flock:aws": `{"vpcId":"` + capture.MockVPC + `","subnetIds":["subnet-0aaaaaaaaaaaaaaaa","subnet-0bbbbbbbbbbbbbbbb"],"routeTableIds":["rtb-0cccccccccccccccc"]}`})
+	if err == nil || !strings.Contains(err.Error(), "flock:aws.subnetIds[0]: subnet-0aaaaaaaaaaaaaaaa is in "+capture.MockZones[0]+" (euw1-az1), a zone where Fargate runs no tasks") {
+		t.Errorf("an existing subnet in a zone Fargate does not serve: %v", err)
 	}
 }
