@@ -26,7 +26,7 @@ help:
 all: bin test
 
 ## bin: the static agent, bus, services and gateway binaries the images are built from,
-## for each of ARCHS, and the directories the images declare as volumes
+## for each of ARCHS, the aws stack's rollout check for this machine, and the directories the images declare as volumes
 bin:
 	@for arch in $(ARCHS); do \
 	  for b in flock-agent flock-bus flock-services flock-gateway; do \
@@ -34,6 +34,8 @@ bin:
 	    CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/linux-$$arch/$$b ./agent/cmd/$$b || exit 1; \
 	  done; \
 	done
+	@echo "go build flock-aws-verify (this machine: the aws stack's rollout check)"
+	@$(GO) build -trimpath -o $(BIN)/flock-aws-verify ./infra/awsverify/cmd/flock-aws-verify
 	@mkdir -p $(BIN)/rootfs/tmp $(BIN)/rootfs/run && chmod 1777 $(BIN)/rootfs/tmp $(BIN)/rootfs/run
 
 ## deploy: pulumi up of the dev stack (creates the stack and its bus secret on first use).

@@ -13,6 +13,7 @@ import (
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/iam"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/secretsmanager"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/servicediscovery"
+	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
@@ -356,7 +357,30 @@ func (d *declarer) serve(t *task, td *ecs.TaskDefinition, sg pulumi.StringInput,
 	if err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}
+	if err := d.verifyRollout(t, svc, td, triggers); err != nil {
+		return nil, err
+	}
 	return svc, nil
+}
+
+// VerifyCommand is the rollout checker (infra/awsverify) the stack runs on
+// the deploying machine, from the project's root (`make bin` builds it).
+const VerifyCommand = "agent/bin/flock-aws-verify"
+
+// verifyRollout runs the checker after each change of the service (a new
+// task definition, or a secret that rolls it): `pulumi up` fails, naming
+// the service and its deployment's state, when ECS rolled the change back
+// or its tasks never started, where waiting for a steady state would pass.
+func (d *declarer) verifyRollout(t *task, svc *ecs.Service, td *ecs.TaskDefinition, triggers pulumi.StringMap) error {
+	_, err := local.NewCommand(d.ctx, d.n(t.key, "rollout"), &local.CommandArgs{
+		Create: pulumi.Sprintf("%s --region %s --cluster %s --service %s --task-definition %s",
+			VerifyCommand, d.region, d.cluster.Name, svc.Name, td.Arn),
+		Triggers: pulumi.Array{td.Arn, triggers},
+	}, d.parent, pulumi.DependsOn([]pulumi.Resource{svc}))
+	if err != nil {
+		return fmt.Errorf("rollout check: %w", err)
+	}
+	return nil
 }
 
 // digest is a short, non-reversible fingerprint of secret material.

@@ -433,9 +433,11 @@ func TestAWSGatewayAddingAnAgent(t *testing.T) {
 			if len(removed) != 0 {
 				t.Errorf("removed %v", removed)
 			}
-			allowed := []string{"flock-gateway", "flock-gateway-config-1", "flock-efs-size"} // the size alarm: see checkAWSNoChurn
+			// The size alarm: see checkAWSNoChurn; a service that rolls has its
+			// rollout checked again.
+			allowed := []string{"flock-gateway", "flock-gateway-config-1", "flock-gateway-rollout", "flock-efs-size"}
 			for _, k := range b.keys() {
-				allowed = append(allowed, "flock-"+k, "flock-"+k+"-config-1", "flock-"+k+"-topology-1")
+				allowed = append(allowed, "flock-"+k, "flock-"+k+"-config-1", "flock-"+k+"-topology-1", "flock-"+k+"-rollout")
 			}
 			sort.Strings(changed)
 			for _, c := range changed {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -445,5 +446,36 @@ func checkAWSOperator(t *testing.T, s *capture.Stack, b awsBus) {
 	}
 	if s.Outputs["operatorTaskDefinition"].Value != td.String("family") || s.Outputs["operatorSecurityGroup"].Value != capture.MockID("flock-operator-sg") {
 		t.Errorf("outputs name the operator task %v and group %v", s.Outputs["operatorTaskDefinition"], s.Outputs["operatorSecurityGroup"])
+	}
+}
+
+// Every service is followed by its rollout check (infra/awsverify, run on
+// the deploying machine after each change of it): waiting for a steady
+// state passes a rollback, the check fails it.
+func TestAWSEveryServiceHasARolloutCheck(t *testing.T) {
+	s := awsGatewayStack(t, capture.Config{"flock:gateway": `{"upstreams": {"anthropic": {}}}`})
+	checks := map[string]capture.Resource{}
+	for _, c := range s.ByType(capture.TypeCommand) {
+		checks[c.Name] = c
+	}
+	services := s.ByType(awsrules.TypeService)
+	if len(services) < 6 {
+		t.Fatalf("%d services", len(services))
+	}
+	for _, svc := range services {
+		c, ok := checks[svc.Name+"-rollout"]
+		if !ok {
+			t.Errorf("service %s has no rollout check", svc.Name)
+			continue
+		}
+		create := c.String("create")
+		for _, want := range []string{awsflock.VerifyCommand + " ", "--service " + svc.String("name") + " ", "--task-definition " + svc.String("taskDefinition"), "--region " + capture.MockRegion} {
+			if !strings.Contains(create, want) {
+				t.Errorf("%s: create %q lacks %q", c.Name, create, want)
+			}
+		}
+		if !slices.ContainsFunc(c.Deps, func(u string) bool { return strings.HasSuffix(u, "::"+svc.Name) }) {
+			t.Errorf("%s does not wait for its service (deps %v)", c.Name, c.Deps)
+		}
 	}
 }

@@ -199,7 +199,7 @@ func checkAWSNoChurn(t *testing.T, b awsBus) {
 	// by default: an agent more moves its threshold, in place.
 	allowed := []string{"flock-efs-size"}
 	for _, k := range b.keys() {
-		allowed = append(allowed, "flock-"+k, "flock-"+k+"-config-1", "flock-"+k+"-topology-1")
+		allowed = append(allowed, "flock-"+k, "flock-"+k+"-config-1", "flock-"+k+"-topology-1", "flock-"+k+"-rollout")
 	}
 	for _, c := range changed {
 		if !slices.Contains(allowed, c) {
