@@ -260,9 +260,14 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 	f.startTime = time.Since(start)
 	// Put the probe into each agent's own directory: the root filesystem is
 	// read-only, so the containers stay exactly as declared.
-	// agent-3: the gateway budget probe; agent-3 to agent-7: the mail that
-	// fills a mailbox (TestHostileMail).
-	for _, id := range f.agents[:min(7, len(f.agents))] {
+	// agent-3: the gateway budget probe; agent-7 to agent-10, whose trail
+	// shares no later test reads: the mail that fills a mailbox
+	// (TestHostileMail).
+	probed := f.agents[:min(3, len(f.agents))]
+	if len(f.agents) >= 10 {
+		probed = append(probed, f.agents[6:10]...)
+	}
+	for _, id := range probed {
 		if err := f.installProbe(probeBin, id); err != nil {
 			return f, err
 		}
