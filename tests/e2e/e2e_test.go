@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -263,7 +264,7 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 	// agent-3: the gateway budget probe; agent-7 to agent-10, whose trail
 	// shares no later test reads: the mail that fills a mailbox
 	// (TestHostileMail).
-	probed := f.agents[:min(3, len(f.agents))]
+	probed := slices.Clone(f.agents[:min(3, len(f.agents))]) // a copy: appending must not write into f.agents
 	if len(f.agents) >= 10 {
 		probed = append(probed, f.agents[6:10]...)
 	}
