@@ -117,8 +117,23 @@ func (w *Writer) write(ctx context.Context, summaries bool) {
 		}
 	}
 	entries = append(entries, own...)
+	ownAt := make([]int, len(own)) // where each of own sits in entries
+	for i := range own {
+		ownAt[i] = len(entries) - len(own) + i
+	}
+	if len(own) > 0 && own[0].Kind == protocol.AuditWriterStarted && len(entries) > len(own) {
+		// The writer's start opens its part of the chain, before anything
+		// it derived in the same batch.
+		start := own[0]
+		copy(entries[1:ownAt[0]+1], entries[:ownAt[0]])
+		entries[0], ownAt[0] = start, 0
+	}
 	if len(entries) == 0 {
 		return
+	}
+	isOwn := map[int]bool{}
+	for _, at := range ownAt {
+		isOwn[at] = true
 	}
 	lost := w.append(ctx, entries)
 	gone := map[int]bool{}
@@ -126,7 +141,7 @@ func (w *Writer) write(ctx context.Context, summaries bool) {
 	n := 0
 	for _, l := range lost {
 		gone[l.at] = true
-		if l.at >= len(entries)-len(own) {
+		if isOwn[l.at] {
 			if l.cause == tooLarge {
 				// A trail whose messages cannot hold the writer's own
 				// entries: their counts stay in the anchors' bucket's
@@ -146,7 +161,7 @@ func (w *Writer) write(ctx context.Context, summaries bool) {
 		w.t.missed(l.cause, agentOf(l.e), 1)
 	}
 	for i, e := range own {
-		if !gone[len(entries)-len(own)+i] {
+		if !gone[ownAt[i]] {
 			w.t.stored(e.Total)
 		}
 	}
