@@ -87,7 +87,7 @@ vet:
 
 ## check: every test: vet, unit + mock, e2e on the real Docker engine (and its
 ## isolation probes again under gVisor), provisioning, workflows, and the VM
-## booted for real with the flock deployed into it (beside the others: tests/check.sh)
+## booted for real with the flock deployed into it (tests/check.sh: each step timed)
 check: deps vet
 	@GO=$(GO) MAKE=$(MAKE) bash tests/check.sh
 

@@ -1,17 +1,13 @@
 #!/usr/bin/env bash
-# make check: every suite, as CI runs it. The VM test runs beside the others:
-# it boots its own VM (under software emulation when the host has no KVM,
-# mostly waiting on that one QEMU process), forwards its own host ports
-# (14222, 18222) and builds its images in the VM's engine, so it shares
-# nothing with the Docker suites but the CPU, where it runs at a lower
-# priority (nice 10) so their timings hold. The other suites run one after
-# another (e2e-cluster publishes the bus's host ports, as e2e does).
-# A failure stops the rest; the VM is then taken down (its own exit trap).
+# make check: every suite, as CI runs it, one after another, each with the
+# time it took. The VM test comes last and runs alone: run beside the Docker
+# suites (it shares only the CPU with them) its software-emulated guest's
+# CPU-limit probe measured 1.17 cores against a bound of 1.00, so its
+# timing-bound probes need the machine to themselves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 MAKE=${MAKE:-make}
-logs=$(mktemp -d "${TMPDIR:-/tmp}/flock-check.XXXXXX")
 start=$(date +%s)
 
 step() {
@@ -23,35 +19,6 @@ step() {
   return "$rc"
 }
 
-vm_pid=
-vm_done() {
-  [[ -n $vm_pid ]] || return 0
-  local rc=0
-  wait "$vm_pid" || rc=$?
-  vm_pid=
-  echo "check: the VM test (ran beside the others; its log follows)"
-  sed 's/^/  vm-test | /' "$logs/vm-test.log"
-  return "$rc"
-}
-# shellcheck disable=SC2317 # called by the EXIT trap
-stop_vm() {
-  local rc=$?
-  if [[ -n $vm_pid ]]; then
-    # Its trap takes the VM down; wait for that, then show why it ended.
-    kill -TERM -- "-$vm_pid" 2>/dev/null || true
-    vm_done || true
-  fi
-  exit "$rc"
-}
-trap stop_vm EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# setsid: its own process group, so a stop reaches vagrant and QEMU's
-# helpers too; its output goes to a log shown whole at the end.
-setsid nice -n 10 "$MAKE" --no-print-directory vm-test >"$logs/vm-test.log" 2>&1 &
-vm_pid=$!
-
 step env FLOCK_E2E=1 "$GO" test -count=1 -timeout 30m ./...
 step "$MAKE" --no-print-directory e2e-cluster
 step "$MAKE" --no-print-directory e2e-fargate
@@ -59,8 +26,5 @@ step "$MAKE" --no-print-directory e2e-gvisor
 step "$MAKE" --no-print-directory bench-replay
 step "$MAKE" --no-print-directory provision-check
 step "$MAKE" --no-print-directory actionlint
-echo "check: the suites beside the VM test ended in $(($(date +%s) - start)) s; waiting for the VM test"
-vm_rc=0
-vm_done || vm_rc=$?
-echo "check: everything ended in $(($(date +%s) - start)) s (the VM test: exit $vm_rc)"
-exit "$vm_rc"
+step "$MAKE" --no-print-directory vm-test
+echo "check: everything ended in $(($(date +%s) - start)) s"
