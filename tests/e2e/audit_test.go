@@ -177,8 +177,7 @@ func TestHostileAuditFlood(t *testing.T) {
 	}
 	// The e2e flock's trail is 16 MiB, so the flood goes over agent-1's
 	// share; a flock deployed with its own config (layer 3: the default
-	// trail) may hold the whole flood, and then nothing is missed.
-	missed := tl.own + tl.unknown
+	// trail) may hold the whole flood.
 	if tl.overShare == 0 && f.replayed != nil {
 		t.Errorf("no record says agent-1 went over its share of the trail")
 	}
@@ -189,13 +188,17 @@ func TestHostileAuditFlood(t *testing.T) {
 	}
 	t.Logf("the services' memory at its peak: %s", memoryPeak(t, services))
 
+	// What verify counts as not recorded since the flood decides what it
+	// must say: records the tally above did not wait for (the bus client's
+	// drops on agent-2's inbox, say, named by subject, not sender) count too.
 	code, after, out := verifyWithTheCLI(t, f)
+	lost := after.NotRecorded - before.NotRecorded
 	switch {
-	case missed == 0 && (code != cli.ExitOK || len(after.Problems) != 0 || len(after.Gaps) != 0):
+	case lost == 0 && len(before.Gaps) == 0 && (code != cli.ExitOK || len(after.Problems) != 0 || len(after.Gaps) != 0):
 		t.Errorf("audit verify after a flood the trail held whole: exit %d, problems %q, gaps %q; want 0 and none:\n%s", code, after.Problems, after.Gaps, out)
-	case missed > 0 && (code != cli.ExitTaskFailed || len(after.Problems) != 0):
-		t.Errorf("audit verify after the flood: exit %d, problems %q; want 1 and none (gaps only):\n%s", code, after.Problems, out)
-	case missed > 0 && !strings.Contains(strings.Join(after.Gaps, "\n"), a1):
+	case lost > 0 && (code != cli.ExitTaskFailed || len(after.Problems) != 0):
+		t.Errorf("audit verify after the flood (%d not recorded): exit %d, problems %q; want 1 and none (gaps only):\n%s", lost, code, after.Problems, out)
+	case tl.own > 0 && !strings.Contains(strings.Join(after.Gaps, "\n"), a1):
 		t.Errorf("audit verify names no gap of agent-1's: %q", after.Gaps)
 	}
 	if got, want := after.NotRecorded-before.NotRecorded, tl.own+tl.unknown; got < want {
