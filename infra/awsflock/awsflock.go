@@ -211,6 +211,7 @@ type declarer struct {
 	invoke pulumi.InvokeOption // the same parent, for provider functions
 
 	partition, region, account string
+	dnsSuffix                  string // the partition's: amazonaws.com
 
 	vpcID       pulumi.StringOutput
 	subnets     pulumi.StringArray
@@ -271,13 +272,16 @@ func (d *declarer) declare() error {
 	if err != nil {
 		return fmt.Errorf("partition: %w", err)
 	}
-	d.account, d.region, d.partition = id.AccountId, region.Name, part.Partition
+	d.account, d.region, d.partition, d.dnsSuffix = id.AccountId, region.Name, part.Partition, part.DnsSuffix
 
 	if err := d.network(part.ReverseDnsPrefix); err != nil {
 		return fmt.Errorf("network: %w", err)
 	}
 	if err := d.storage(); err != nil {
 		return fmt.Errorf("storage: %w", err)
+	}
+	if err := d.dnsFirewall(); err != nil {
+		return fmt.Errorf("network: %w", err)
 	}
 	if err := d.repository(); err != nil {
 		return fmt.Errorf("images: %w", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/ai-flock/ai-flock/infra/dnsfirewall"
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/infra/gatewayconfig"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -81,6 +82,19 @@ func (c Config) validateGateway(n Network, m flock.Model, add func(key, format s
 	}
 	if _, err := SizeFor(m.Gateway.Limits); err != nil {
 		add("flock:gateway.limits", "%v", err)
+	}
+	// The VPC's DNS firewall allows the gateway's hosts by name: each must
+	// be a name a domain list can hold.
+	const dnsWhy = "the VPC's DNS firewall allows the gateway's upstreams and span collector by their exact names"
+	for _, up := range m.Gateway.Upstreams {
+		if _, err := (dnsfirewall.Names{Hosts: []string{up.URL}}).HostNames(); err != nil {
+			add("flock:gateway.upstreams."+up.Name+".url", "%v (%s)", err, dnsWhy)
+		}
+	}
+	if m.OTLP.Endpoint != "" {
+		if _, err := (dnsfirewall.Names{Hosts: []string{m.OTLP.Endpoint}}).HostNames(); err != nil {
+			add("flock:otlp.endpoint", "%v (%s)", err, dnsWhy)
+		}
 	}
 }
 

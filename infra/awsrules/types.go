@@ -55,6 +55,13 @@ const (
 	TypeNamespace        = "aws:servicediscovery/privateDnsNamespace:PrivateDnsNamespace"
 	TypeDiscoveryService = "aws:servicediscovery/service:Service"
 
+	// Route 53 Resolver DNS Firewall.
+	TypeFirewallDomainList     = "aws:route53/resolverFirewallDomainList:ResolverFirewallDomainList"
+	TypeFirewallRuleGroup      = "aws:route53/resolverFirewallRuleGroup:ResolverFirewallRuleGroup"
+	TypeFirewallRule           = "aws:route53/resolverFirewallRule:ResolverFirewallRule"
+	TypeFirewallRuleGroupAssoc = "aws:route53/resolverFirewallRuleGroupAssociation:ResolverFirewallRuleGroupAssociation"
+	TypeFirewallConfig         = "aws:route53/resolverFirewallConfig:ResolverFirewallConfig"
+
 	// TypeAny stands for every resource of the aws provider (tags).
 	TypeAny = "aws:*"
 )

@@ -62,8 +62,9 @@ var allowed = map[string][]string{
 	"agent/worker":               {"agent/board", "agent/logfile", "agent/pace", "protocol"},
 	"agent/tracing":              {"protocol"},
 
-	"infra/awsflock":                       {"infra/awsrules", "infra/flock", "infra/gatewayconfig", "protocol"},
+	"infra/awsflock":                       {"infra/awsrules", "infra/dnsfirewall", "infra/flock", "infra/gatewayconfig", "protocol"},
 	"infra/awsrules":                       {},
+	"infra/dnsfirewall":                    {},
 	"infra/awsverify":                      {},
 	"infra/awsverify/cmd/flock-aws-verify": {"infra/awsverify"},
 	"infra/busconfig":                      {"infra/flock", "protocol"},
@@ -73,7 +74,7 @@ var allowed = map[string][]string{
 	"infra/gatewayconfig":                  {"infra/flock", "protocol"},
 	"infra/policy":                         {"infra/policy/pack"},
 	"infra/policy/pack":                    {"infra/policy/rules"},
-	"infra/policy/rules":                   {"infra/awsrules", "protocol"},
+	"infra/policy/rules":                   {"infra/awsrules", "infra/dnsfirewall", "protocol"},
 
 	"stacks": {"infra/awsflock", "infra/busconfig", "infra/credentials", "infra/dockerflock", "infra/flock", "protocol"},
 

@@ -174,5 +174,15 @@ func awsStack(n int) []capture.Resource {
 			"tags":                     tags("agent", id),
 		})
 	}
+	// The VPC's DNS firewall: the Cloud Map namespace allowed, the rest blocked.
+	add(awsrules.TypeFirewallRuleGroup, "flock-dns-firewall", map[string]any{"id": "rslvr-frg-1", "name": "flock-dns-firewall"})
+	add(awsrules.TypeFirewallDomainList, "flock-dns-flock-names", map[string]any{"id": "rslvr-fdl-1", "domains": []any{"*.flock.flock.internal"}})
+	add(awsrules.TypeFirewallDomainList, "flock-dns-block-the-rest", map[string]any{"id": "rslvr-fdl-2", "domains": []any{"*"}})
+	add(awsrules.TypeFirewallRule, "flock-dns-flock-names", map[string]any{"name": "flock-names", "action": "ALLOW", "priority": 100,
+		"firewallRuleGroupId": "rslvr-frg-1", "firewallDomainListId": "rslvr-fdl-1"})
+	add(awsrules.TypeFirewallRule, "flock-dns-block-the-rest", map[string]any{"name": "block-the-rest", "action": "BLOCK", "blockResponse": "NXDOMAIN", "priority": 9000,
+		"firewallRuleGroupId": "rslvr-frg-1", "firewallDomainListId": "rslvr-fdl-2"})
+	add(awsrules.TypeFirewallRuleGroupAssoc, "flock-dns-firewall", map[string]any{"name": "flock-dns-firewall", "firewallRuleGroupId": "rslvr-frg-1", "vpcId": "vpc-1", "priority": 100})
+	add(awsrules.TypeFirewallConfig, "flock-dns-firewall", map[string]any{"resourceId": "vpc-1", "firewallFailOpen": "DISABLED"})
 	return out
 }

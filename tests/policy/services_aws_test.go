@@ -63,7 +63,7 @@ func awsWithServices(f func(t testing.TB, rs []capture.Resource) []capture.Resou
 }
 
 func awsServicesBreakCases() []breakCase {
-	return []breakCase{
+	return append(awsDNSBreakCases(), []breakCase{
 		{policy: "stack-aws-services-no-ingress", resource: "flock-services-sg", stack: "aws", want: "is the flock services' security group with 1 ingress rules",
 			build: awsWithServices(func(t testing.TB, rs []capture.Resource) []capture.Resource {
 				return edit(t, rs, awsrules.TypeSecurityGroup, "flock-services-sg", func(in map[string]any) {
@@ -85,7 +85,7 @@ func awsServicesBreakCases() []breakCase {
 					obj(in["networkConfiguration"])["securityGroups"] = []any{}
 				})
 			})},
-	}
+	}...)
 }
 
 // The fixture with the services, as declared, breaks no policy: the rule

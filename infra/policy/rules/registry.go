@@ -212,6 +212,8 @@ func All() []Policy {
 			Description: "The flock's services (the board) join only their own internal network (dev), which no other container joins: nothing but the bus reaches them, and they reach nothing but the bus."},
 		{Name: "stack-aws-services-no-ingress", Level: Mandatory, Stack: stackAWSServicesNoIngress,
 			Description: "The flock's services (the board) admit nothing on aws: their security group has no ingress, inline or by a rule, and their service runs in that group of its own; they reach the bus and the AWS endpoints only."},
+		{Name: "stack-aws-dns-firewall", Level: Mandatory, Stack: stackAWSDNSFirewall,
+			Description: "An aws flock's VPC resolves only what a rule allows: a Route 53 Resolver DNS Firewall rule group is associated with it, whose last rule blocks every name and whose other rules allow named domains only (no \"*\", no \"*.\" over a top-level domain), and the VPC's firewall fails closed; else a task moves data out in the names it looks up."},
 		{Name: "stack-pids-limit-step", Level: Mandatory, Stack: stackPidsLimitStep,
 			Description: "Every agent container has its pids-limit step (docker update --pids-limit), the real cgroup PIDs limit pulumi-docker cannot set."},
 		// The model gateway.
