@@ -48,7 +48,11 @@ type Cluster struct {
 	tasks    map[string]*Task // every task not yet removed, by ID
 	services map[string]*serviceRun
 	nets     *subnetPool
-	order    []string // services in the order they were created
+
+	dnsMu       sync.Mutex
+	lookups     map[string]*Lookup // by task, type and name
+	lookupOrder []string
+	order       []string // services in the order they were created
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -71,7 +75,7 @@ func New(ctx context.Context, e *replay.Engine, m *Model, opt Options) (*Cluster
 		return nil, fmt.Errorf("removing an earlier replay's leftovers: %w", err)
 	}
 	c := &Cluster{e: e, m: m, opt: opt, images: map[string]string{}, tasks: map[string]*Task{},
-		services: map[string]*serviceRun{}, nets: newSubnetPool(opt.Pool)}
+		services: map[string]*serviceRun{}, nets: newSubnetPool(opt.Pool), lookups: map[string]*Lookup{}}
 	if err := c.buildImages(ctx); err != nil {
 		return nil, err
 	}

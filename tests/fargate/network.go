@@ -112,6 +112,13 @@ func (c *Cluster) network(ctx context.Context, t *Task) error {
 	if t.Addr, err = netip.ParseAddr(replay.Str(ep["IPAddress"])); err != nil {
 		return fmt.Errorf("pause container: no address on its network: %v", err)
 	}
+	pid, _ := doc["State"].(map[string]any)["Pid"].(float64)
+	if pid <= 0 {
+		return fmt.Errorf("pause container: no PID in %v", doc["State"])
+	}
+	if err := c.recordDNS(t, int(pid)); err != nil {
+		return err
+	}
 	if c.m.RouteOut(t.At, -1) {
 		if err := c.e.ConnectNetwork(ctx, c.internet, pause, map[string]any{}); err != nil {
 			return fmt.Errorf("join the internet: %w", err)

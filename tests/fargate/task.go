@@ -51,6 +51,7 @@ type Task struct {
 	started    map[string]bool   // containers started
 	registered bool
 	joined     []string // networks of other tasks its pause container joined
+	dns        *dnsRecorder
 	overrides  map[string][]string
 }
 

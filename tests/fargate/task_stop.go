@@ -122,6 +122,8 @@ func (c *Cluster) stopTask(ctx context.Context, t *Task, reason string) error {
 		}
 		delete(t.containers, name)
 	}
+	t.dns.close()
+	t.dns = nil
 	if err := c.unnetwork(ctx, t); err != nil {
 		errs = append(errs, err)
 	}
