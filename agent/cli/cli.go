@@ -43,6 +43,11 @@ const usage = `usage: flock-agent [command] [flags]
 Agent (in its container):
   run               run the agent (the default): configured from the environment
   health            exit 0 iff the running agent recently confirmed its bus connection
+  init [--rate B] [--burst B] [--max-line B] [-- COMMAND...]
+                    the task's PID 1 on aws: runs COMMAND (default: run) with its
+                    output held to B bytes a second (bursts, lines), the excess
+                    counted in notes; not dumpable, so the agent's processes
+                    cannot take the container's output from it
   tool NAME ARGS    tiny built-in programs for exec tasks (flock-agent tool help)
   mcp               MCP server on stdio for an agent program: send, read_inbox,
                     roster, task_context and the board's board_list, board_claim,
@@ -120,6 +125,8 @@ func Main(ctx context.Context, args []string, env Env, sio IO) int {
 		return runAgent(ctx, env, sio)
 	case "health":
 		return health(env, sio)
+	case "init":
+		return initCmd(args, sio)
 	case "tool":
 		return tool.Main(args, sio.In, sio.Out, sio.Err)
 	case "mcp":

@@ -1,8 +1,10 @@
 package awsflock
 
 import (
+	"fmt"
 	"strconv"
 
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/cloudwatch"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/efs"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -16,6 +18,9 @@ import (
 func (d *declarer) declareAgent(a flock.Agent) error {
 	lg, err := d.logGroup(a.ID, "agent", a.ID, LogGroupName(d.ctx.Stack(), d.name, a.ID))
 	if err != nil {
+		return err
+	}
+	if err := d.logAlarm(a.ID, lg); err != nil {
 		return err
 	}
 	seed := d.args.Seeds[a.ID]
@@ -57,6 +62,9 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		ro:     []*efs.AccessPoint{d.commonAP},
 		health: []string{"CMD", "/flock-agent", "health"},
 		deps:   []pulumi.Resource{v},
+		// PID 1 is the agent's own init: nothing of the agent's can take
+		// the container's output from it, and the output is bounded.
+		command: AgentCommand(d.args.LogRateKiB), ownInit: true,
 	}
 	if a.Program != "" {
 		t.env[protocol.EnvProgram] = a.Program
@@ -81,4 +89,48 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 	// health does not depend on the bus), but the rollout is in order.
 	_, err = d.serve(t, td, d.sg.agents.ID(), triggers, nil, []pulumi.Resource{d.bus}, false)
 	return err
+}
+
+// LogAlarmPeriod is the window of an agent's log alarm, in seconds.
+const LogAlarmPeriod = 300
+
+// LogAlarmBytes is the alarm's threshold: half of what the bound lets
+// through in LogAlarmPeriod, so an agent writing at its bound for five
+// minutes pages the operator (a burst alone does not).
+func LogAlarmBytes(rateKiB int) float64 {
+	if rateKiB <= 0 {
+		rateKiB = DefaultLogRateKiB
+	}
+	return float64(rateKiB<<10) * LogAlarmPeriod / 2
+}
+
+// logAlarm: CloudWatch Logs takes whatever the bound lets through and
+// bills every byte; an agent at its bound (a flood held back) is worth a
+// page. IncomingBytes is the log group's uncompressed bytes ingested.
+func (d *declarer) logAlarm(id string, lg *cloudwatch.LogGroup) error {
+	var actions pulumi.Array
+	for _, arn := range d.args.AlarmActions {
+		actions = append(actions, pulumi.String(arn))
+	}
+	threshold := LogAlarmBytes(d.args.LogRateKiB)
+	_, err := cloudwatch.NewMetricAlarm(d.ctx, d.n(id, "log-rate"), &cloudwatch.MetricAlarmArgs{
+		AlarmDescription: pulumi.Sprintf("Agent %s wrote more than %.0f KiB to CloudWatch Logs in %d minutes, half of what its bound lets through (flock:aws.logRateKiB): something in its task is flooding its log; the log's own notes count what the bound held back",
+			id, threshold/1024, LogAlarmPeriod/60),
+		Namespace:          pulumi.String("AWS/Logs"),
+		MetricName:         pulumi.String("IncomingBytes"),
+		Dimensions:         pulumi.StringMap{"LogGroupName": lg.Name},
+		Statistic:          pulumi.String("Sum"),
+		Period:             pulumi.Int(LogAlarmPeriod),
+		EvaluationPeriods:  pulumi.Int(1),
+		ComparisonOperator: pulumi.String("GreaterThanThreshold"),
+		Threshold:          pulumi.Float64(threshold),
+		TreatMissingData:   pulumi.String("notBreaching"), // a quiet log sends no data points
+		AlarmActions:       actions,
+		OkActions:          actions,
+		Tags:               d.tags("agent", id),
+	}, d.parent)
+	if err != nil {
+		return fmt.Errorf("agent %s log alarm: %w", id, err)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strconv"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws"
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
@@ -49,7 +50,23 @@ var (
 	DefaultCIDR             = netip.MustParsePrefix("10.220.0.0/16")
 	DefaultAZCount          = 2
 	DefaultLogRetentionDays = 30
+	// DefaultLogRateKiB and MaxLogRateKiB bound flock:aws.logRateKiB.
+	DefaultLogRateKiB = 16
+	MaxLogRateKiB     = 1024
 )
+
+// LogBurstFactor is how many seconds of an agent's log rate may come at once.
+const LogBurstFactor = 16
+
+// AgentCommand is an agent task's command (after the image's entrypoint,
+// /flock-agent): its own init (agent/pid1), holding the runtime's output
+// to rateKiB a second on its way to CloudWatch Logs.
+func AgentCommand(rateKiB int) []string {
+	if rateKiB <= 0 {
+		rateKiB = DefaultLogRateKiB
+	}
+	return []string{"init", "--rate", strconv.Itoa(rateKiB << 10), "--burst", strconv.Itoa(LogBurstFactor * rateKiB << 10), "--", "/flock-agent", "run"}
+}
 
 // Paths inside the tasks.
 const (
@@ -85,6 +102,8 @@ type Args struct {
 	// AlarmActions the SNS topics it notifies (none: the console shows it).
 	StorageAlarmBytes int64
 	AlarmActions      []string
+	// LogRateKiB bounds each agent's output to CloudWatch Logs (KiB a second).
+	LogRateKiB int
 	// Metrics is what the services write as CloudWatch metrics
 	// (protocol.EMFOff, EMFFlock or EMFAgents); the dashboard comes with
 	// any but off.

@@ -85,11 +85,11 @@ func TestComponentDeclaresTheFlock(t *testing.T) {
 			}
 		}
 		// EFS has no quota: the file system's size has an alarm.
-		alarms := s.ByType(awsrules.TypeMetricAlarm)
-		if len(alarms) != 1 {
-			t.Fatalf("%d metric alarms, want one on the file system's size", len(alarms))
+		alarm, ok := s.Get(awsrules.TypeMetricAlarm, "f-efs-size")
+		if !ok {
+			t.Fatalf("no alarm on the file system's size")
 		}
-		al := alarms[0].Inputs.Mappable()
+		al := alarm.Inputs.Mappable()
 		dims, _ := al["dimensions"].(map[string]any)
 		if al["namespace"] != "AWS/EFS" || al["metricName"] != "StorageBytes" || dims["StorageClass"] != "Total" || dims["FileSystemId"] == nil ||
 			al["threshold"] != float64(4<<30) || al["comparisonOperator"] != "GreaterThanThreshold" {

@@ -35,6 +35,9 @@ type Config struct {
 	// StorageAlarmGiB is the size of the file system past which its alarm
 	// fires (EFS has no quota: this is the bound the operator hears of).
 	StorageAlarmGiB *int `json:"storageAlarmGiB"`
+	// LogRateKiB bounds what each agent's task writes to CloudWatch Logs:
+	// KiB a second on average, bursts of 16 times that (agent/logbound).
+	LogRateKiB *int `json:"logRateKiB"`
 	// AlarmActions are the SNS topics the alarm notifies.
 	AlarmActions []string `json:"alarmActions"`
 	// Metrics is what the services write to CloudWatch (embedded metric
@@ -47,7 +50,7 @@ type Config struct {
 const Key = "flock:aws"
 
 // ConfigShape is what Key holds, for the error when it is not even that.
-const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag, cpuArchitecture, createServiceLinkedRole, storageAlarmGiB, alarmActions, metrics}"
+const ConfigShape = "an object {vpcId, subnetIds, routeTableIds, cidr, availabilityZones, egress, logRetentionDays, namespace, operatorCidrs, agentContext, baseImage, imageTag, cpuArchitecture, createServiceLinkedRole, storageAlarmGiB, logRateKiB, alarmActions, metrics}"
 
 var (
 	vpcIDPattern    = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
@@ -144,6 +147,14 @@ func (c Config) Validate(stack string, m flock.Model, modelValid bool) (Args, er
 			add(k("storageAlarmGiB"), "must be 1 to %d GiB, the file system size past which its alarm fires (got %d)", 8<<20, g)
 		} else {
 			a.StorageAlarmBytes = int64(g) << 30
+		}
+	}
+	a.LogRateKiB = DefaultLogRateKiB
+	if c.LogRateKiB != nil {
+		if r := *c.LogRateKiB; r < 1 || r > MaxLogRateKiB {
+			add(k("logRateKiB"), "must be 1 to %d KiB a second, what each agent's task may write to CloudWatch Logs (got %d)", MaxLogRateKiB, r)
+		} else {
+			a.LogRateKiB = r
 		}
 	}
 	for i, arn := range c.AlarmActions {
@@ -322,7 +333,8 @@ func ConfigKeys() []flock.ConfigKey {
 		k("cpuArchitecture", "string", string(DefaultCPUArchitecture), fmt.Sprintf("%q or %q, with its binaries built", X86_64, ARM64), "CPU architecture of every task and image"),
 		k("createServiceLinkedRole", "boolean", "false", "", "declare ECS's service-linked role (a fresh account)"),
 		k("storageAlarmGiB", "integer", "(derived from the flock)", fmt.Sprintf("1 to %d", 8<<20), "file system size past which its alarm fires"),
-		k("alarmActions", "list of SNS topic ARNs", "", "at most 5", "what the storage alarm notifies"),
+		k("logRateKiB", "integer", fmt.Sprint(DefaultLogRateKiB), fmt.Sprintf("1 to %d", MaxLogRateKiB), "KiB a second each agent's task may write to CloudWatch Logs (bursts of 16 times that; the excess is dropped and counted in notes, docs/aws.md)"),
+		k("alarmActions", "list of SNS topic ARNs", "", "at most 5", "what the storage and log alarms notify"),
 		k("metrics", "string", protocol.EMFFlock, protocol.EMFOff+", "+protocol.EMFFlock+" or "+protocol.EMFAgents, "the flock's metrics in CloudWatch (embedded metric format) and a dashboard: none, the flock's figures, or every agent's too (cost: docs/aws.md)"),
 	}
 }

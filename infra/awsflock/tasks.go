@@ -64,6 +64,9 @@ type task struct {
 	command      []string
 	// entryPoint overrides the image's (nil: the image's).
 	entryPoint []string
+	// ownInit: the command is an init of the image's own (an agent's
+	// `flock-agent init`), so ECS adds none.
+	ownInit bool
 	// subnets are where its service runs (nil: the private subnets, which
 	// have no route out).
 	subnets  pulumi.StringArray
@@ -281,7 +284,7 @@ func (d *declarer) containerDefinitions(t *task, size TaskSize, mounts []MountPo
 				{Name: "nproc", SoftLimit: t.limits.Pids, HardLimit: t.limits.Pids},
 			},
 			ReadonlyRootFilesystem: true,
-			LinuxParameters:        LinuxParameters{Capabilities: Capabilities{Add: []string{}, Drop: []string{"ALL"}}, InitProcessEnabled: true},
+			LinuxParameters:        LinuxParameters{Capabilities: Capabilities{Add: []string{}, Drop: []string{"ALL"}}, InitProcessEnabled: !t.ownInit},
 			Environment:            env(t.env),
 			Secrets:                secrets,
 			MountPoints:            mounts,

@@ -69,8 +69,13 @@ func checkAWSHardenedTask(t *testing.T, td capture.Resource, uid int, limits flo
 	if !reflect.DeepEqual(c.LinuxParameters.Capabilities.Drop, []string{"ALL"}) || len(c.LinuxParameters.Capabilities.Add) != 0 {
 		t.Errorf("%s: capabilities %+v: want drop ALL, add none", name, c.LinuxParameters.Capabilities)
 	}
-	if !c.LinuxParameters.InitProcessEnabled {
-		t.Errorf("%s: no init process", name)
+	// An init process: ECS's, or an agent's own (flock-agent init, PID 1,
+	// not dumpable, its output bounded), never both.
+	if own := len(c.Command) > 0 && c.Command[0] == "init"; c.LinuxParameters.InitProcessEnabled == own {
+		t.Errorf("%s: initProcessEnabled %v with command %v: want ECS's init or the agent's own", name, c.LinuxParameters.InitProcessEnabled, c.Command)
+	}
+	if strings.Contains(name, "agent-") && !reflect.DeepEqual(c.Command, awsflock.AgentCommand(awsflock.DefaultLogRateKiB)) {
+		t.Errorf("%s: command %v, want the agent's own init %v", name, c.Command, awsflock.AgentCommand(awsflock.DefaultLogRateKiB))
 	}
 	var nproc int
 	for _, u := range c.Ulimits {
