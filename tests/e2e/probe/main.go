@@ -68,6 +68,10 @@ func main() {
 		}
 		os.Remove(p)
 		ok("wrote " + p)
+	case "log-flood":
+		// A hostile agent floods the task's log by every way it can reach.
+		logFlood(dur(2))
+		return
 	case "fill":
 		// A hostile agent: write MiB into a file in its own directory.
 		fill(arg(2), num(3), len(os.Args) > 4 && os.Args[4] == "last")
