@@ -172,7 +172,7 @@ func (b *Bound) maybeNote(final bool) error {
 		"time": b.now().UTC().Format(time.RFC3339Nano), "level": "WARN", "msg": NoteMsg,
 		"dropped_bytes": since.DroppedBytes, "dropped_lines": since.DroppedLines,
 		"cut_bytes": since.CutBytes, "cut_lines": since.CutLines,
-		"total_dropped_bytes": b.stats.DroppedBytes + b.stats.CutBytes,
+		"total_dropped_bytes":   b.stats.DroppedBytes + b.stats.CutBytes,
 		"rate_bytes_per_second": b.lim.Rate, "burst_bytes": b.lim.Burst, "max_line_bytes": b.lim.MaxLine,
 	})
 	b.noted, b.lastNote = b.stats, b.now()
