@@ -3,6 +3,7 @@ package pid1
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -140,7 +141,7 @@ func TestInitBoundsReapsAndPassesSignals(t *testing.T) {
 	elapsed := time.Since(start)
 	lines = append(lines, strings.Split(strings.TrimSpace(string(rest)), "\n")...)
 	var ee *exec.ExitError
-	if !errorsAs(err, &ee) || ee.ExitCode() != 7 {
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
 		t.Errorf("init exited %v, want the child's status 7", err)
 	}
 	all := strings.Join(lines, "\n")
@@ -170,14 +171,6 @@ func TestInitBoundsReapsAndPassesSignals(t *testing.T) {
 			}
 		}
 	}
-}
-
-func errorsAs(err error, target **exec.ExitError) bool {
-	e, ok := err.(*exec.ExitError)
-	if ok {
-		*target = e
-	}
-	return ok
 }
 
 func head(s string) string {
