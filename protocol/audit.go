@@ -69,6 +69,7 @@ const (
 	AuditBoardChange   = "board.change"    // a board task changed (Outcome: its status)
 	AuditBoardRequest  = "board.operator"  // the operator asked the board (What: the request)
 	AuditGatewayCall   = "gateway.call"    // the gateway forwarded a call (Outcome: HTTP status)
+	AuditEgress        = "gateway.egress"  // an egress connection ended (What: the host:port asked for; Outcome: its kind; Requests, Refused, Sent, Received)
 	AuditBudgetChange  = "budget.change"   // an agent's ledger entry was started over or its budget changed
 	AuditWriterStarted = "audit.started"   // the writer (re)started: what crossed the bus before it was not seen (Total: carried over)
 	AuditMissed        = "audit.missed"    // the writer lost entries (What: why; Count: how many, 0 when not known; Agent: whose, when known)
@@ -78,7 +79,7 @@ const (
 
 // AuditKinds are the kinds an entry may have, for the CLI's --kind.
 var AuditKinds = []string{AuditTaskSent, AuditTaskAssigned, AuditTaskResult, AuditMessage, AuditBroadcast,
-	AuditBoardChange, AuditBoardRequest, AuditGatewayCall, AuditBudgetChange, AuditWriterStarted, AuditMissed,
+	AuditBoardChange, AuditBoardRequest, AuditGatewayCall, AuditEgress, AuditBudgetChange, AuditWriterStarted, AuditMissed,
 	AuditOverShare, AuditUnwritten}
 
 // The causes an audit.missed entry names (its What).
@@ -102,6 +103,15 @@ type AuditEntry struct {
 	Outcome string    `json:"outcome,omitempty"` // a status, an HTTP status
 	Tokens  int64     `json:"tokens,omitempty"`  // a gateway call's charge
 	Trace   string    `json:"trace,omitempty"`   // the W3C trace ID a task, result or gateway call carried
+	// An egress connection's counts (gateway.egress): its requests, those
+	// refused, and its bytes each way.
+	Requests int64 `json:"requests,omitempty"`
+	Refused  int64 `json:"refused,omitempty"`
+	Sent     int64 `json:"sent,omitempty"`
+	Received int64 `json:"received,omitempty"`
+	// Refusal is its first refused request, "METHOD /path" (no query), for
+	// the operator to review (flock-agent egress --suggest).
+	Refusal string `json:"refusal,omitempty"`
 	// Count and Total are the writer's own: how many entries this
 	// audit.missed, audit.overshare or audit.unwritten entry is about, and
 	// how many entries the trail has not recorded since it began, this

@@ -3,6 +3,8 @@ package protocol
 import (
 	"regexp"
 	"time"
+
+	"github.com/ai-flock/ai-flock/protocol/egress"
 )
 
 // The model gateway's contract: what the stacks give the gateway (its config
@@ -56,10 +58,15 @@ const (
 	// the caller however the SDK sends it (x-api-key, Authorization: Bearer).
 	EnvAnthropicAPIKey = "ANTHROPIC_API_KEY"
 	EnvOpenAIAPIKey    = "OPENAI_API_KEY"
-	EnvHTTPSProxy      = "HTTPS_PROXY" // the gateway, when the agent has an egress allow-list
+	EnvHTTPSProxy      = "HTTPS_PROXY" // the gateway, when an egress rule names the agent
 	EnvHTTPProxy       = "HTTP_PROXY"
 	EnvNoProxy         = "NO_PROXY" // the gateway and the bus: never through the proxy
 )
+
+// ProxyVars are the variables naming the gateway as the agents' proxy, in
+// both cases (libcurl, hence git, reads only the lower-case ones). On aws
+// their value carries the agent's token, so they come from a secret.
+var ProxyVars = []string{EnvHTTPSProxy, "https_proxy", EnvHTTPProxy, "http_proxy"}
 
 // GatewayPlaceholderKey is the API key an agent's SDKs hold on dev, where
 // the gateway knows a caller by its network: not a credential (the gateway
@@ -71,12 +78,12 @@ const GatewayPlaceholderKey = "flock-gateway-holds-the-key"
 // GatewayAgentVars are the variables above: the agent passes them on to its
 // tasks and its program whatever ENV_ALLOW says, so that the work an agent
 // runs reaches the model through the gateway.
-var GatewayAgentVars = []string{
+var GatewayAgentVars = append([]string{
 	EnvGatewayURL, EnvAnthropicBaseURL, EnvOpenAIBaseURL, EnvGatewayToken,
 	EnvAnthropicAPIKey, EnvOpenAIAPIKey,
 	EnvHTTPSProxy, EnvHTTPProxy, EnvNoProxy,
 	"https_proxy", "http_proxy", "no_proxy",
-}
+}, EgressCAVars...)
 
 // Roles (LabelRole) of the gateway and of the one network with a route out.
 const (
@@ -105,7 +112,52 @@ type GatewayConfig struct {
 	// OTLPEndpoint, when set, is where the gateway exports the flock's
 	// spans over OTLP/HTTP (its own and the services' on SpansSubject).
 	OTLPEndpoint string `json:"otlpEndpoint,omitempty"`
+	// Egress is the agents' way out; nil: none (CONNECT and proxy requests
+	// refused).
+	Egress *GatewayEgress `json:"egress,omitempty"`
 }
+
+// GatewayEgress is what the gateway's egress broker enforces.
+type GatewayEgress struct {
+	// Rules are the hosts agents may reach, presets expanded, each
+	// credential naming the file or variable the gateway reads it from.
+	Rules []egress.Rule `json:"rules"`
+	// CASeedFile or CASeedEnv holds the flock's egress CA seed (hex, 32
+	// bytes): the CA whose leaves the gateway shows agents for brokered
+	// hosts. Only the gateway reads it; agents get the CA's certificate.
+	CASeedFile string `json:"caSeedFile,omitempty"`
+	CASeedEnv  string `json:"caSeedEnv,omitempty"`
+	// Pool is the flock's own address space (CIDRs): never an upstream,
+	// whatever a name resolves to.
+	Pool []string `json:"pool,omitempty"`
+}
+
+// The egress CA's files and variables.
+const (
+	// EnvGatewayEgressRules is the gateway's egress rules (JSON, no
+	// credential in them) in the environment of the dev stack's
+	// gateway-config step and of the aws gateway's task definition: a
+	// plain input the policy pack reads, so that it can flag blind tunnels
+	// and extra roots.
+	EnvGatewayEgressRules = "FLOCK_GATEWAY_EGRESS_RULES"
+	// GatewayEgressCASeed is the CA seed's file in GatewayKeysDir on dev
+	// (a dot: no upstream's key file has one).
+	GatewayEgressCASeed = "egress.ca-seed"
+	// GatewayEgressCredentialPrefix starts a credential's file in
+	// GatewayKeysDir on dev: egress.<its secret config key>.
+	GatewayEgressCredentialPrefix = "egress."
+	// EnvEgressCA is the flock's egress CA certificate (PEM) in an agent's
+	// environment: the runtime writes EgressCABundleFile from it.
+	EnvEgressCA = "FLOCK_EGRESS_CA"
+	// EgressCABundleFile is the bundle an agent's tools read: the image's
+	// system roots, if it has any, and the flock's egress CA.
+	EgressCABundleFile = "/run/flock/ca-bundle.pem"
+)
+
+// EgressCAVars are the variables the usual tools read a CA bundle from
+// (OpenSSL and Go, git with GnuTLS, curl, Python requests, pip, Node): each
+// is set to EgressCABundleFile when the flock has egress rules.
+var EgressCAVars = []string{"SSL_CERT_FILE", "GIT_SSL_CAINFO", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS"}
 
 // Ways the gateway knows its callers (GatewayConfig.Callers).
 const (
@@ -144,9 +196,6 @@ type GatewayAgent struct {
 	// BudgetWindow starts the budget over each UTC day or month (WindowDay,
 	// WindowMonth); empty: never.
 	BudgetWindow string `json:"budgetWindow,omitempty"`
-	// AllowConnect lists the host:port the agent may CONNECT to ("*.name"
-	// allows names under name); empty: none.
-	AllowConnect []string `json:"allowConnect,omitempty"`
 }
 
 // UsageSubject is where the gateway publishes what agent id's calls cost.
@@ -194,3 +243,66 @@ var upstreamNamePattern = regexp.MustCompile(UpstreamNameRule)
 
 // ValidUpstreamName reports whether s may name an upstream.
 func ValidUpstreamName(s string) bool { return upstreamNamePattern.MatchString(s) }
+
+// EgressSubject is where the gateway publishes what each of agent id's
+// egress connections did, when it ends: one EgressUse per connection, never
+// one per request (an npm install would flood every reader).
+func EgressSubject(id string) string { return "agent." + id + ".egress" }
+
+// SubjectEgress is every agent's egress use.
+const SubjectEgress = "agent.*.egress"
+
+// Kinds of egress connection (EgressUse.Kind).
+const (
+	EgressBrokered = "brokered" // TLS ended at the gateway, each request checked
+	EgressTunnel   = "tunnel"   // a blind tunnel, by rule
+	EgressPlain    = "plain"    // plain-HTTP proxy requests
+	EgressRefused  = "refused"  // refused before any request: no rule, a private address, a TLS name that was not the host
+)
+
+// EgressUse is the body of agent.<id>.egress: what one connection did. It
+// holds no body, no query string and no credential; Host is the name the
+// agent asked for, Rule the key of the rule that served it ("" for none).
+type EgressUse struct {
+	V          int              `json:"v"`
+	Agent      string           `json:"agent"`
+	Host       string           `json:"host"`
+	Rule       string           `json:"rule,omitempty"`
+	Kind       string           `json:"kind"`
+	Time       time.Time        `json:"time"` // when it ended
+	Requests   int64            `json:"requests,omitempty"`
+	Refused    int64            `json:"refused,omitempty"`
+	Sent       int64            `json:"sent,omitempty"`     // bytes agent → upstream (request bodies; a tunnel: every byte)
+	Received   int64            `json:"received,omitempty"` // bytes upstream → agent
+	Statuses   map[string]int64 `json:"statuses,omitempty"` // the upstream's HTTP statuses, counted
+	DurationMS float64          `json:"duration_ms,omitempty"`
+	// Refusals are the first few refused requests (method, path without
+	// its query, why, and the rule that would have allowed it), for the
+	// operator to review.
+	Refusals []EgressRefusal `json:"refusals,omitempty"`
+}
+
+// EgressRefusal is one refused request of an EgressUse.
+type EgressRefusal struct {
+	Method  string       `json:"method"`
+	Path    string       `json:"path,omitempty"`
+	Why     string       `json:"why"`
+	Suggest *egress.Rule `json:"suggest,omitempty"`
+}
+
+// egressHostPattern is a host:port an egress record may name: a DNS name
+// (or an IPv4 address) and a port. The name is whatever the agent asked
+// for, so readers keep only what keeps this rule.
+var egressHostPattern = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,252}[A-Za-z0-9_.])?:[0-9]{1,5}$`)
+
+// ValidEgressHost reports whether s may name an egress record's host.
+func ValidEgressHost(s string) bool { return egressHostPattern.MatchString(s) }
+
+// egressRefusalPattern is what an audit entry keeps of a refused request:
+// a method, and a path of printable ASCII without its query (or the
+// method alone: a CONNECT refused).
+var egressRefusalPattern = regexp.MustCompile(`^[A-Z]{1,20}( /[!-~]{0,1000})?$`)
+
+// ValidEgressRefusal reports whether s may be kept as an audit entry's
+// Refusal.
+func ValidEgressRefusal(s string) bool { return egressRefusalPattern.MatchString(s) }

@@ -16,9 +16,15 @@ const LedgerBucket = "FLOCK_LEDGER"
 // LedgerStream is the bucket's stream.
 const LedgerStream = "KV_" + LedgerBucket
 
-// LedgerBucketBytes is the store the bucket may use: one entry per agent,
-// each well under a KiB, one revision kept.
+// LedgerBucketBytes is the store the bucket may use: one entry per agent
+// and per agent and budgeted egress rule, each well under a KiB (about
+// 350 bytes), one revision kept: some 2,900 entries.
 const LedgerBucketBytes = 1 << 20
+
+// EgressLedgerPrefix starts the keys of the egress rules' byte budgets in
+// the ledger's bucket: egress.<agent>.<16 hex digits of the rule key's
+// SHA-256>, each counting bytes as the others count tokens.
+const EgressLedgerPrefix = "egress."
 
 // LedgerPutSubjects is where the bucket's entries are written.
 const LedgerPutSubjects = "$KV." + LedgerBucket + ".>"
