@@ -23,7 +23,7 @@ import (
 // would also keep a request to an agent that is down from failing at once.
 var Subjects = []string{
 	protocol.SubjectTasks, protocol.SubjectResults, protocol.SubjectBroadcast,
-	protocol.SubjectBoardEvents, protocol.SubjectBoardOperator, protocol.SubjectUsage,
+	protocol.SubjectBoardEvents, protocol.SubjectBoardOperator, protocol.SubjectUsage, protocol.SubjectEgress,
 	protocol.LedgerPutSubjects,
 }
 
@@ -68,6 +68,14 @@ func checked(s string, rule func(string) bool) string {
 		return s
 	}
 	return invalid(s)
+}
+
+func egressKind(s string) bool {
+	switch s {
+	case protocol.EgressBrokered, protocol.EgressTunnel, protocol.EgressPlain, protocol.EgressRefused:
+		return true
+	}
+	return false
 }
 
 func resultStatus(s string) bool {
@@ -173,6 +181,20 @@ func (d *deriver) derive(subject string, h nats.Header, data []byte) (protocol.A
 		}
 		return protocol.AuditEntry{Who: protocol.GatewayUser, Kind: protocol.AuditGatewayCall, Agent: t[1], What: checked(u.Upstream, protocol.ValidUpstreamName),
 			Outcome: strconv.Itoa(u.Status), Tokens: u.Total, Trace: traceID(u.Trace)}, forAgent(t[1]), true
+	case len(t) == 3 && t[0] == "agent" && t[2] == "egress":
+		// One entry per connection, never per request; the name the agent
+		// asked for only if it is one, never a path, query or credential.
+		var u protocol.EgressUse
+		if json.Unmarshal(data, &u) != nil || !agentOK(t[1]) {
+			return protocol.AuditEntry{}, "", false
+		}
+		var refusal string
+		if len(u.Refusals) > 0 {
+			refusal = strings.TrimSpace(u.Refusals[0].Method + " " + u.Refusals[0].Path)
+		}
+		return protocol.AuditEntry{Who: protocol.GatewayUser, Kind: protocol.AuditEgress, Agent: t[1], What: checked(u.Host, protocol.ValidEgressHost),
+			Outcome: checked(u.Kind, egressKind), Requests: max(0, u.Requests), Refused: max(0, u.Refused), Sent: max(0, u.Sent), Received: max(0, u.Received),
+			Refusal: checked(refusal, protocol.ValidEgressRefusal)}, forAgent(t[1]), true
 	case strings.HasPrefix(subject, "$KV."+protocol.LedgerBucket+"."):
 		return d.ledgerChange(strings.TrimPrefix(subject, "$KV."+protocol.LedgerBucket+"."), data)
 	}

@@ -42,6 +42,12 @@ func TestDeriveTakesWhoFromTheSubject(t *testing.T) {
 		{"agent.agent-2.inbox.agent-1.mail", nil, `{"id":"m5"}`, nil},
 		{"agent.agent-2.inbox.agent-9", nil, `{"id":"m3"}`, nil},
 		{"agent.agent-1.usage", nil, `{"upstream":"anthropic","status":200,"total":42,"agent":"agent-2"}`, &protocol.AuditEntry{Who: "gateway", Kind: protocol.AuditGatewayCall, Agent: "agent-1", What: "anthropic", Outcome: "200", Tokens: 42}},
+		{"agent.agent-1.egress", nil, `{"host":"github.com:443","kind":"brokered","requests":4,"refused":1,"sent":300,"received":9000,"refusals":[{"method":"POST","path":"/a/b/git-receive-pack","why":"no rule"}]}`,
+			&protocol.AuditEntry{Who: "gateway", Kind: protocol.AuditEgress, Agent: "agent-1", What: "github.com:443", Outcome: "brokered", Requests: 4, Refused: 1, Sent: 300, Received: 9000,
+				Refusal: "POST /a/b/git-receive-pack"}},
+		{"agent.agent-1.egress", nil, `{"host":"x.example:443","kind":"refused","refused":1,"refusals":[{"method":"CONNECT","why":"no rule"}]}`,
+			&protocol.AuditEntry{Who: "gateway", Kind: protocol.AuditEgress, Agent: "agent-1", What: "x.example:443", Outcome: "refused", Refused: 1, Refusal: "CONNECT"}},
+		{"agent.agent-9.egress", nil, `{"host":"github.com:443","kind":"brokered"}`, nil},
 		{"agent.agent-1.logs", nil, `{"lines":5}`, nil},
 		{"board.events.p.a", nil, `{"plan":"p","id":"a","status":"claimed","holder":"agent-2","createdBy":"operator"}`, &protocol.AuditEntry{Who: "agent-2", Kind: protocol.AuditBoardChange, What: "p/a", Outcome: "claimed"}},
 		{"board.operator.cancel", nil, `{}`, &protocol.AuditEntry{Who: "operator", Kind: protocol.AuditBoardRequest, What: "cancel"}},
@@ -121,6 +127,10 @@ func TestEveryFieldKeepsItsRuleAndTheEntryItsBound(t *testing.T) {
 		{"agent." + a1 + ".usage", nil, `{"upstream":"` + upstream + `","status":-9223372036854775808,"total":-9223372036854775808,"trace":"` + trace + `"}`,
 			protocol.AuditEntry{Who: "gateway", Kind: protocol.AuditGatewayCall, Agent: a1, What: upstream, Outcome: "-9223372036854775808", Tokens: -9223372036854775808, Trace: trace}, "services:" + a1},
 		{"agent." + a1 + ".usage", nil, js("upstream", huge, "trace", huge), protocol.AuditEntry{Who: "gateway", Kind: protocol.AuditGatewayCall, Agent: a1, What: bad, Outcome: "0"}, "services:" + a1},
+		// An egress record names whatever host the agent asked for: only a
+		// name keeps it; negative counts are none.
+		{"agent." + a1 + ".egress", nil, `{"host":"` + huge + `","kind":"` + huge + `","requests":-5,"sent":-9223372036854775808,"refusals":[{"method":"GET","path":"/` + huge + `"}]}`,
+			protocol.AuditEntry{Who: "gateway", Kind: protocol.AuditEgress, Agent: a1, What: bad, Outcome: bad, Refusal: invalid("GET /" + huge)}, "services:" + a1},
 		{"$KV.FLOCK_LEDGER." + a1, nil, `{"budget":-9223372036854775808,"raised":-9223372036854775808,"epoch":-9223372036854775808,"by":"operator"}`,
 			protocol.AuditEntry{Who: "operator", Kind: protocol.AuditBudgetChange, Agent: a1, Outcome: "budget -9223372036854775808 raised -9223372036854775808 epoch -9223372036854775808"}, "operator"},
 		{"$KV.FLOCK_LEDGER.agent-2", nil, `{"epoch":1,"by":"` + huge + `"}`, protocol.AuditEntry{Who: bad, Kind: protocol.AuditBudgetChange, Agent: "agent-2", Outcome: "budget 0 raised 0 epoch 1"}, "services:agent-2"},

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ai-flock/ai-flock/agent/cabundle"
 	"github.com/ai-flock/ai-flock/agent/tool"
 	"github.com/ai-flock/ai-flock/agent/worker"
 	"github.com/ai-flock/ai-flock/protocol"
@@ -83,6 +84,11 @@ Operator (common flags: --nats URL, --nkey FILE, --json):
                     check the trail's hash chain, retention's checkpoint and the
                     anchored heads: 0 whole, 1 an entry edited, deleted or cut off,
                     or entries not recorded (lost, over a share, not written)
+  egress [--since T] [--agent ID] [--suggest]
+                    each agent's way out, from the audit trail: hosts, connections,
+                    requests, refusals, bytes; --suggest: the rules that would have
+                    allowed its refusals (JSON), to review and paste into
+                    flock:gateway.egress: nothing is allowed by itself
   dead              list parked (dead-letter) tasks
   budget [list | raise AGENT TOKENS | reset AGENT]
                     the agents' model spending against their budgets (the
@@ -149,6 +155,8 @@ func Main(ctx context.Context, args []string, env Env, sio IO) int {
 		return logsCmd(ctx, args, env, sio)
 	case "audit":
 		return auditCmd(ctx, args, env, sio)
+	case "egress":
+		return egressCmd(ctx, args, env, sio)
 	case "budget":
 		return budgetCmd(ctx, args, env, sio)
 	case "dead":
@@ -179,6 +187,17 @@ func runAgent(ctx context.Context, env Env, sio IO) int {
 	log, recent, closeLog := worker.NewLogger(cfg, sio.Out)
 	defer closeLog()
 	cfg.Recent = recent
+	// With brokered egress the tools of its tasks and program verify the
+	// gateway's leaves with the flock's CA: the bundle their variables name
+	// is written before anything runs, or the agent does not start.
+	if ca := env(protocol.EnvEgressCA); ca != "" {
+		used, err := cabundle.Write(protocol.EgressCABundleFile, ca, cabundle.SystemBundles)
+		if err != nil {
+			log.Error("the egress CA bundle", "file", protocol.EgressCABundleFile, "err", err)
+			return ExitUsage
+		}
+		log.Info("egress CA bundle written", "file", protocol.EgressCABundleFile, "system_roots", used)
+	}
 	if err := worker.Run(ctx, cfg, log); err != nil { // until main's context ends (SIGTERM), then drain
 		log.Error("agent failed", "err", err)
 		return ExitBus

@@ -1,7 +1,9 @@
 // Package gateway is the model gateway's core: an http.Handler that forwards an
 // agent's model calls to an upstream API with a key the agent never holds,
 // meters the tokens each response reports, refuses calls past an agent's
-// budget, and opens CONNECT tunnels only to the hosts an agent is allowed.
+// budget, and hands the agents' way out (CONNECT, and plain-HTTP proxy
+// requests) to the egress broker (agent/gateway/broker), which knows the
+// rules of each host.
 // The gateway knows a caller by its source address (Config.CallerOf) or,
 // where agents share one network, by the token its request carries in place
 // of an API key (Config.CallerOfRequest); never by anything else the request
@@ -14,16 +16,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ai-flock/ai-flock/agent/gateway/broker"
 	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/protocol"
 )
@@ -107,7 +108,9 @@ type Config struct {
 	// the input), the call is refused. 0: DefaultMinFittedOutputTokens.
 	MinFittedOutputTokens int64
 	// MaxInFlight caps each agent's requests in flight (model calls and
-	// tunnels); over it the gateway answers 429. 0: DefaultMaxInFlight.
+	// egress connections, one cap for both: an agent's CONNECT holds a place
+	// until its connection ends); over it the gateway answers 429. 0:
+	// DefaultMaxInFlight.
 	MaxInFlight int
 	// ResponseHeaderTimeout bounds the wait for an upstream's response
 	// headers. 0: DefaultResponseHeaderTimeout.
@@ -121,9 +124,9 @@ type Config struct {
 	// every gateway and kept across restarts, or an earlier gateway's (a
 	// reload). nil: a new ledger.Memory, which starts from zero.
 	Ledger ledger.Ledger
-	// AllowConnect lists, per agent, the "host:port" it may CONNECT to;
-	// "*.example.com:443" allows any name under example.com (not example.com).
-	AllowConnect map[string][]string
+	// Egress serves the agents' way out: CONNECT host:port and plain-HTTP
+	// proxy requests (absolute-form). nil: both refused (403).
+	Egress *broker.Broker
 	// Logger gets the access log; nil is slog.Default().
 	Logger *slog.Logger
 	// OnUsage, if set, is called once for every metered response, after it
@@ -202,13 +205,6 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("budgetWindows[%q]", agent), "must be %q, %q or empty (no window) (got %q)", protocol.WindowDay, protocol.WindowMonth, w)
 		}
 	}
-	for _, agent := range sortedKeys(c.AllowConnect) {
-		field := fmt.Sprintf("allowConnect[%q]", agent)
-		if !namePattern.MatchString(agent) {
-			bad(field, "must be an agent ID matching %s", namePattern)
-		}
-		errs = append(errs, CheckAllowConnect(field, c.AllowConnect[agent])...)
-	}
 	return errors.Join(errs...)
 }
 
@@ -244,35 +240,6 @@ func CheckUpstream(field string, up Upstream) []error {
 func CheckName(s string) error {
 	if !namePattern.MatchString(s) {
 		return fmt.Errorf("must match %s (got %q)", namePattern, s)
-	}
-	return nil
-}
-
-// CheckAllowConnect returns what is wrong with an allow-list, each error
-// named field[i].
-func CheckAllowConnect(field string, list []string) []error {
-	var errs []error
-	for i, hp := range list {
-		if err := validHostPort(hp); err != nil {
-			errs = append(errs, fmt.Errorf("%s[%d]: %w", field, i, err))
-		}
-	}
-	return errs
-}
-
-// validHostPort checks an AllowConnect entry: host:port with a numeric port,
-// the host a name, an IP, or "*." and a name.
-func validHostPort(hp string) error {
-	host, port, err := net.SplitHostPort(hp)
-	if err != nil {
-		return fmt.Errorf("must be host:port (got %q)", hp)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("port must be 1-65535 (got %q)", hp)
-	}
-	name := strings.TrimPrefix(host, "*.")
-	if name == "" || strings.Contains(name, "*") {
-		return fmt.Errorf("host must be a name, an IP or *.name (got %q)", hp)
 	}
 	return nil
 }

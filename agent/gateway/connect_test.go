@@ -2,19 +2,27 @@ package gateway
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ai-flock/ai-flock/agent/gateway/broker"
+	"github.com/ai-flock/ai-flock/agent/gateway/netguard"
+	rules "github.com/ai-flock/ai-flock/protocol/egress"
 )
 
 // echoListener echoes every connection on loopback and counts them.
-func echoListener(t *testing.T) (addr string, accepted *atomic.Int64) {
+func echoListener(t *testing.T) (port int, accepted *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,11 +40,38 @@ func echoListener(t *testing.T) (addr string, accepted *atomic.Int64) {
 			go func() { io.Copy(c, c); c.Close() }()
 		}
 	}()
-	return ln.Addr().String(), accepted
+	return ln.Addr().(*net.TCPAddr).Port, accepted
 }
 
-// connect sends CONNECT target to the gateway on a raw connection and returns
-// the response and the connection, positioned after the response's head.
+// loopbackNames resolves every name to 127.0.0.1: the test's "internet".
+type loopbackNames struct{}
+
+func (loopbackNames) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if strings.HasSuffix(host, ".invalid") {
+		return nil, errors.New("no such host")
+	}
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+}
+
+// withEgress gives the test gateway a broker enforcing rs (agents agent-1
+// and agent-2), its log the gateway's.
+func withEgress(t *testing.T, rs ...rules.Rule) func(*Config) {
+	return func(c *Config) {
+		checked, errs := rules.Check(rs, rules.Context{Key: "egress", Agents: []string{"agent-1", "agent-2"}, Gateway: true})
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		b, err := broker.New(broker.Config{Rules: rules.NewSet(checked), Guard: netguard.New(loopbackNames{}), Logger: c.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Egress = b
+	}
+}
+
+// connectTo sends CONNECT target to the gateway on a raw connection and
+// returns the response and the connection, positioned after the response's
+// head.
 func connectTo(t *testing.T, gwURL, target string) (*http.Response, net.Conn, *bufio.Reader) {
 	t.Helper()
 	u, _ := url.Parse(gwURL)
@@ -55,12 +90,15 @@ func connectTo(t *testing.T, gwURL, target string) (*http.Response, net.Conn, *b
 	return resp, c, br
 }
 
-func TestConnectTunnelsToAnAllowedHost(t *testing.T) {
-	echo, accepted := echoListener(t)
-	tg := newTestGateway(t, func(c *Config) { c.AllowConnect = map[string][]string{"agent-1": {echo}} })
-	resp, c, br := connectTo(t, tg.url, echo)
+var loopback = []string{"127.0.0.0/8"}
+
+func TestConnectTunnelsToATunnelRule(t *testing.T) {
+	port, accepted := echoListener(t)
+	tg := newTestGateway(t, withEgress(t, rules.Rule{Host: "echo.example", Port: port, Tunnel: true, PrivateRanges: loopback, Agents: []string{"agent-1"}}))
+	target := "echo.example:" + strconv.Itoa(port)
+	resp, c, br := connectTo(t, tg.url, target)
 	if resp.StatusCode != 200 {
-		t.Fatalf("CONNECT %s: %s", echo, resp.Status)
+		t.Fatalf("CONNECT %s: %s", target, resp.Status)
 	}
 	for _, msg := range []string{"hello through the tunnel\n", "and back again\n"} {
 		io.WriteString(c, msg)
@@ -72,58 +110,78 @@ func TestConnectTunnelsToAnAllowedHost(t *testing.T) {
 	if accepted.Load() != 1 {
 		t.Errorf("echo accepted %d connections", accepted.Load())
 	}
+	// While the tunnel is open it holds one of agent-1's places in flight.
+	if n := tg.gw.inFlightOf("agent-1"); n != 1 {
+		t.Errorf("in flight during a tunnel: %d, want 1", n)
+	}
 	// Closing our side ends the tunnel and it is logged, with its size.
 	c.(*net.TCPConn).CloseWrite()
 	io.Copy(io.Discard, br)
-	waitFor(t, func() bool { return strings.Contains(tg.logs.String(), `"msg":"tunnel"`) }, "the tunnel's log line")
+	waitFor(t, func() bool { return strings.Contains(tg.logs.String(), `"kind":"tunnel"`) }, "the tunnel's log line")
 	if !strings.Contains(tg.logs.String(), `"bytes_sent":40`) {
 		t.Errorf("tunnel log: %s", tg.logs.String())
 	}
+	waitFor(t, func() bool { return tg.gw.inFlightOf("agent-1") == 0 }, "the tunnel's place in flight given back")
 	if tg.gw.Spent("agent-1") != 0 {
 		t.Errorf("a tunnel was charged")
 	}
 }
 
-func TestConnectRefusedOutsideTheAllowList(t *testing.T) {
-	echo, accepted := echoListener(t)
-	other, otherAccepted := echoListener(t)
-	tg := newTestGateway(t, func(c *Config) {
-		c.AllowConnect = map[string][]string{"agent-1": {other}, "agent-2": {echo}}
-	})
-	resp, _, _ := connectTo(t, tg.url, echo) // agent-2's, not agent-1's
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("CONNECT outside the allow-list: %s", resp.Status)
+// Refused: a host no rule names for the caller, another port of it, a
+// tunnel whose name resolves to a private address no rule names, and any
+// CONNECT at all through a gateway without egress rules. None reaches a
+// listener.
+func TestConnectRefusals(t *testing.T) {
+	port, accepted := echoListener(t)
+	p := strconv.Itoa(port)
+	tg := newTestGateway(t, withEgress(t,
+		rules.Rule{Host: "theirs.example", Port: port, Tunnel: true, PrivateRanges: loopback, Agents: []string{"agent-2"}},
+		rules.Rule{Host: "private.example", Port: port, Tunnel: true},
+	))
+	for target, want := range map[string]string{
+		"theirs.example:" + p:  "connect_refused", // agent-2's, not agent-1's
+		"theirs.example:1":     "connect_refused",
+		"private.example:" + p: "private_address",
+		"127.0.0.1:" + p:       "connect_refused",
+	} {
+		resp, _, _ := connectTo(t, tg.url, target)
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("CONNECT %s: %s, want 403", target, resp.Status)
+			continue
+		}
+		e := errorBody(t, string(body))
+		if e["type"] != want || e["agent"] != "agent-1" || !strings.Contains(e["host"].(string), strings.Split(target, ":")[0]) {
+			t.Errorf("CONNECT %s: %s, want a %s naming the agent and host", target, body, want)
+		}
 	}
-	e := errorBody(t, string(body))
-	if e["type"] != "connect_refused" || e["host"] != echo || !strings.Contains(e["message"].(string), echo) {
-		t.Errorf("refusal does not name the host: %s", body)
+	none := newTestGateway(t, nil)
+	resp, _, _ := connectTo(t, none.url, "echo.example:"+p)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "flock:gateway.egress") {
+		t.Errorf("CONNECT through a gateway without egress rules: %s %s", resp.Status, body)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if accepted.Load() != 0 || otherAccepted.Load() != 0 {
-		t.Errorf("a refused CONNECT reached a listener")
-	}
-	// Same host, other port: refused too.
-	_, port, _ := net.SplitHostPort(other)
-	if resp, _, _ := connectTo(t, tg.url, "localhost:"+port); resp.StatusCode != http.StatusForbidden {
-		t.Errorf("CONNECT localhost:%s (allowed as 127.0.0.1 only): %s", port, resp.Status)
+	if accepted.Load() != 0 {
+		t.Errorf("a refused CONNECT reached the listener %d times", accepted.Load())
 	}
 }
 
-// A stock client with the gateway as its HTTPS proxy reaches an allowed TLS
-// server through the tunnel.
+// A stock client with the gateway as its HTTPS proxy reaches a TLS server
+// through a tunnel rule; through a gateway without it, it is refused.
 func TestConnectAsHTTPSProxy(t *testing.T) {
 	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "over TLS")
 	}))
 	t.Cleanup(tlsSrv.Close)
-	target := strings.TrimPrefix(tlsSrv.URL, "https://")
-	tg := newTestGateway(t, func(c *Config) { c.AllowConnect = map[string][]string{"agent-1": {target}} })
+	port := tlsSrv.Listener.Addr().(*net.TCPAddr).Port
+	tg := newTestGateway(t, withEgress(t, rules.Rule{Host: "example.com", Port: port, Tunnel: true, PrivateRanges: loopback}))
 	proxy, _ := url.Parse(tg.url)
 	tr := tlsSrv.Client().Transport.(*http.Transport).Clone()
 	tr.Proxy = http.ProxyURL(proxy)
 	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
-	resp, err := client.Get(tlsSrv.URL)
+	target := "https://example.com:" + strconv.Itoa(port) + "/"
+	resp, err := client.Get(target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,36 +191,35 @@ func TestConnectAsHTTPSProxy(t *testing.T) {
 		t.Fatalf("through the proxy: %q", b)
 	}
 	tr.CloseIdleConnections()
-	tg2 := newTestGateway(t, nil) // nothing allowed
+	tg2 := newTestGateway(t, nil)
 	proxy2, _ := url.Parse(tg2.url)
 	tr.Proxy = http.ProxyURL(proxy2)
-	if _, err := client.Get(tlsSrv.URL); err == nil || !strings.Contains(err.Error(), "Forbidden") {
-		t.Errorf("through a gateway that allows nothing: %v", err)
+	if _, err := client.Get(target); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Errorf("through a gateway without egress rules: %v", err)
 	}
 }
 
-func TestAllowRules(t *testing.T) {
-	g := &Handler{allow: map[string][]allowRule{"agent-1": {
-		parseAllowRule("*.Example.com:443"), parseAllowRule("api.anthropic.com:443"), parseAllowRule("[::1]:8443"),
-	}}}
-	for target, want := range map[string]bool{
-		"api.example.com:443":      true,
-		"a.b.example.com:443":      true,
-		"API.EXAMPLE.COM.:443":     true,
-		"example.com:443":          false, // the wildcard is for names under it
-		"evilexample.com:443":      false,
-		"api.example.com:80":       false,
-		"api.example.com.evil:443": false,
-		"api.anthropic.com:443":    true,
-		"x.api.anthropic.com:443":  false,
-		"[::1]:8443":               true,
-		"api.anthropic.com":        false,
-	} {
-		if got := g.allowed("agent-1", target); got != want {
-			t.Errorf("agent-1 CONNECT %s: %v, want %v", target, got, want)
-		}
-		if g.allowed("agent-2", target) {
-			t.Errorf("agent-2 (no list) allowed %s", target)
-		}
+// A plain-HTTP proxy request (absolute-form) without a rule is the
+// broker's refusal, not a model call.
+func TestAbsoluteFormGoesToTheBroker(t *testing.T) {
+	tg := newTestGateway(t, withEgress(t, rules.Rule{Host: "pkgs.example", PlainHTTP: true}))
+	u, _ := url.Parse(tg.url)
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "GET http://other.example/x HTTP/1.1\r\nHost: other.example\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "other.example") {
+		t.Errorf("absolute-form to a host without a rule: %s %s", resp.Status, body)
+	}
+	if len(tg.up.requests()) != 0 {
+		t.Errorf("the model upstream was called")
 	}
 }

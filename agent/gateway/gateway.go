@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ai-flock/ai-flock/agent/gateway/broker"
 	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/protocol"
 )
@@ -27,7 +27,7 @@ import (
 var agentCredentials = []string{"Authorization", "X-Api-Key", "Api-Key", "Cookie", "Proxy-Authorization"}
 
 // Handler is the model gateway: the http.Handler agents call: /<upstream>/<path> for a model
-// API, CONNECT host:port for an allow-listed tunnel.
+// API, CONNECT host:port and plain-HTTP proxy requests for the egress broker.
 type Handler struct {
 	upstreams map[string]*upstream
 	strip     []string // agentCredentials and every upstream's key header
@@ -40,13 +40,12 @@ type Handler struct {
 	outCap    int64                    // DefaultMaxOutputTokens
 	minFit    int64                    // MinFittedOutputTokens
 	buffers   *bodyBudget
-	allow     map[string][]allowRule
+	egress    *broker.Broker
 	log       *slog.Logger
 	onUsage   func(Usage)
 	onSpan    func(protocol.Span)
 	taskTrace func(string) (protocol.TraceParent, bool)
 	proxy     *httputil.ReverseProxy
-	dialer    net.Dialer
 }
 
 type upstream struct {
@@ -98,12 +97,11 @@ func New(cfg Config) (*Handler, error) {
 		outCap:    cmp.Or(cfg.DefaultMaxOutputTokens, DefaultMaxOutputTokens),
 		minFit:    cmp.Or(cfg.MinFittedOutputTokens, DefaultMinFittedOutputTokens),
 		buffers:   newBodyBudget(maxBufferedBodies, maxBufferedPerAgent),
-		allow:     make(map[string][]allowRule, len(cfg.AllowConnect)),
+		egress:    cfg.Egress,
 		log:       cfg.Logger,
 		onUsage:   cfg.OnUsage,
 		onSpan:    cfg.OnSpan,
 		taskTrace: cfg.TaskTrace,
-		dialer:    net.Dialer{Timeout: 10 * time.Second},
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -120,11 +118,6 @@ func New(cfg Config) (*Handler, error) {
 		g.upstreams[name] = &upstream{name: name, api: up.Kind(name), prices: up.Prices, url: u, header: up.KeyHeader, value: up.KeyPrefix + up.Key}
 		// One upstream's key header may not carry an agent's value to another.
 		g.strip = append(g.strip, up.KeyHeader)
-	}
-	for agent, list := range cfg.AllowConnect {
-		for _, hp := range list {
-			g.allow[agent] = append(g.allow[agent], parseAllowRule(hp))
-		}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64 // many agents, one upstream host
@@ -173,13 +166,8 @@ func (g *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.inFlight.release(agent)
-	if r.Method == http.MethodConnect {
-		g.connect(w, r, agent, start)
-		return
-	}
-	if r.URL.Host != "" {
-		writeError(w, http.StatusBadRequest, apiError{Type: "proxy_request_refused",
-			Message: "plain-HTTP proxying is not offered: call /<upstream>/<path>, or CONNECT an allowed host:port"})
+	if r.Method == http.MethodConnect || r.URL.Host != "" {
+		g.egressRequest(w, r, agent)
 		return
 	}
 	name, rest := splitUpstream(r.URL.EscapedPath())

@@ -271,3 +271,30 @@ func TestBusLedgerSurvivesABucketMadeAgain(t *testing.T) {
 		t.Errorf("a reservation in the new bucket: %+v %v", adm, err)
 	}
 }
+
+// An egress rule's byte budget lives in the same bucket under a key of its
+// own (egress.<agent>.<rule>), which the gateway's bus user may write: the
+// bytes are reserved a chunk at a time down to what is left, then refused.
+func TestBusLedgerKeepsEgressBudgets(t *testing.T) {
+	f, l := gatewayBus(t, 2)
+	ctx := context.Background()
+	key := protocol.EgressLedgerPrefix + "agent-1.0011223344556677"
+	b := ledger.Budget{Tokens: 100, Window: protocol.WindowDay}
+	first, err := l.ReserveUpTo(ctx, key, b, 60, 1)
+	if err != nil || !first.OK || first.Bound != 60 {
+		t.Fatalf("first chunk: %+v %v", first, err)
+	}
+	second, err := l.ReserveUpTo(ctx, key, b, 60, 1)
+	if err != nil || !second.OK || second.Bound != 40 {
+		t.Fatalf("second chunk: %+v %v, want the 40 left", second, err)
+	}
+	if third, err := l.ReserveUpTo(ctx, key, b, 60, 1); err != nil || third.OK {
+		t.Fatalf("past the budget: %+v %v", third, err)
+	}
+	l.Settle(first.Reservation, 60)
+	l.Settle(second.Reservation, 25)
+	drain(t, l)
+	if e := entry(t, f, key); e.Spent != 85 || e.Budget != 100 || e.Window != protocol.WindowDay {
+		t.Fatalf("the bucket holds %+v, want 85 of 100 bytes spent today", e)
+	}
+}

@@ -20,6 +20,11 @@ type counters struct {
 	spent       *prometheus.GaugeVec     // the agent's total in its budget's period
 	budget      *prometheus.GaugeVec
 	budgetLeft  *prometheus.GaugeVec
+	// The way out, by agent and the rule that served it ("none": refused
+	// without one; never the name an agent asked for, which is anything).
+	egressConns    *prometheus.CounterVec // connections, by kind
+	egressRequests *prometheus.CounterVec // requests, by the upstream's status or "refused"
+	egressBytes    *prometheus.CounterVec // bytes, by direction
 }
 
 // Buckets: a task runs from milliseconds (an echo) to its timeout (minutes);
@@ -52,12 +57,18 @@ func newCounters() *counters {
 			Help: "An agent's token budget (agents without one have no series)."}, agent),
 		budgetLeft: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flock_budget_left_tokens",
 			Help: "An agent's tokens left in its budget, as of its last metered call."}, agent),
+		egressConns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flock_egress_connections_total",
+			Help: "An agent's egress connections through the gateway, by the rule that served it (none: refused without one) and kind (brokered, tunnel, plain, refused)."}, []string{"agent", "rule", "kind"}),
+		egressRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flock_egress_requests_total",
+			Help: "An agent's requests inside egress connections, by rule and the upstream's HTTP status (refused: the gateway refused it)."}, []string{"agent", "rule", "status"}),
+		egressBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flock_egress_bytes_total",
+			Help: "Bytes of an agent's egress, by rule and direction (sent: agent to upstream; received)."}, []string{"agent", "rule", "direction"}),
 	}
 }
 
 func (c *counters) collectors() []prometheus.Collector {
 	return []prometheus.Collector{c.tasks, c.taskSeconds, c.events, c.received, c.calls, c.callSeconds,
-		c.tokens, c.spent, c.budget, c.budgetLeft}
+		c.tokens, c.spent, c.budget, c.budgetLeft, c.egressConns, c.egressRequests, c.egressBytes}
 }
 
 func (c *counters) register(reg *prometheus.Registry) error {
@@ -74,6 +85,7 @@ func (c *counters) forget(id string) {
 	l := prometheus.Labels{"agent": id}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		c.tasks, c.taskSeconds, c.events, c.received, c.calls, c.tokens, c.spent, c.budget, c.budgetLeft,
+		c.egressConns, c.egressRequests, c.egressBytes,
 	} {
 		v.DeletePartialMatch(l)
 	}

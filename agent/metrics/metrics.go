@@ -108,6 +108,7 @@ func Start(nc *nats.Conn, js jetstream.JetStream, cfg Config) (*Exporter, error)
 		protocol.SubjectResults:    e.onResult,
 		protocol.SubjectEvents:     e.onEvent,
 		protocol.SubjectUsage:      e.onUsage,
+		protocol.SubjectEgress:     e.onEgress,
 		protocol.SubjectMetrics:    e.onScrape,
 	} {
 		stop, err := subscribe(nc, cfg.Subscribe, subject, h)
@@ -285,6 +286,48 @@ func (e *Exporter) onUsage(m *nats.Msg) {
 	if u.BudgetTokens > 0 {
 		e.c.budget.WithLabelValues(id).Set(float64(u.BudgetTokens))
 		e.c.budgetLeft.WithLabelValues(id).Set(float64(max(0, u.BudgetTokens-u.SpentTokens)))
+	}
+}
+
+// onEgress counts one egress connection's record (the gateway's only: no
+// agent may publish on agent.<id>.egress). Its labels are bounded: the
+// rule's key (the operator's), the kind, the status by code.
+func (e *Exporter) onEgress(m *nats.Msg) {
+	var u protocol.EgressUse
+	id, ok := e.take(m, &u)
+	if !ok {
+		return
+	}
+	rule := u.Rule
+	switch {
+	case rule == "":
+		rule = "none"
+	case len(rule) > 260:
+		rule = "invalid"
+	}
+	kind := u.Kind
+	switch kind {
+	case protocol.EgressBrokered, protocol.EgressTunnel, protocol.EgressPlain, protocol.EgressRefused:
+	default:
+		kind = "unknown"
+	}
+	e.c.egressConns.WithLabelValues(id, rule, kind).Inc()
+	for code, n := range u.Statuses {
+		if c, err := strconv.Atoi(code); err != nil || c < 100 || c > 599 {
+			code = "other"
+		}
+		if n > 0 {
+			e.c.egressRequests.WithLabelValues(id, rule, code).Add(float64(n))
+		}
+	}
+	if u.Refused > 0 {
+		e.c.egressRequests.WithLabelValues(id, rule, "refused").Add(float64(u.Refused))
+	}
+	if u.Sent > 0 {
+		e.c.egressBytes.WithLabelValues(id, rule, "sent").Add(float64(u.Sent))
+	}
+	if u.Received > 0 {
+		e.c.egressBytes.WithLabelValues(id, rule, "received").Add(float64(u.Received))
 	}
 }
 

@@ -130,6 +130,10 @@ func TestTheExporterCountsWhatCrossesTheBus(t *testing.T) {
 	publish(t, f, protocol.GatewayUser, protocol.UsageSubject("agent-2"), protocol.Usage{V: 1, Agent: "agent-2", Upstream: "anthropic", Time: now, Status: 200,
 		InputTokens: 100, OutputTokens: 20, Total: 120, SpentTokens: 120, BudgetTokens: 1000, DurationMS: 1500})
 	publish(t, f, protocol.GatewayUser, protocol.UsageSubject("agent-2"), protocol.Usage{V: 1, Agent: "agent-2", Upstream: "anthropic", Time: now, Status: 429, SpentTokens: 120, BudgetTokens: 1000, DurationMS: 50})
+	// Egress: labelled by the rule, never by the name the agent asked for.
+	publish(t, f, protocol.GatewayUser, protocol.EgressSubject("agent-1"), protocol.EgressUse{V: 1, Agent: "agent-1", Host: "a.example.com:443", Rule: "*.example.com:443",
+		Kind: protocol.EgressBrokered, Requests: 3, Refused: 1, Sent: 100, Received: 5000, Statuses: map[string]int64{"200": 2, "oops": 1}})
+	publish(t, f, protocol.GatewayUser, protocol.EgressSubject("agent-1"), protocol.EgressUse{V: 1, Agent: "agent-1", Host: "random-7f3a.attacker.example:443", Kind: protocol.EgressRefused, Refused: 1})
 	// A task for agent-2, which no agent takes: it waits on agent-2's consumer.
 	snd := &bustest.Sender{JS: bustest.JetStream(t, f.Connect(t, protocol.OperatorUser))}
 	if err := snd.Send(ctx, protocol.TaskSubject("agent-2"), protocol.Task{V: 1, ID: "waits", Kind: "echo"}); err != nil {
@@ -144,35 +148,43 @@ func TestTheExporterCountsWhatCrossesTheBus(t *testing.T) {
 	}
 
 	want := scrape{
-		"flock_agents":                                                           2,
-		"flock_agent_up{agent=agent-1}":                                          1,
-		"flock_agent_up{agent=agent-2}":                                          0,
-		"flock_agent_tasks_running{agent=agent-1}":                               2,
-		"flock_tasks_total{agent=agent-1,status=ok}":                             1,
-		"flock_tasks_total{agent=agent-1,status=failed}":                         1,
-		"flock_tasks_total{agent=agent-1,status=unknown}":                        1,
-		"flock_task_duration_seconds_count{agent=agent-1}":                       3,
-		"flock_task_duration_seconds_sum{agent=agent-1}":                         1,
-		"flock_agent_events_total{agent=agent-1,type=inbox}":                     1,
-		"flock_messages_received_total{agent=agent-1}":                           1,
-		"flock_gateway_calls_total{agent=agent-2,status=200,upstream=anthropic}": 1,
-		"flock_gateway_calls_total{agent=agent-2,status=429,upstream=anthropic}": 1,
-		"flock_gateway_call_duration_seconds_count{upstream=anthropic}":          2,
-		"flock_gateway_call_duration_seconds_sum{upstream=anthropic}":            1.55,
-		"flock_tokens_spent_total{agent=agent-2,upstream=anthropic}":             120,
-		"flock_budget_tokens{agent=agent-2}":                                     1000,
-		"flock_budget_left_tokens{agent=agent-2}":                                880,
-		"flock_agent_queue_depth{agent=agent-2}":                                 1,
-		"flock_agent_queue_depth{agent=agent-1}":                                 0,
-		"flock_board_tasks{status=ready}":                                        1,
-		"flock_board_tasks{status=claimed}":                                      1,
-		"flock_board_tasks_held{agent=agent-1}":                                  1,
-		"flock_board_tasks_held{agent=agent-2}":                                  0,
-		"flock_agent_inbox_depth{agent=agent-1}":                                 0,
-		"flock_dead_letters":                                                     0,
-		"flock_bus_up":                                                           1,
-		"flock_bus_cluster_peers":                                                1,
-		"flock_stream_messages{stream=FLOCK_TASKS}":                              1,
+		"flock_agents":                                                                       2,
+		"flock_agent_up{agent=agent-1}":                                                      1,
+		"flock_agent_up{agent=agent-2}":                                                      0,
+		"flock_agent_tasks_running{agent=agent-1}":                                           2,
+		"flock_tasks_total{agent=agent-1,status=ok}":                                         1,
+		"flock_tasks_total{agent=agent-1,status=failed}":                                     1,
+		"flock_tasks_total{agent=agent-1,status=unknown}":                                    1,
+		"flock_task_duration_seconds_count{agent=agent-1}":                                   3,
+		"flock_task_duration_seconds_sum{agent=agent-1}":                                     1,
+		"flock_agent_events_total{agent=agent-1,type=inbox}":                                 1,
+		"flock_messages_received_total{agent=agent-1}":                                       1,
+		"flock_gateway_calls_total{agent=agent-2,status=200,upstream=anthropic}":             1,
+		"flock_gateway_calls_total{agent=agent-2,status=429,upstream=anthropic}":             1,
+		"flock_gateway_call_duration_seconds_count{upstream=anthropic}":                      2,
+		"flock_gateway_call_duration_seconds_sum{upstream=anthropic}":                        1.55,
+		"flock_tokens_spent_total{agent=agent-2,upstream=anthropic}":                         120,
+		"flock_budget_tokens{agent=agent-2}":                                                 1000,
+		"flock_budget_left_tokens{agent=agent-2}":                                            880,
+		"flock_agent_queue_depth{agent=agent-2}":                                             1,
+		"flock_agent_queue_depth{agent=agent-1}":                                             0,
+		"flock_board_tasks{status=ready}":                                                    1,
+		"flock_board_tasks{status=claimed}":                                                  1,
+		"flock_board_tasks_held{agent=agent-1}":                                              1,
+		"flock_board_tasks_held{agent=agent-2}":                                              0,
+		"flock_agent_inbox_depth{agent=agent-1}":                                             0,
+		"flock_dead_letters":                                                                 0,
+		"flock_bus_up":                                                                       1,
+		"flock_bus_cluster_peers":                                                            1,
+		"flock_stream_messages{stream=FLOCK_TASKS}":                                          1,
+		"flock_egress_connections_total{agent=agent-1,kind=brokered,rule=*.example.com:443}": 1,
+		"flock_egress_connections_total{agent=agent-1,kind=refused,rule=none}":               1,
+		"flock_egress_requests_total{agent=agent-1,rule=*.example.com:443,status=200}":       2,
+		"flock_egress_requests_total{agent=agent-1,rule=*.example.com:443,status=other}":     1,
+		"flock_egress_requests_total{agent=agent-1,rule=*.example.com:443,status=refused}":   1,
+		"flock_egress_requests_total{agent=agent-1,rule=none,status=refused}":                1,
+		"flock_egress_bytes_total{agent=agent-1,direction=sent,rule=*.example.com:443}":      100,
+		"flock_egress_bytes_total{agent=agent-1,direction=received,rule=*.example.com:443}":  5000,
 	}
 	var got scrape
 	deadline := time.Now().Add(20 * time.Second)
@@ -244,7 +256,7 @@ func TestTheRelayWithoutTheServices(t *testing.T) {
 }
 
 // Nobody but the services answers scrapes, nobody but the gateway writes
-// usage, and no agent may scrape: an agent can neither stand in for the
+// usage or egress records, and no agent may scrape: an agent can neither stand in for the
 // exporter, feed it another agent's spending, nor read the flock's figures.
 func TestAgentsCannotFeedOrAnswerTheExporter(t *testing.T) {
 	f := bustest.Start(t, bustest.Agents(2))
@@ -259,12 +271,13 @@ func TestAgentsCannotFeedOrAnswerTheExporter(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = nc.Publish(protocol.UsageSubject("agent-2"), []byte(`{"total":1}`))
+	_ = nc.Publish(protocol.EgressSubject("agent-1"), []byte(`{"kind":"tunnel","sent":1}`))
 	// Nor read the flock's figures (every agent's) by asking for them.
 	_ = nc.PublishRequest(protocol.SubjectMetrics, protocol.InboxPrefix("agent-1")+".x", nil)
 	_ = nc.Flush()
 	seen := 0
 	timeout := time.After(3 * time.Second)
-	for seen < 3 {
+	for seen < 4 {
 		select {
 		case err := <-errs:
 			if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
@@ -272,7 +285,7 @@ func TestAgentsCannotFeedOrAnswerTheExporter(t *testing.T) {
 			}
 			seen++
 		case <-timeout:
-			t.Fatalf("%d of 3 permission violations seen", seen)
+			t.Fatalf("%d of 4 permission violations seen", seen)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package operator
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,7 +22,32 @@ func (c *Client) Budgets(ctx context.Context) ([]protocol.LedgerEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ledger.List(ctx, kv, time.Now())
+	all, err := ledger.List(ctx, kv, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(e protocol.LedgerEntry) bool { return !isAgentEntry(e.Agent) }), nil
+}
+
+// EgressBudgets is what each agent moved under each egress rule with a
+// byte budget, in the current period (entries egress.<agent>.<rule>).
+func (c *Client) EgressBudgets(ctx context.Context) ([]protocol.LedgerEntry, error) {
+	kv, err := ledger.Bucket(ctx, c.js)
+	if err != nil {
+		return nil, err
+	}
+	all, err := ledger.List(ctx, kv, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(e protocol.LedgerEntry) bool { return !strings.HasPrefix(e.Agent, protocol.EgressLedgerPrefix) }), nil
+}
+
+// isAgentEntry: the ledger's key is an agent's (its model budget), not an
+// egress rule's.
+func isAgentEntry(key string) bool {
+	_, err := protocol.ParseAgentID(key)
+	return err == nil
 }
 
 // RaiseBudget adds tokens to agent's limit for its current period. Only the
@@ -59,6 +86,9 @@ func (c *Client) WatchBudgets(ctx context.Context, fn func(protocol.LedgerEntry)
 	}
 	defer w.Stop()
 	kvwatch.Follow(ctx, w, func(u jetstream.KeyValueEntry) {
+		if !isAgentEntry(u.Key()) {
+			return // an egress rule's bytes
+		}
 		e := protocol.LedgerEntry{Agent: u.Key()}
 		if u.Operation() == jetstream.KeyValuePut {
 			if json.Unmarshal(u.Value(), &e) != nil || e.Agent != u.Key() {

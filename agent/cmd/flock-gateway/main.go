@@ -26,6 +26,10 @@ import (
 	"strconv"
 	"syscall"
 
+	// Mozilla's roots, used only when the image has none of its own (a
+	// FROM scratch image): the egress broker verifies every upstream.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/ai-flock/ai-flock/agent/cmd/internal/command"
 	"github.com/ai-flock/ai-flock/agent/gateway/service"
 	"github.com/ai-flock/ai-flock/protocol"

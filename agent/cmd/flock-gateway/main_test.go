@@ -5,16 +5,20 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/ai-flock/ai-flock/tests/syncbuf"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,8 +29,11 @@ import (
 	"github.com/ai-flock/ai-flock/agent/gateway/service"
 	"github.com/ai-flock/ai-flock/agent/ledger"
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/protocol/egress"
+	"github.com/ai-flock/ai-flock/protocol/egressca"
 	"github.com/ai-flock/ai-flock/tests/bustest"
 	"github.com/ai-flock/ai-flock/tests/fakemodel"
+	"github.com/ai-flock/ai-flock/tests/syncbuf"
 	"github.com/ai-flock/ai-flock/tests/testkit"
 )
 
@@ -237,7 +244,8 @@ func TestTokenCallers(t *testing.T) {
 	const tokA, tokB = "flock-tok-AAAA-1234", "flock-tok-BBBB-5678"
 	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 	fm, upURL := fakeUpstream(t, fakemodel.Options{RequireKey: realKey})
-	echo := echoListener(t)
+	echoPort := echoListener(t)
+	echo := "localhost:" + strconv.Itoa(echoPort)
 	dir := t.TempDir()
 	env := configEnv(t, protocol.GatewayConfig{V: 1, Callers: protocol.CallersByToken,
 		Upstreams: []protocol.GatewayUpstream{
@@ -245,9 +253,12 @@ func TestTokenCallers(t *testing.T) {
 			{Name: "openai", URL: upURL + "/v1", KeyHeader: "Authorization", KeyPrefix: "Bearer ", KeyEnv: "OPENAI_KEY"},
 		},
 		Agents: []protocol.GatewayAgent{
-			{ID: "agent-1", TokenSHA256: sum(tokA), AllowConnect: []string{echo}},
+			{ID: "agent-1", TokenSHA256: sum(tokA)},
 			{ID: "agent-2", TokenSHA256: sum(tokB)},
 		},
+		// agent-1 may open a tunnel to the echo server: a name resolving to
+		// loopback, which only a rule naming the range lets it reach.
+		Egress: &protocol.GatewayEgress{Rules: []egress.Rule{{Host: "localhost", Port: echoPort, Tunnel: true, Agents: []string{"agent-1"}, PrivateRanges: []string{"127.0.0.0/8"}}}},
 	})
 	env["OPENAI_KEY"] = realKey
 	g := start(t, env)
@@ -321,7 +332,7 @@ func TestTokenCallers(t *testing.T) {
 	noKeyIn(t, g, tokA, tokB)
 }
 
-func echoListener(t *testing.T) string {
+func echoListener(t *testing.T) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -337,7 +348,7 @@ func echoListener(t *testing.T) string {
 			go func() { io.Copy(c, c); c.Close() }()
 		}
 	}()
-	return ln.Addr().String()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // runOnce runs the gateway with env and returns at once if it exits (a bad
@@ -368,8 +379,12 @@ func TestBadConfigNamesEveryProblem(t *testing.T) {
 		"agents": []map[string]any{
 			{"id": "agent-1", "network": "10.0.0.0/24"},
 			{"id": "agent-1", "network": "10.0.0.128/25"},
-			{"id": "agent-3", "network": "not-a-cidr", "budgetTokens": -1, "allowConnect": []string{"nohost"}},
+			{"id": "agent-3", "network": "not-a-cidr", "budgetTokens": -1},
 			{"id": "agent-4", "network": "10.1.0.5/24"},
+		},
+		"egress": map[string]any{
+			"rules": []map[string]any{{"host": "*"}, {"host": "a.example.com", "agents": []string{"agent-9"}}},
+			"pool":  []string{"nope"},
 		},
 	})
 	code, out := runOnce(t, env)
@@ -388,7 +403,10 @@ func TestBadConfigNamesEveryProblem(t *testing.T) {
 		`agents[1].network: 10.0.0.128/25 overlaps agents[0].network 10.0.0.0/24`,
 		`agents[2].network: must be a CIDR`,
 		`agents[2].budgetTokens: must be >= 0`,
-		`agents[2].allowConnect[0]: must be host:port (got \"nohost\")`,
+		`egress.pool[0]: must be a CIDR (got \"nope\")`,
+		`egress.rules[0].host:`,
+		`egress.rules[1].agents[0]: \"agent-9\" is not an agent of the flock`,
+		`egress: set caSeedFile or caSeedEnv (the egress CA's seed, needed by brokered rules)`,
 		`agents[3].network: must be a network's address, 10.1.0.0/24`,
 		`natsUrl: must be nats:// or tls:// URLs`,
 		`nkeyFile: set nkeyFile or nkeyEnv`,
@@ -718,4 +736,86 @@ func TestBudgetedCallRefusedWithoutTheBus(t *testing.T) {
 	if n := len(fm.Seen()); n != 0 {
 		t.Errorf("the upstream saw %d calls, want none", n)
 	}
+}
+
+// The way out, as the gateway binary runs it from its config: a brokered
+// rule with a credential read from its key file and the egress CA from its
+// seed file. A stock Go client with the gateway as HTTPS proxy (its token
+// as the proxy password) and the flock's CA as its roots reads the
+// upstream; the upstream sees the operator's credential, never the agent's;
+// a method the rule does not allow is refused with a 403 naming the rule.
+func TestBrokeredEgress(t *testing.T) {
+	t.Parallel()
+	const tok, credential = "flock-tok-EGRESS-1", "ghp-operator-only-credential"
+	sum := sha256.Sum256([]byte(tok))
+	// The upstream plays the internet: a TLS server for localhost whose
+	// certificate comes from a CA of the test's own (the rule's roots).
+	upCA, err := egressca.New(bytes.Repeat([]byte{9}, egressca.SeedSize), "upstream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := upCA.Leaf("localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen syncbuf.Buffer
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(&seen, "%s %s auth=%q\n", r.Method, r.URL.Path, r.Header.Get("Authorization"))
+		io.WriteString(w, "from upstream")
+	}))
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{*leaf}}
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	port := up.Listener.Addr().(*net.TCPAddr).Port
+
+	seed := bytes.Repeat([]byte{4}, egressca.SeedSize)
+	dir := t.TempDir()
+	env := configEnv(t, protocol.GatewayConfig{V: 1, Flock: "egress-test", Callers: protocol.CallersByToken,
+		Upstreams: []protocol.GatewayUpstream{{Name: "anthropic", URL: "https://127.0.0.1:1", KeyHeader: "x-api-key", KeyFile: writeFile(t, dir, "anthropic", realKey)}},
+		Agents:    []protocol.GatewayAgent{{ID: "agent-1", TokenSHA256: hex.EncodeToString(sum[:])}},
+		Egress: &protocol.GatewayEgress{
+			Rules: []egress.Rule{{Host: "localhost", Port: port, PrivateRanges: []string{"127.0.0.0/8"}, Roots: upCA.PEM(),
+				Credential: &egress.Credential{Header: "Authorization", Prefix: "Bearer ", File: writeFile(t, dir, "egress.gh", credential)}}},
+			CASeedFile: writeFile(t, dir, "egress.ca-seed", hex.EncodeToString(seed)),
+		},
+	})
+	g := start(t, env)
+
+	flockCA, err := egressca.New(seed, "egress-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(flockCA.Certificate())
+	proxy, _ := url.Parse("http://agent:" + tok + "@" + g.addr)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy), TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	target := fmt.Sprintf("https://localhost:%d", port)
+
+	req, _ := http.NewRequest("GET", target+"/repo/info/refs", nil)
+	req.Header.Set("Authorization", "Bearer agent-held-token")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "from upstream" {
+		t.Fatalf("GET through the broker: %s %q", resp.Status, body)
+	}
+	resp, err = client.Post(target+"/repo/git-receive-pack", "application/x-git-receive-pack-request", strings.NewReader("0000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `"agent":"agent-1"`) || !strings.Contains(string(body), "POST") ||
+		!strings.Contains(string(body), "/repo/git-receive-pack") {
+		t.Errorf("a push the rule does not allow: %s %s", resp.Status, body)
+	}
+	if got, want := seen.String(), "GET /repo/info/refs auth=\"Bearer "+credential+"\"\n"; got != want {
+		t.Errorf("the upstream saw:\n%s\nwant:\n%s", got, want)
+	}
+	client.CloseIdleConnections()
+	testkit.WaitFor(t, 5*time.Second, "the connection's egress record", func() bool { return strings.Contains(g.out.String()+g.errOut.String(), `"msg":"egress"`) })
+	noKeyIn(t, g, tok, credential, "agent-held-token")
 }

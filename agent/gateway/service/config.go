@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/ai-flock/ai-flock/agent/gateway"
+	"github.com/ai-flock/ai-flock/agent/gateway/broker"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -26,9 +27,13 @@ const configVersion = 1
 
 // Setup is a validated configuration, keys read, ready to serve.
 type Setup struct {
-	cfg  protocol.GatewayConfig
-	gw   gateway.Config // OnUsage and Logger still unset
-	nkey nats.Option    // nil without a bus
+	cfg    protocol.GatewayConfig
+	gw     gateway.Config // OnUsage, Logger and Egress still unset
+	nkey   nats.Option    // nil without a bus
+	egress *egressSetup   // nil: no egress rules
+	// onEgress gets each egress connection's record (Serve sets it: the
+	// bus's publisher); nil: none.
+	onEgress func(broker.Connection)
 }
 
 // Load reads the configuration from the environment parts if
@@ -70,7 +75,6 @@ func check(c protocol.GatewayConfig, getenv func(string) string) (*Setup, error)
 		Upstreams:     map[string]gateway.Upstream{},
 		Budgets:       map[string]int64{},
 		BudgetWindows: map[string]string{},
-		AllowConnect:  map[string][]string{},
 	}}
 	if c.V != configVersion {
 		bad("v", "must be %d (got %d)", configVersion, c.V)
@@ -127,10 +131,6 @@ func check(c protocol.GatewayConfig, getenv func(string) string) (*Setup, error)
 			bad(field+".budgetWindow", "must be %q, %q or empty (no window) (got %q)", protocol.WindowDay, protocol.WindowMonth, a.BudgetWindow)
 		} else if a.BudgetWindow != "" {
 			s.gw.BudgetWindows[a.ID] = a.BudgetWindow
-		}
-		errs = append(errs, gateway.CheckAllowConnect(field+".allowConnect", a.AllowConnect)...)
-		if len(a.AllowConnect) > 0 {
-			s.gw.AllowConnect[a.ID] = a.AllowConnect
 		}
 		switch c.Callers {
 		case protocol.CallersByNetwork:
@@ -192,6 +192,15 @@ func check(c protocol.GatewayConfig, getenv func(string) string) (*Setup, error)
 		} else {
 			s.nkey = nk
 		}
+	}
+	if c.Egress != nil {
+		ids := make([]string, 0, len(c.Agents))
+		for _, a := range c.Agents {
+			ids = append(ids, a.ID)
+		}
+		var eerrs []error
+		s.egress, eerrs = checkEgress(c, ids, getenv)
+		errs = append(errs, eerrs...)
 	}
 	if c.OTLPEndpoint != "" {
 		if err := protocol.CheckOTLPEndpoint(c.OTLPEndpoint); err != nil {

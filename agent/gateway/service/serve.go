@@ -66,6 +66,7 @@ func Serve(ctx context.Context, s *Setup, addr, healthAddr string, log *slog.Log
 		pub = newPublisher(nc, log)
 		defer pub.close()
 		s.gw.OnUsage = pub.offer
+		s.onEgress = pub.offerEgress
 		// Spending lives in the bus: a restart, a redeploy or a second
 		// gateway continues from the same totals.
 		if ledgerBus, err = ledger.NewBus(nc, log); err != nil {
@@ -74,7 +75,7 @@ func Serve(ctx context.Context, s *Setup, addr, healthAddr string, log *slog.Log
 		s.gw.Ledger = ledgerBus
 	}
 	s.gw.Logger = log
-	first, err := gateway.New(s.gw)
+	first, err := s.handler(log)
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,8 @@ func Serve(ctx context.Context, s *Setup, addr, healthAddr string, log *slog.Log
 	go func() { errc <- srv.Serve(ln) }()
 	go func() { errc <- health.Serve(hln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "health_addr", hln.Addr().String(),
-		"callers", s.cfg.Callers, "upstreams", len(s.cfg.Upstreams), "agents", len(s.cfg.Agents), "bus", pub.status())
+		"callers", s.cfg.Callers, "upstreams", len(s.cfg.Upstreams), "agents", len(s.cfg.Agents), "bus", pub.status(),
+		"egress_rules", s.egressRules())
 
 wait:
 	for {
@@ -123,14 +125,14 @@ wait:
 			if rerr == nil {
 				next.gw.Logger, next.gw.Ledger = log, gw.Load().Ledger()
 				if pub != nil {
-					next.gw.OnUsage = pub.offer
+					next.gw.OnUsage, next.onEgress = pub.offer, pub.offerEgress
 				}
 				next.gw.OnSpan, next.gw.TaskTrace = s.gw.OnSpan, s.gw.TaskTrace
 				if next.cfg.OTLPEndpoint != s.cfg.OTLPEndpoint {
 					log.Warn("otlpEndpoint changed: the gateway exports to the new one when it restarts", "in_use", s.cfg.OTLPEndpoint != "")
 				}
 				var g *gateway.Handler
-				if g, err = gateway.New(next.gw); err == nil {
+				if g, err = next.handler(log); err == nil {
 					gw.Store(g)
 					current.Store(next)
 					agents.Store(agentSet(next.cfg))
@@ -173,4 +175,23 @@ func agentSet(c protocol.GatewayConfig) *map[string]bool {
 		set[a.ID] = true
 	}
 	return &set
+}
+
+// handler is the gateway of s, with its egress broker when it has rules.
+func (s *Setup) handler(log *slog.Logger) (*gateway.Handler, error) {
+	if s.egress != nil {
+		b, err := s.egress.newBroker(log, s.onEgress, s.gw.Ledger)
+		if err != nil {
+			return nil, err
+		}
+		s.gw.Egress = b
+	}
+	return gateway.New(s.gw)
+}
+
+func (s *Setup) egressRules() int {
+	if s.egress == nil {
+		return 0
+	}
+	return len(s.egress.rules.Rules())
 }

@@ -3,12 +3,14 @@ package service
 import (
 	"encoding/json"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/ai-flock/ai-flock/agent/gateway"
+	"github.com/ai-flock/ai-flock/agent/gateway/broker"
 	"github.com/ai-flock/ai-flock/protocol"
 )
 
@@ -43,20 +45,21 @@ func connectBus(url string, nk nats.Option, log *slog.Logger) (*nats.Conn, error
 	)
 }
 
-// publisher puts each metered call on agent.<id>.usage from its own
-// goroutine: the request path only offers a report to a bounded queue and
-// never waits for the bus.
+// publisher puts each metered call on agent.<id>.usage, and each egress
+// connection's record on agent.<id>.egress, from its own goroutine: the
+// request path only offers a report to a bounded queue and never waits for
+// the bus.
 type publisher struct {
 	nc      *nats.Conn
 	log     *slog.Logger
-	queue   chan protocol.Usage
+	queue   chan report
 	dropped atomic.Int64 // since the last report of drops
 	stop    chan struct{}
 	done    chan struct{}
 }
 
 func newPublisher(nc *nats.Conn, log *slog.Logger) *publisher {
-	p := &publisher{nc: nc, log: log, queue: make(chan protocol.Usage, usageQueue),
+	p := &publisher{nc: nc, log: log, queue: make(chan report, usageQueue),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
@@ -69,11 +72,43 @@ func (p *publisher) offer(u gateway.Usage) {
 		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
 		Total: u.Total, SpentTokens: u.SpentTokens, BudgetTokens: u.BudgetTokens,
 		DurationMS: float64(u.Duration) / float64(time.Millisecond), Trace: u.Trace}
+	p.enqueue(report{subject: protocol.UsageSubject(u.Agent), body: m})
+}
+
+// report is one message for the bus.
+type report struct {
+	subject string
+	body    any
+}
+
+func (p *publisher) enqueue(r report) {
 	select {
-	case p.queue <- m:
+	case p.queue <- r:
 	default:
 		p.dropped.Add(1)
 	}
+}
+
+// offerEgress is broker.Config.OnConnection.
+func (p *publisher) offerEgress(c broker.Connection) {
+	p.enqueue(report{subject: protocol.EgressSubject(c.Agent), body: egressUse(c, time.Now().UTC())})
+}
+
+// egressUse is the bus's record of c.
+func egressUse(c broker.Connection, end time.Time) protocol.EgressUse {
+	u := protocol.EgressUse{V: 1, Agent: c.Agent, Host: c.Host, Rule: c.Rule, Kind: c.Kind, Time: end,
+		Requests: c.Requests, Refused: c.Refused, Sent: c.Sent, Received: c.Received,
+		DurationMS: float64(c.Duration) / float64(time.Millisecond)}
+	for code, n := range c.Statuses {
+		if u.Statuses == nil {
+			u.Statuses = map[string]int64{}
+		}
+		u.Statuses[strconv.Itoa(code)] = n
+	}
+	for _, r := range c.Refusals {
+		u.Refusals = append(u.Refusals, protocol.EgressRefusal{Method: r.Method, Path: r.Path, Why: r.Why, Suggest: r.Suggest})
+	}
+	return u
 }
 
 func (p *publisher) run() {
@@ -100,10 +135,10 @@ func (p *publisher) run() {
 	}
 }
 
-func (p *publisher) publish(m protocol.Usage) {
-	b, err := json.Marshal(m)
+func (p *publisher) publish(r report) {
+	b, err := json.Marshal(r.body)
 	if err == nil {
-		err = p.nc.Publish(protocol.UsageSubject(m.Agent), b)
+		err = p.nc.Publish(r.subject, b)
 	}
 	if err != nil {
 		p.dropped.Add(1)
@@ -112,7 +147,7 @@ func (p *publisher) publish(m protocol.Usage) {
 
 func (p *publisher) reportDrops() {
 	if n := p.dropped.Swap(0); n > 0 {
-		p.log.Warn("usage reports dropped: the bus is unreachable or slower than the calls", "count", n)
+		p.log.Warn("usage and egress reports dropped: the bus is unreachable or slower than the calls", "count", n)
 	}
 }
 
