@@ -83,7 +83,7 @@ func awsGateway(s Settings, keys Keys, args *awsflock.Args) error {
 		}
 		args.GatewayTokens[a.ID] = t
 	}
-	conf, err := awsflock.GatewayConfig(s.Model, args.Namespace, args.GatewayTokens)
+	conf, err := awsflock.GatewayConfig(s.Model, args.Namespace, args.Network.CIDR, args.GatewayTokens)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}

@@ -26,8 +26,11 @@ type Settings struct {
 	// GatewayKeys are the upstreams' keys (upstream name -> key), from the
 	// secret config keys flock:gateway.upstreams names.
 	GatewayKeys map[string]string
-	Docker      dockerflock.Args // flock:docker and docker:host, validated (docker target only)
-	AWS         awsflock.Args    // flock:aws, validated (aws target only)
+	// EgressSecrets are the egress rules' credentials (config key without
+	// flock: -> value), from the secret config keys the rules name.
+	EgressSecrets map[string]string
+	Docker        dockerflock.Args // flock:docker and docker:host, validated (docker target only)
+	AWS           awsflock.Args    // flock:aws, validated (aws target only)
 }
 
 // Load reads every flock: key and validates it into Settings: the model's
@@ -106,10 +109,12 @@ func Load(ctx *pulumi.Context) (Settings, error) {
 	}
 	keys, keyErrs := gatewayKeys(ctx, m.Gateway)
 	errs = append(errs, keyErrs...)
+	egressSecrets, egressErrs := egressSecrets(ctx, m.Gateway)
+	errs = append(errs, egressErrs...)
 	if len(errs) > 0 {
 		return Settings{}, fmt.Errorf("invalid stack configuration:\n%w", errors.Join(errs...))
 	}
-	s.Model, s.BusSecret, s.GatewayKeys = m, secret, keys
+	s.Model, s.BusSecret, s.GatewayKeys, s.EgressSecrets = m, secret, keys, egressSecrets
 	return s, nil
 }
 
@@ -154,6 +159,30 @@ func gatewayKeys(ctx *pulumi.Context, g flock.ModelGateway) (map[string]string, 
 	return keys, errs
 }
 
+// egressSecrets reads each egress credential from the secret config key its
+// rule names; a value in plain text is refused naming the key.
+func egressSecrets(ctx *pulumi.Context, g flock.ModelGateway) (map[string]string, []error) {
+	out := map[string]string{}
+	var errs []error
+	for _, name := range g.EgressSecrets() {
+		key := "flock:" + name
+		v, err := config.Try(ctx, key)
+		switch {
+		case errors.Is(err, config.ErrMissingVar):
+			errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf("is required: an egress rule's credential (%s) names it; set it with `pulumi config set --secret %s <value>`", flock.EgressKey, key)})
+		case err != nil:
+			errs = append(errs, &flock.Error{Key: key, Rule: err.Error()})
+		case !ctx.IsConfigSecret(key):
+			errs = append(errs, &flock.Error{Key: key, Rule: fmt.Sprintf("must be stored as a secret (pulumi config set --secret %s …), never in plain text: it is an egress rule's credential", key)})
+		case strings.TrimSpace(v) == "" || strings.ContainsAny(v, "\r\n"):
+			errs = append(errs, &flock.Error{Key: key, Rule: "must be an egress credential: not empty, one line"})
+		default:
+			out[name] = v
+		}
+	}
+	return out, errs
+}
+
 func jsonReason(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
@@ -178,6 +207,7 @@ func ConfigKeys() []flock.ConfigKey {
 	keys := append(flock.ModelKeys(),
 		flock.ConfigKey{Key: busSecretKey, Type: "secret string", Default: "(required)", Rule: fmt.Sprintf("a secret of at least %d characters, never plain text", credentials.MinSecretLen), Targets: flock.BothTargets, Description: "master of every bus credential; make deploy sets one"},
 		flock.ConfigKey{Key: "flock:<name>ApiKey", Type: "secret string", Default: "", Rule: "a secret, one line, not empty; required for every upstream", Targets: flock.BothTargets, Description: "upstream <name>'s key (or the key its keySecret names)"},
+		flock.ConfigKey{Key: "flock:<credential.secret>", Type: "secret string", Default: "", Rule: "a secret, one line, not empty; required for every egress rule with a credential", Targets: flock.DockerOnly, Description: "the value the gateway puts in an egress rule's requests (a token, a password)"},
 	)
 	keys = append(keys, dockerflock.ConfigKeys()...)
 	return append(keys, awsflock.ConfigKeys()...)

@@ -1,11 +1,14 @@
 package stacks
 
 import (
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 
 	"github.com/ai-flock/ai-flock/infra/busconfig"
+	"github.com/ai-flock/ai-flock/infra/credentials"
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/protocol/egressca"
 )
 
 // render renders what both components take alike (flock.Rendered): each
@@ -31,6 +34,18 @@ func render(s Settings, keys Keys, node func(n int) busconfig.Options, uncounted
 	r.BusTopology = topology
 	if s.Model.Gateway.Enabled() {
 		r.GatewaySeed, r.GatewayKeys = keys.Gateway.Seed, s.GatewayKeys
+		r.EgressSecrets = s.EgressSecrets
+	}
+	if s.Model.Gateway.Brokered() {
+		seed, err := credentials.EgressCASeed(s.BusSecret, s.Model.Name)
+		if err != nil {
+			return flock.Rendered{}, err
+		}
+		pem, err := egressca.CertPEM(seed, s.Model.Name)
+		if err != nil {
+			return flock.Rendered{}, err
+		}
+		r.EgressCASeed, r.EgressCA = hex.EncodeToString(seed), pem
 	}
 	return r, nil
 }

@@ -35,6 +35,9 @@ func Run(ctx *pulumi.Context) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range s.Model.Warnings {
+		_ = ctx.Log.Warn(w, nil)
+	}
 	keys, err := deriveKeys(s)
 	if err != nil {
 		return err

@@ -170,7 +170,8 @@ func TestBusURLs(t *testing.T) {
 }
 
 // A flock with a gateway: the stack's own VPC with egress "endpoints" (the
-// gateway gets its own NAT route), no CONNECT allow-list; one error per key.
+// gateway gets its own NAT route); allowHosts are blind tunnels, as on dev;
+// one error per key.
 func TestConfigGateway(t *testing.T) {
 	gw := `"gateway": {"upstreams": {"anthropic": {}}, "allowHosts": ["pypi.org:443"]}`
 	_, errs, err := validate(t, `{"agents": [{"id":"agent-1"},{"id":"agent-2","gateway":{"allowHosts":["github.com:443"]}},{"id":"agent-3","gateway":{"allowHosts":["x.org:443"]}}], `+gw+`}`,
@@ -185,9 +186,6 @@ func TestConfigGateway(t *testing.T) {
 	want := []string{
 		`flock:aws.vpcId: must be unset with flock:gateway`,
 		`flock:aws.egress: must be "endpoints" with flock:gateway`,
-		`flock:agents[1].gateway.allowHosts: is not supported on the aws target yet`,
-		`flock:agents[2].gateway.allowHosts: is not supported on the aws target yet`,
-		`flock:gateway.allowHosts: is not supported on the aws target yet`,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("errors:\n%s\nwant one per key:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -196,6 +194,15 @@ func TestConfigGateway(t *testing.T) {
 		if !strings.HasPrefix(got[i], w) {
 			t.Errorf("error %d: %q, want %q", i, got[i], w)
 		}
+	}
+	// An egress rule may not open the VPC's own range to the gateway.
+	_, errs, err = validate(t, `{"agentCount": 2, "gateway": {"upstreams": {"anthropic": {}}, "egress": [
+		{"host": "registry.corp.example", "privateRanges": ["10.220.128.0/17"]}, {"host": "pypi.org"}]}}`, `{"cidr": "10.220.0.0/16"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `flock:gateway.egress: rule for host "registry.corp.example": privateRanges 10.220.128.0/17 overlaps the VPC's range 10.220.0.0/16 (flock:aws.cidr)`) {
+		t.Errorf("a rule opening the VPC's range: %v", errs)
 	}
 	a, errs, err := validate(t, `{"agentCount": 2, "gateway": {"upstreams": {"anthropic": {}}}}`, `{"imageTag": "v1"}`)
 	if err != nil || len(errs) > 0 || a.Network.Egress != EgressEndpoints || !a.Model.Gateway.Enabled() {

@@ -22,6 +22,9 @@ func (d *declarer) dnsNames(fileSystems ...string) dnsfirewall.Names {
 	if d.m.OTLP.Endpoint != "" {
 		n.Hosts = append(n.Hosts, d.m.OTLP.Endpoint)
 	}
+	for _, r := range d.m.Gateway.EgressRules {
+		n.Egress = append(n.Egress, r.Host)
+	}
 	return n
 }
 

@@ -2,12 +2,15 @@ package awsflock
 
 import (
 	"fmt"
+	"maps"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/secretsmanager"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/ai-flock/ai-flock/infra/dnsfirewall"
@@ -42,20 +45,33 @@ func GatewayURL(namespace string) string {
 	return fmt.Sprintf("http://%s:%d", GatewayHost(namespace), protocol.GatewayPort)
 }
 
+// ProxyURL is the gateway as an agent's proxy variables name it: with the
+// agent's token as the password, which stock tools send as
+// Proxy-Authorization: Basic and the gateway knows the agent by.
+func ProxyURL(namespace, token string) string {
+	u := url.URL{Scheme: "http", User: url.UserPassword("agent", token), Host: fmt.Sprintf("%s:%d", GatewayHost(namespace), protocol.GatewayPort)}
+	return u.String()
+}
+
+// ecsCredentialsHost is where a task's role credentials and metadata are
+// served (169.254.170.2): never through the gateway, which refuses it.
+const ecsCredentialsHost = "169.254.170.2"
+
 // GatewayConfig renders the aws gateway's config: callers by token (only
 // the tokens' hashes go in), each key in the variable its secret fills, its
-// bus nkey in GatewayNkeyEnv, usage to the bus at the URL agents use.
-func GatewayConfig(m flock.Model, namespace string, tokens map[string]string) ([]byte, error) {
+// bus nkey in GatewayNkeyEnv, usage to the bus at the URL agents use, and
+// the VPC's range (vpc) as the flock's own, which egress never dials.
+func GatewayConfig(m flock.Model, namespace string, vpc netip.Prefix, tokens map[string]string) ([]byte, error) {
 	return gatewayconfig.Render(m, gatewayconfig.Options{
 		Callers: protocol.CallersByToken, Tokens: tokens, KeyEnv: gatewayconfig.KeyEnvVar,
-		NATSURL: BusURL(m, namespace), NkeyEnv: GatewayNkeyEnv,
+		NATSURL: BusURL(m, namespace), NkeyEnv: GatewayNkeyEnv, Pool: []string{vpc.Masked().String()},
 	})
 }
 
 // validateGateway: a flock with a gateway needs the VPC the stack creates
 // (the gateway's route out is made in it) with egress "endpoints" (with
-// "nat" every task would have a route around the gateway), and no CONNECT
-// allow-list (not supported on aws yet).
+// "nat" every task would have a route around the gateway), and egress
+// rules the DNS firewall can name that keep the VPC's own range closed.
 func (c Config) validateGateway(n Network, m flock.Model, add func(key, format string, v ...any)) {
 	if !m.Gateway.Enabled() {
 		return
@@ -66,19 +82,18 @@ func (c Config) validateGateway(n Network, m flock.Model, add func(key, format s
 	if n.Egress == EgressNAT {
 		add(Key+".egress", "must be %q with flock:gateway: with %q every task's subnets route to the NAT gateway and agents could reach the model APIs around the gateway; the gateway gets a NAT route of its own", EgressEndpoints, EgressNAT)
 	}
-	const why = "the gateway's CONNECT proxy can tell agents apart on aws (one network, one security group) only by credentials in Proxy-Authorization, which stock tools send only when HTTPS_PROXY carries them, and such a URL would put the agent's gateway token in the task definition's plain environment; leave it unset (model calls through FLOCK_GATEWAY_URL work)"
-	var keys []string
-	for _, a := range m.Agents {
-		if len(a.Gateway.AllowHosts) > 0 && !slices.Contains(keys, a.Gateway.AllowHostsKey) {
-			keys = append(keys, a.Gateway.AllowHostsKey)
+	// The egress rules' hosts go into the VPC's DNS firewall, and no rule
+	// may open the VPC itself to the gateway: the bus, EFS and the
+	// endpoints are there.
+	for _, r := range m.Gateway.EgressRules {
+		if err := dnsfirewall.CheckDomain(r.Host); err != nil {
+			add(flock.EgressKey, "rule for host %q: %v (the VPC's DNS firewall allows the egress rules' hosts by name)", r.Host, err)
 		}
-	}
-	if len(m.Gateway.Defaults.AllowHosts) > 0 && !slices.Contains(keys, m.Gateway.Defaults.AllowHostsKey) {
-		keys = append(keys, m.Gateway.Defaults.AllowHostsKey)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		add(k, "is not supported on the aws target yet: %s", why)
+		for _, pr := range r.PrivateRanges {
+			if p, err := netip.ParsePrefix(pr); err == nil && p.Overlaps(n.CIDR) {
+				add(flock.EgressKey, "rule for host %q: privateRanges %s overlaps the VPC's range %s (%s.cidr): the bus, EFS and the AWS endpoints are there, and the gateway never dials them", r.Host, pr, n.CIDR, Key)
+			}
+		}
 	}
 	if _, err := SizeFor(m.Gateway.Limits); err != nil {
 		add("flock:gateway.limits", "%v", err)
@@ -110,6 +125,14 @@ func (a Args) checkGateway() error {
 		if a.GatewayKeys[up.Name] == "" {
 			return fmt.Errorf("no key for upstream %s", up.Name)
 		}
+	}
+	for _, name := range a.Model.Gateway.EgressSecrets() {
+		if a.EgressSecrets[name] == "" {
+			return fmt.Errorf("no value for the egress credential flock:%s", name)
+		}
+	}
+	if a.Model.Gateway.Brokered() && (a.EgressCASeed == "" || a.EgressCA == "") {
+		return fmt.Errorf("the egress CA (its seed and certificate) is required with brokered egress rules")
 	}
 	for _, ag := range a.Model.Agents {
 		if a.GatewayTokens[ag.ID] == "" {
@@ -184,6 +207,13 @@ func (d *declarer) gatewaySecurityGroup() error {
 		// Spans to the OTLP endpoint (flock:otlp.endpoint), on its port.
 		rules = append(rules, rule{"gateway-to-otlp", sg, "egress", p, nil, []string{"0.0.0.0/0"}, "OTLP/HTTP spans to the collector (flock:otlp.endpoint) through the NAT gateway"})
 	}
+	// The egress rules' upstreams on their ports: 443 is open above;
+	// another port (plain HTTP on 80, a registry on 8443) gets a rule of
+	// its own, to anywhere, since the broker checks each address it dials.
+	for _, p := range d.egressPorts() {
+		rules = append(rules, rule{"gateway-to-egress-" + strconv.Itoa(p), sg, "egress", p, nil, []string{"0.0.0.0/0"},
+			fmt.Sprintf("Upstreams of the egress rules on port %d (flock:gateway.egress) through the NAT gateway", p)})
+	}
 	if d.sg.endpoints != nil {
 		rules = append(rules, rule{"endpoints-from-gateway", d.sg.endpoints, "ingress", portHTTPS, sg, nil, "HTTPS from gateway"})
 	}
@@ -232,9 +262,35 @@ func (d *declarer) declareGateway() error {
 			return err
 		}
 	}
+	// The egress broker's: each rule's credential and its CA's seed, in
+	// secrets of the gateway's own like the upstreams' keys.
+	for _, name := range slices.Sorted(maps.Keys(d.args.EgressSecrets)) {
+		v := d.args.EgressSecrets[name]
+		material = append(material, "egress/"+name, v)
+		if err := add("gateway-egress-"+name, gatewayconfig.EgressCredentialEnvVar(name),
+			fmt.Sprintf("AI Flock %s gateway: the egress credential flock:%s", d.name, name),
+			pulumi.ToSecret(pulumi.String(v)).(pulumi.StringOutput)); err != nil {
+			return err
+		}
+	}
+	if g.Brokered() {
+		material = append(material, "egress-ca", d.args.EgressCASeed)
+		if err := add("gateway-egress-ca", gatewayconfig.EgressCASeedEnvVar, "AI Flock "+d.name+": the seed of the gateway's egress CA",
+			pulumi.ToSecret(pulumi.String(d.args.EgressCASeed)).(pulumi.StringOutput)); err != nil {
+			return err
+		}
+	}
 	if err := add("gateway-nkey", GatewayNkeyEnv, "AI Flock "+d.name+": the gateway's NATS nkey seed",
 		pulumi.ToSecret(pulumi.String(d.args.GatewaySeed)).(pulumi.StringOutput)); err != nil {
 		return err
+	}
+	// The egress rules in the plain environment too (no credential in
+	// them; the gateway reads its config's): the policy pack flags blind
+	// tunnels and extra roots from there.
+	if rules, err := gatewayconfig.EgressRulesJSON(d.m); err != nil {
+		return err
+	} else if rules != "" {
+		t.env[protocol.EnvGatewayEgressRules] = rules
 	}
 	parts, err := protocol.EncodeEnv(d.args.GatewayConfig)
 	if err != nil {
@@ -284,9 +340,28 @@ func (d *declarer) agentGateway(a flock.Agent, t *task, triggers pulumi.StringMa
 		t.secrets = append(t.secrets, secretRef{env: k, arn: s.Arn})
 	}
 	t.deps = append(t.deps, v)
-	for _, kv := range gatewayconfig.AgentEnv(d.m, a, GatewayURL(d.args.Namespace), nil) {
+	// The proxy variables name the gateway with the token in them
+	// (http://agent:<token>@gateway.<namespace>:8080: stock tools send it
+	// as Proxy-Authorization), so they are a secret of the agent's own too;
+	// the namespace's names (the gateway, the bus) and the task's
+	// credentials endpoint are reached directly.
+	var proxy *secretsmanager.Secret
+	for _, kv := range gatewayconfig.AgentEnv(d.m, a, GatewayURL(d.args.Namespace), []string{d.args.Namespace, ecsCredentialsHost}, d.args.EgressCA) {
 		k, val, _ := strings.Cut(kv, "=")
-		t.env[k] = val
+		if !slices.Contains(protocol.ProxyVars, k) {
+			t.env[k] = val
+			continue
+		}
+		if proxy == nil {
+			s, v, err := d.secret(a.ID+"-gateway-proxy", "agent", a.ID, "AI Flock "+d.name+": the egress proxy URL of agent "+a.ID+" (its gateway token in it)",
+				pulumi.ToSecret(pulumi.String(ProxyURL(d.args.Namespace, token))).(pulumi.StringOutput))
+			if err != nil {
+				return err
+			}
+			proxy = s
+			t.deps = append(t.deps, v)
+		}
+		t.secrets = append(t.secrets, secretRef{env: k, arn: proxy.Arn})
 	}
 	triggers["gatewayToken"] = pulumi.String(digest("ai-flock/gateway-token", token))
 	return nil
@@ -308,4 +383,17 @@ func otlpPort(endpoint string) int {
 		return 80
 	}
 	return portHTTPS
+}
+
+// egressPorts are the egress rules' ports other than 443 and the span
+// collector's (open already), sorted, each once.
+func (d *declarer) egressPorts() []int {
+	var out []int
+	for _, r := range d.m.Gateway.EgressRules {
+		if r.Port != portHTTPS && r.Port != otlpPort(d.m.OTLP.Endpoint) && !slices.Contains(out, r.Port) {
+			out = append(out, r.Port)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

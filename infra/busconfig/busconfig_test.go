@@ -98,7 +98,7 @@ func TestRenderedConfigLoadsInNatsServer(t *testing.T) {
 // The gateway's user, when given a key, may publish usage and use the
 // ledger, and hear its own replies, the spans it exports and the agents'
 // heartbeats, nothing else.
-func TestGatewayUserPublishesUsageAndLedgerOnly(t *testing.T) {
+func TestGatewayUserPublishesUsageEgressAndLedgerOnly(t *testing.T) {
 	m := model(t, 2)
 	k := keys(t, m)
 	gw, _ := credentials.Derive([]byte(strings.Repeat("k", 32)), protocol.GatewayUser)
@@ -115,7 +115,7 @@ func TestGatewayUserPublishesUsageAndLedgerOnly(t *testing.T) {
 		if u.Nkey != gw.Public {
 			continue
 		}
-		want := []string{"agent.*.usage", "$KV.FLOCK_LEDGER.>", "$JS.API.STREAM.INFO.KV_FLOCK_LEDGER",
+		want := []string{"agent.*.usage", "agent.*.egress", "$KV.FLOCK_LEDGER.>", "$JS.API.STREAM.INFO.KV_FLOCK_LEDGER",
 			"$JS.API.DIRECT.GET.KV_FLOCK_LEDGER.>", "$JS.API.STREAM.MSG.GET.KV_FLOCK_LEDGER"}
 		if !reflect.DeepEqual(u.Permissions.Publish.Allow, want) ||
 			!reflect.DeepEqual(u.Permissions.Subscribe.Allow, []string{"_INBOX.gateway.>", "flock.spans", "agent.*.heartbeat"}) {

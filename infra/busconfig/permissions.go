@@ -103,7 +103,8 @@ func OperatorPermissions() Permissions {
 }
 
 // GatewayPermissions: the model gateway publishes what each agent's calls
-// cost (agent.<id>.usage, any agent's: it meters them all), and reads and
+// cost (agent.<id>.usage, any agent's: it meters them all) and what each
+// egress connection did (agent.<id>.egress), and reads and
 // writes the entries of the spending ledger's bucket (binding it, a direct
 // get, a compare-and-set put), nothing else of JetStream; it may only
 // subscribe to its own reply inbox, the spans it exports and the
@@ -112,7 +113,7 @@ func OperatorPermissions() Permissions {
 func GatewayPermissions() Permissions {
 	return Permissions{
 		Publish: Rule{Allow: []string{
-			protocol.SubjectUsage,
+			protocol.SubjectUsage, protocol.SubjectEgress,
 			protocol.LedgerPutSubjects,
 			"$JS.API.STREAM.INFO." + protocol.LedgerStream,
 			"$JS.API.DIRECT.GET." + protocol.LedgerStream + ".>",
@@ -165,7 +166,7 @@ func ServicesPermissions() Permissions {
 			protocol.SubjectBoardAgentRequests, protocol.SubjectBoardOperator,
 			// The exporter counts what crosses the bus and answers scrapes.
 			protocol.SubjectHeartbeats, protocol.SubjectResults, protocol.SubjectEvents, protocol.SubjectUsage,
-			protocol.SubjectMetrics,
+			protocol.SubjectEgress, protocol.SubjectMetrics,
 			// The audit writer derives its entries from what crosses the
 			// bus (it reads IDs and statuses of these, never keeps a body).
 			protocol.SubjectTasks, protocol.InboxOf("*"), protocol.OperatorInboxSubject("*"), protocol.SubjectBroadcast, protocol.SubjectBoardEvents,

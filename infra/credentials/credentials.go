@@ -64,3 +64,17 @@ func GatewayToken(master []byte, agentID string) (string, error) {
 	mac.Write([]byte("ai-flock/gateway-token/v1/" + agentID))
 	return hex.EncodeToString(mac.Sum(nil)), nil
 }
+
+// EgressCASeed returns the seed of flock's egress CA under master: the CA
+// whose leaves the gateway shows agents for brokered hosts
+// (protocol/egressca). Derived as the bus keys are, with a label of its
+// own, so a `pulumi up` makes the same CA and no agent's trust changes;
+// only the gateway holds it.
+func EgressCASeed(master []byte, flock string) ([]byte, error) {
+	if len(master) < MinSecretLen {
+		return nil, errors.New("master secret too short")
+	}
+	mac := hmac.New(sha256.New, master)
+	mac.Write([]byte("ai-flock/egress-ca/v1/" + flock))
+	return mac.Sum(nil), nil
+}

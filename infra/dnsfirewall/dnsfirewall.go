@@ -49,6 +49,7 @@ const (
 	RuleFlockNames = "flock-names"    // the Cloud Map namespace
 	RuleAWS        = "aws-services"   // the AWS APIs Fargate calls for the tasks
 	RuleHosts      = "gateway-hosts"  // the gateway's upstreams and span collector
+	RuleEgress     = "egress-hosts"   // the hosts of the gateway's egress rules
 	RuleBlockRest  = "block-the-rest" // everything else
 	CatchAll       = "*"              // the domain spec of every name
 	// BlockPriority is the catch-all's: last, after every allowing rule.
@@ -95,6 +96,9 @@ type Names struct {
 	// Hosts are the gateway's upstreams and span collector, by URL: each
 	// allowed by its exact name only (an IP literal needs no lookup).
 	Hosts []string
+	// Egress are the egress rules' hosts (flock:gateway.egress), as the
+	// rules name them: an exact name, or "*." and a suffix.
+	Egress []string
 }
 
 // AWSNames are the names Fargate looks up for the flock's tasks in the
@@ -113,6 +117,20 @@ func (n Names) AWSNames() []string {
 	}
 	for _, fs := range n.FileSystems {
 		out = append(out, at(fs+".efs"), "*."+at(fs+".efs"))
+	}
+	return out
+}
+
+// EgressNames are n.Egress in lower case, without a final dot, each once
+// (an IP literal needs no lookup).
+func (n Names) EgressNames() []string {
+	var out []string
+	for _, h := range n.Egress {
+		h = canonical(h)
+		if _, err := netip.ParseAddr(h); err == nil || h == "" || slices.Contains(out, h) {
+			continue
+		}
+		out = append(out, h)
 	}
 	return out
 }
@@ -172,6 +190,11 @@ func Flock(n Names) (Group, error) {
 	}
 	if len(hosts) > 0 {
 		g = append(g, Rule{Name: RuleHosts, Priority: 300, Action: Allow, Domains: hosts, Redirection: Trust})
+	}
+	if egress := n.EgressNames(); len(egress) > 0 {
+		// Trusted past the first like the upstreams: a registry's name is
+		// often a CNAME to its CDN.
+		g = append(g, Rule{Name: RuleEgress, Priority: 400, Action: Allow, Domains: egress, Redirection: Trust})
 	}
 	g = append(g, Rule{Name: RuleBlockRest, Priority: BlockPriority, Action: Block, Domains: []string{CatchAll}})
 	for _, r := range g {

@@ -102,7 +102,7 @@ func (d *declarer) declareAgent(a flock.Agent) error {
 		// config): the agent's own directory, the one place it may write.
 		envs = append(envs, pulumi.String("HOME="+protocol.ContainerAgentDir(a.ID)))
 	}
-	for _, e := range AgentGatewayEnv(d.m, a) {
+	for _, e := range AgentGatewayEnv(d.m, a, d.args.EgressCA) {
 		envs = append(envs, pulumi.String(e))
 	}
 	args.Envs = envs

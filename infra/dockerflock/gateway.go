@@ -41,12 +41,12 @@ func AgentGatewayURL(a flock.Agent) string {
 // AgentGatewayEnv is what agent a gets to reach the gateway (none when the
 // flock has none): the proxy, where it has one, never for the gateway or bus,
 // and the SDKs' key variables holding protocol.GatewayPlaceholderKey.
-func AgentGatewayEnv(m flock.Model, a flock.Agent) []string {
+func AgentGatewayEnv(m flock.Model, a flock.Agent, egressCA string) []string {
 	noProxy := []string{flock.GatewayAddress(a.Subnet).String()}
 	for _, n := range m.Bus.BusNodes() {
 		noProxy = append(noProxy, AgentBusNodeAddress(a, n).String())
 	}
-	env := gatewayconfig.AgentEnv(m, a, AgentGatewayURL(a), noProxy)
+	env := gatewayconfig.AgentEnv(m, a, AgentGatewayURL(a), noProxy, egressCA)
 	// The gateway knows the agent by its network: its SDKs' key is a
 	// placeholder, stripped there.
 	for _, k := range gatewayconfig.KeyVars(m) {
@@ -70,12 +70,18 @@ func (d *declarer) declareGateway() error {
 		return err
 	}
 	name := d.n("gateway")
+	env := d.args.Host.DockerEnv()
+	if rules, err := gatewayconfig.EgressRulesJSON(m); err != nil {
+		return err
+	} else if rules != "" {
+		env[protocol.EnvGatewayEgressRules] = rules // DockerEnv's map is a new one
+	}
 	step, err := local.NewCommand(d.ctx, d.n("gateway-config"), &local.CommandArgs{
 		Create: pulumi.String(d.args.Host.ShellCommand()),
 		// It carries the keys: a secret, on stdin.
-		Stdin:       pulumi.ToSecret(pulumi.String(GatewayScript(m, conf, d.args.GatewaySeed, d.args.GatewayKeys, name))).(pulumi.StringOutput),
+		Stdin:       pulumi.ToSecret(pulumi.String(GatewayScript(m, conf, d.args.GatewaySeed, GatewayKeyFiles(m, d.args.Rendered), name))).(pulumi.StringOutput),
 		Delete:      pulumi.String(d.args.Host.RootCommand(GatewayCleanupScript(m))),
-		Environment: pulumi.ToStringMap(d.args.Host.DockerEnv()),
+		Environment: pulumi.ToStringMap(env),
 	}, d.parent, pulumi.DependsOn([]pulumi.Resource{d.layout}))
 	if err != nil {
 		return fmt.Errorf("gateway config: %w", err)

@@ -4,11 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
+	"github.com/ai-flock/ai-flock/infra/gatewayconfig"
+	"github.com/ai-flock/ai-flock/protocol"
 )
 
 // Host describes where the Docker engine runs, and so where the host
@@ -279,14 +283,31 @@ func GatewayScript(m flock.Model, conf []byte, seed string, keys map[string]stri
 	}
 	put("gateway.json", "0444", 0, conf)
 	put("nats.nk", "0400", uid, []byte(seed))
-	var names []string
-	for _, up := range m.Gateway.Upstreams {
-		put("keys/"+up.Name, "0400", uid, []byte(keys[up.Name]))
-		names = append(names, up.Name)
+	names := slices.Sorted(maps.Keys(keys))
+	for _, name := range names {
+		put("keys/"+name, "0400", uid, []byte(keys[name]))
 	}
-	fmt.Fprintf(&b, "for f in %s/keys/*; do case \"${f##*/}\" in %s) ;; *) rm -f \"$f\" ;; esac; done\n", dir, strings.Join(names, "|"))
+	// What the config no longer names leaves the host.
+	fmt.Fprintf(&b, "for f in %s/keys/*; do case \"${f##*/}\" in %s) ;; *) rm -f \"$f\" ;; esac; done\n", dir, strings.Join(append(names, "''"), "|"))
 	fmt.Fprintf(&b, "if command -v docker >/dev/null 2>&1; then docker kill -s HUP %s >/dev/null 2>&1 || true; fi\n", container)
 	return b.String()
+}
+
+// GatewayKeyFiles are the files of the gateway's keys directory: each
+// upstream's key under its name, each egress credential under
+// egress.<its secret key>, and the egress CA's seed.
+func GatewayKeyFiles(m flock.Model, r flock.Rendered) map[string]string {
+	files := map[string]string{}
+	for _, up := range m.Gateway.Upstreams {
+		files[up.Name] = r.GatewayKeys[up.Name]
+	}
+	for name, v := range r.EgressSecrets {
+		files[gatewayconfig.EgressCredentialFile(name)] = v
+	}
+	if r.EgressCASeed != "" {
+		files[protocol.GatewayEgressCASeed] = r.EgressCASeed
+	}
+	return files
 }
 
 // GatewayCleanupScript takes the gateway's keys off the host when the gateway

@@ -228,6 +228,7 @@ func (c Config) Validate() (Model, error) {
 	m.Services = c.Services.validate(&es, m.Network, uidBase)
 	m.OTLP = c.OTLP.validate(&es, m.Gateway)
 	m.Agents = c.agents(&es, defaults, uidBase, m.Network, m.Gateway)
+	c.validateEgress(&es, &m)
 	if m.Audit.MaxBytes == 0 {
 		m.Audit.MaxBytes = defaultAuditBytes(m.Bus, len(m.Agents))
 	}

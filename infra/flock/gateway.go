@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/protocol/egress"
 )
 
 // ModelGateway is the model gateway: the one container (dev) or service (aws)
@@ -30,6 +31,35 @@ type ModelGateway struct {
 	Limits Limits
 	// Defaults are every agent's budget and allow-list unless it has its own.
 	Defaults ModelGatewayAccess
+	// EgressRules are the agents' way out: flock:gateway.egress checked and
+	// its presets expanded, then each allowHosts entry as a tunnel rule.
+	// Credentials name their secret config key (Credential.Secret).
+	EgressRules []egress.Rule
+	// EgressConfigured: flock:gateway.egress is set (EgressRules may also
+	// hold allowHosts tunnels without it).
+	EgressConfigured bool
+}
+
+// EgressFor is the rules agent may use.
+func (g ModelGateway) EgressFor(agent string) []egress.Rule {
+	var out []egress.Rule
+	for _, r := range g.EgressRules {
+		if len(r.Agents) == 0 || slices.Contains(r.Agents, agent) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Brokered reports whether any rule is brokered (not a tunnel): the
+// gateway then needs the egress CA.
+func (g ModelGateway) Brokered() bool {
+	for _, r := range g.EgressRules {
+		if !r.Tunnel {
+			return true
+		}
+	}
+	return false
 }
 
 // Enabled reports whether the flock has a gateway.
@@ -75,6 +105,9 @@ type ModelGatewayConfig struct {
 	BudgetWindow *string      `json:"budgetWindow"`
 	AllowHosts   []string     `json:"allowHosts"`
 	Limits       LimitsConfig `json:"limits"`
+	// Egress are the hosts agents may reach through the gateway
+	// (EgressKey).
+	Egress []egress.Rule `json:"egress"`
 }
 
 // AgentModelGatewayConfig is flock:agents[].gateway.
@@ -215,8 +248,8 @@ func (g ModelGatewayConfig) validate(es *errs, net Network, uidBase int) ModelGa
 	if g.BudgetWindow != nil {
 		out.Defaults.BudgetWindow = window(es, "flock:gateway.budgetWindow", *g.BudgetWindow)
 	}
-	if len(g.Upstreams) == 0 && (g.BudgetTokens != nil || g.BudgetWindow != nil || g.AllowHosts != nil) {
-		es.add("flock:gateway.upstreams", "is required with budgetTokens, budgetWindow or allowHosts: a flock without upstreams has no gateway")
+	if len(g.Upstreams) == 0 && (g.BudgetTokens != nil || g.BudgetWindow != nil || g.AllowHosts != nil || g.Egress != nil) {
+		es.add("flock:gateway.upstreams", "is required with budgetTokens, budgetWindow, allowHosts or egress: a flock without upstreams has no gateway")
 	}
 	capacity := net.Capacity()
 	out.Slot = capacity - 1

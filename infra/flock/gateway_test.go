@@ -126,7 +126,7 @@ func TestGatewayBudgetWindow(t *testing.T) {
 		t.Errorf("windows %q", w)
 	}
 	c.Gateway = ModelGatewayConfig{BudgetWindow: &day}
-	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "flock:gateway.upstreams: is required with budgetTokens, budgetWindow or allowHosts") {
+	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "flock:gateway.upstreams: is required with budgetTokens, budgetWindow, allowHosts or egress") {
 		t.Errorf("a window without a gateway: %v", err)
 	}
 }

@@ -146,7 +146,8 @@ func ModelKeys() []ConfigKey {
 		ConfigKey{"flock:gateway.upstreams", "map of name to {url, keyHeader, keyPrefix, keySecret, api, prices}", "(none: no model gateway)", "names match " + upstreamName.String() + "; any upstream but anthropic and openai needs url and api", BothTargets, "the model APIs the model gateway forwards to"},
 		ConfigKey{"flock:gateway.budgetTokens", "integer", "0 (no cap)", fmt.Sprintf("0 to %d", int64(MaxBudgetTokens)), BothTargets, "every agent's token budget"},
 		ConfigKey{"flock:gateway.budgetWindow", "string", "(never starts over)", "day, month or none", BothTargets, "when budgets start over (00:00 UTC)"},
-		ConfigKey{"flock:gateway.allowHosts", "list of host:port", "(none)", "host:port or *.name:port; refused on aws", BothTargets, "hosts agents may reach through the model gateway's proxy"},
+		ConfigKey{"flock:gateway.allowHosts", "list of host:port", "(none)", "host:port or *.name:port, a name, not an IP", BothTargets, "kept for older stacks: each entry is a blind tunnel rule of flock:gateway.egress, with a preview warning naming the rule to write instead"},
+		ConfigKey{EgressKey, "list of {host, port, plainHttp, methods, paths, agents, credential, upgrade, tunnel, privateRanges, roots, requestsPerMinute, budget, maxRequestBytes, maxResponseBytes} or {preset, agents, credential, and the limits}", "(none: no way out)", "docs/egress.md; a name or *.name that is not a public suffix; credentials name a secret config key; at most 256 rules; on aws no privateRanges over flock:aws.cidr", BothTargets, "the hosts agents may reach through the gateway, with the methods and paths allowed and the credential it puts in"},
 	)
 	rows = append(rows, limits("flock:gateway.limits", DefaultModelGatewayLimits, false)...)
 	rows = append(rows, limits("flock:services.limits", DefaultServicesLimits, false)...)

@@ -37,6 +37,9 @@ type Model struct {
 	Services FlockServices
 	// Runtime is the OCI runtime of agent containers ("" = engine default, or "runsc").
 	Runtime string
+	// Warnings are what the configuration does that the operator should
+	// know and may not mean (the stacks print them in the preview).
+	Warnings []string
 }
 
 // Agent is one member of the flock. ID, Slot, UID, GID and Subnet never

@@ -16,6 +16,12 @@ type Rendered struct {
 	// each upstream's key (upstream name -> key).
 	GatewaySeed string
 	GatewayKeys map[string]string
+	// With egress rules: each credential (secret config key without flock:
+	// -> value); with brokered rules the egress CA's seed (hex, the
+	// gateway's only) and its certificate (PEM, every agent's).
+	EgressSecrets map[string]string
+	EgressCASeed  string
+	EgressCA      string
 	// ServicesSeed is the flock services' NATS nkey seed (the bus user
 	// protocol.ServicesUser).
 	ServicesSeed string

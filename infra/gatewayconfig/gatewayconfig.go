@@ -10,10 +10,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/ai-flock/ai-flock/infra/flock"
 	"github.com/ai-flock/ai-flock/protocol"
+	"github.com/ai-flock/ai-flock/protocol/egress"
 )
 
 // Options say how the gateway of one stack knows its callers and reaches
@@ -32,6 +34,10 @@ type Options struct {
 	NATSURL  string
 	NkeyFile string
 	NkeyEnv  string
+	// Pool are the flock's own ranges, which the egress broker never dials
+	// whatever a rule says; empty: the dev pool (m.Network.Pool). The aws
+	// stack gives its VPC's range.
+	Pool []string
 }
 
 // KeyEnvVar is the variable an upstream's key travels in on aws.
@@ -56,7 +62,7 @@ func Config(m flock.Model, opt Options) (protocol.GatewayConfig, error) {
 		c.Upstreams = append(c.Upstreams, u)
 	}
 	for _, a := range m.Agents {
-		ga := protocol.GatewayAgent{ID: a.ID, BudgetTokens: a.Gateway.BudgetTokens, BudgetWindow: a.Gateway.BudgetWindow, AllowConnect: a.Gateway.AllowHosts}
+		ga := protocol.GatewayAgent{ID: a.ID, BudgetTokens: a.Gateway.BudgetTokens, BudgetWindow: a.Gateway.BudgetWindow}
 		switch opt.Callers {
 		case protocol.CallersByNetwork:
 			ga.Network = a.Subnet.String()
@@ -72,7 +78,67 @@ func Config(m flock.Model, opt Options) (protocol.GatewayConfig, error) {
 		}
 		c.Agents = append(c.Agents, ga)
 	}
+	if len(m.Gateway.EgressRules) > 0 {
+		c.Egress = egressConfig(m, opt)
+	}
 	return c, nil
+}
+
+// egressConfig is the broker's part: the rules, each credential read from
+// the file or variable its secret travels in, the CA seed likewise, and the
+// pool the gateway never dials.
+func egressConfig(m flock.Model, opt Options) *protocol.GatewayEgress {
+	e := &protocol.GatewayEgress{Pool: slices.Clone(opt.Pool)}
+	if len(e.Pool) == 0 {
+		e.Pool = []string{m.Network.Pool.Masked().String()}
+	}
+	for _, r := range m.Gateway.EgressRules {
+		r.Agents = slices.Clone(r.Agents)
+		if r.Credential != nil {
+			cred := *r.Credential
+			if opt.KeyEnv != nil {
+				cred.Env = EgressCredentialEnvVar(cred.Secret)
+			} else {
+				cred.File = path.Join(protocol.GatewayKeysDir, EgressCredentialFile(cred.Secret))
+			}
+			cred.Secret = ""
+			r.Credential = &cred
+		}
+		e.Rules = append(e.Rules, r)
+	}
+	if m.Gateway.Brokered() {
+		if opt.KeyEnv != nil {
+			e.CASeedEnv = EgressCASeedEnvVar
+		} else {
+			e.CASeedFile = path.Join(protocol.GatewayKeysDir, protocol.GatewayEgressCASeed)
+		}
+	}
+	return e
+}
+
+// EgressCredentialFile is the file in protocol.GatewayKeysDir that holds the
+// egress credential of config key flock:<secret> on dev.
+func EgressCredentialFile(secret string) string {
+	return protocol.GatewayEgressCredentialPrefix + secret
+}
+
+// EgressCredentialEnvVar is the variable it travels in on aws.
+func EgressCredentialEnvVar(secret string) string {
+	return "FLOCK_GATEWAY_EGRESS_" + strings.ToUpper(secret)
+}
+
+// EgressCASeedEnvVar holds the egress CA's seed on aws.
+const EgressCASeedEnvVar = "FLOCK_GATEWAY_EGRESS_CA_SEED"
+
+// EgressRulesJSON is the gateway's egress rules as its config holds them
+// (credentials by file, no value): "" without rules.
+func EgressRulesJSON(m flock.Model) (string, error) {
+	c, err := Config(m, Options{Callers: protocol.CallersByNetwork})
+	if err != nil || c.Egress == nil {
+		return "", err
+	}
+	b, err := json.Marshal(c.Egress.Rules)
+	return string(b), err
 }
 
 // Render is Config as the JSON file the gateway reads.
@@ -90,10 +156,13 @@ func Render(m flock.Model, opt Options) ([]byte, error) {
 
 // AgentEnv is what agent a gets to reach the gateway at base
 // (http://host:port): FLOCK_GATEWAY_URL, the SDKs' base URLs for the
-// well-known upstreams, and, when it has an allow-list, the proxy variables
-// with noProxy (the gateway's and the bus's addresses) exempt. None when the
-// flock has no gateway.
-func AgentEnv(m flock.Model, a flock.Agent, base string, noProxy []string) []string {
+// well-known upstreams, and, when an egress rule names it, the proxy
+// variables in both cases (libcurl, hence git, reads only the lower-case
+// ones) with noProxy (the gateway's and the bus's addresses) exempt; with a
+// brokered rule, the flock's egress CA (egressCA, PEM) and the variables
+// the usual tools read a CA bundle from, all naming the bundle the runtime
+// writes. None when the flock has no gateway.
+func AgentEnv(m flock.Model, a flock.Agent, base string, noProxy []string, egressCA string) []string {
 	if !m.Gateway.Enabled() {
 		return nil
 	}
@@ -106,10 +175,21 @@ func AgentEnv(m flock.Model, a flock.Agent, base string, noProxy []string) []str
 			env = append(env, protocol.EnvOpenAIBaseURL+"="+base+"/openai/v1")
 		}
 	}
-	if len(a.Gateway.AllowHosts) > 0 {
-		env = append(env,
-			protocol.EnvHTTPSProxy+"="+base, protocol.EnvHTTPProxy+"="+base,
-			protocol.EnvNoProxy+"="+strings.Join(noProxy, ","))
+	rules := m.Gateway.EgressFor(a.ID)
+	if len(rules) == 0 {
+		return env
+	}
+	np := strings.Join(noProxy, ",")
+	env = append(env,
+		protocol.EnvHTTPSProxy+"="+base, "https_proxy="+base,
+		protocol.EnvHTTPProxy+"="+base, "http_proxy="+base,
+		protocol.EnvNoProxy+"="+np, "no_proxy="+np)
+	brokered := slices.ContainsFunc(rules, func(r egress.Rule) bool { return !r.Tunnel })
+	if brokered && egressCA != "" {
+		env = append(env, protocol.EnvEgressCA+"="+egressCA)
+		for _, v := range protocol.EgressCAVars {
+			env = append(env, v+"="+protocol.EgressCABundleFile)
+		}
 	}
 	return env
 }

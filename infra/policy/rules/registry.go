@@ -221,6 +221,8 @@ func All() []Policy {
 			Description: "No agent container's environment holds a credential (a variable named like a key, or a value shaped like a provider's key): the gateway holds the keys."},
 		{Name: "stack-no-agent-on-egress", Level: Mandatory, Stack: stackNoAgentOnEgress,
 			Description: "No agent joins the egress network, the flock's only network with a route out, at creation or by a network-connect step: only the gateway does."},
+		{Name: "gateway-egress-ways-out", Level: Advisory, Types: []string{TypeCommand, awsrules.TypeTaskDefinition}, Resource: gatewayEgressWaysOut,
+			Description: "Each egress rule that is a blind tunnel (the gateway cannot see inside it) or trusts roots besides the system's is named: both are the operator's choice, and ways out to review."},
 		// The model gateway (aws).
 		{Name: "stack-aws-agents-no-route-out", Level: Mandatory, Stack: stackAWSAgentsNoRouteOut,
 			Description: "With a model gateway on aws, agents have no route out: no agent service runs in a subnet whose route table reaches an internet or NAT gateway, and the agents' security group has no egress to 0.0.0.0/0 or ::/0; the gateway is the flock's one way out."},
