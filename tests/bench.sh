@@ -39,6 +39,12 @@ echo "gateway (go test -bench ./agent/gateway ./agent/cmd/flock-gateway):"
 go test -run '^$' -bench . -benchtime 2000x ./agent/gateway | grep '^Benchmark'
 go test -run '^$' -bench IdleRSS ./agent/cmd/flock-gateway | grep '^Benchmark'
 echo
+echo "egress broker: a GET direct, through a blind tunnel and brokered (p50/p99); 100 MB through the tunnel and brokered (MB/s, CPU per MB)"
+echo "  (go test -bench 'EgressGET|EgressDownload' ./agent/gateway/broker):"
+go test -run '^$' -bench 'EgressGET|EgressDownload' -benchtime 2s ./agent/gateway/broker | grep '^Benchmark'
+echo "the gateway binary's memory idle and with 50 agents brokered at once (go test -bench EgressRSS50Agents ./agent/cmd/flock-gateway):"
+go test -run '^$' -bench EgressRSS50Agents -benchtime 1x ./agent/cmd/flock-gateway | grep '^Benchmark'
+echo
 # The bus's reply guard: a client's bytes parsed and written anew against
 # passed on as they are, in the same run.
 echo "bus reply guard (go test -bench ReplyGuard ./agent/bus):"

@@ -22,7 +22,8 @@ const module = "github.com/ai-flock/ai-flock"
 // the module, "" for the root), the packages of the module its non-test
 // code may import. The layers it keeps:
 //
-//   - protocol imports nothing of ours: it is the contract both sides share;
+//   - protocol imports nothing of ours but its own sub-packages: it is the
+//     contract both sides share; its sub-packages import nothing of ours;
 //   - the agent side (agent/...) imports protocol and agent/... only, never
 //     infra or stacks: the runtime does not know how it is deployed;
 //   - infra/... imports protocol and infra/... only, never stacks or agent;
@@ -34,19 +35,24 @@ const module = "github.com/ai-flock/ai-flock"
 var allowed = map[string][]string{
 	"": {"stacks"},
 
-	"protocol": {},
+	"protocol":          {"protocol/egress"},
+	"protocol/egress":   {},
+	"protocol/egressca": {},
 
 	"agent/audit":                {"agent/pace", "protocol"},
 	"agent/board":                {"agent/kvwatch", "agent/pace", "protocol"},
 	"agent/bus":                  {"agent/pace", "protocol"},
-	"agent/cli":                  {"agent/audit", "agent/board", "agent/ledger", "agent/logbound", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/pid1", "agent/tool", "agent/top", "agent/worker", "protocol"},
+	"agent/cabundle":             {},
+	"agent/cli":                  {"agent/audit", "agent/board", "agent/cabundle", "agent/ledger", "agent/logbound", "agent/mailbox", "agent/mcpserver", "agent/operator", "agent/pid1", "agent/tool", "agent/top", "agent/worker", "protocol", "protocol/egress"},
 	"agent/cmd/flock-agent":      {"agent/cli", "agent/cmd/internal/command"},
 	"agent/cmd/flock-bus":        {"agent/bus", "agent/cmd/internal/command", "protocol"},
 	"agent/cmd/flock-services":   {"agent/cmd/internal/command", "agent/services", "protocol"},
 	"agent/cmd/flock-gateway":    {"agent/cmd/internal/command", "agent/gateway/service", "protocol"},
 	"agent/cmd/internal/command": {},
-	"agent/gateway":              {"agent/ledger", "protocol"},
-	"agent/gateway/service":      {"agent/gateway", "agent/ledger", "agent/tracing", "protocol"},
+	"agent/gateway":              {"agent/gateway/broker", "agent/ledger", "protocol"},
+	"agent/gateway/broker":       {"agent/gateway/netguard", "agent/ledger", "protocol", "protocol/egress", "protocol/egressca"},
+	"agent/gateway/netguard":     {},
+	"agent/gateway/service":      {"agent/gateway", "agent/gateway/broker", "agent/gateway/netguard", "agent/ledger", "agent/tracing", "protocol", "protocol/egress", "protocol/egressca"},
 	"agent/ledger":               {"protocol"},
 	"agent/logbound":             {},
 	"agent/pid1":                 {"agent/logbound"},
@@ -72,13 +78,13 @@ var allowed = map[string][]string{
 	"infra/busconfig":                      {"infra/flock", "protocol"},
 	"infra/credentials":                    {},
 	"infra/dockerflock":                    {"infra/flock", "infra/gatewayconfig", "protocol"},
-	"infra/flock":                          {"protocol"},
-	"infra/gatewayconfig":                  {"infra/flock", "protocol"},
+	"infra/flock":                          {"protocol", "protocol/egress"},
+	"infra/gatewayconfig":                  {"infra/flock", "protocol", "protocol/egress"},
 	"infra/policy":                         {"infra/policy/pack"},
 	"infra/policy/pack":                    {"infra/policy/rules"},
-	"infra/policy/rules":                   {"infra/awsrules", "infra/dnsfirewall", "protocol"},
+	"infra/policy/rules":                   {"infra/awsrules", "infra/dnsfirewall", "protocol", "protocol/egress"},
 
-	"stacks": {"infra/awsflock", "infra/busconfig", "infra/credentials", "infra/dockerflock", "infra/flock", "protocol"},
+	"stacks": {"infra/awsflock", "infra/busconfig", "infra/credentials", "infra/dockerflock", "infra/flock", "protocol", "protocol/egressca"},
 
 	"examples/ai-agent": {"agent/board", "agent/pace", "protocol"},
 }

@@ -114,8 +114,16 @@ func run(m *testing.M) (code int) {
 					fmt.Fprintln(os.Stderr, "e2e teardown: the fake model:", err)
 					code = 1
 				}
+				if err := fut.stopGitRemote(tctx); err != nil {
+					fmt.Fprintln(os.Stderr, "e2e teardown: the git remote:", err)
+					code = 1
+				}
 				if err := fut.replayed.Teardown(tctx); err != nil {
 					fmt.Fprintln(os.Stderr, "e2e teardown:", err)
+					code = 1
+				}
+				if err := fut.removeInternet(tctx); err != nil {
+					fmt.Fprintln(os.Stderr, "e2e teardown: the internet network:", err)
 					code = 1
 				}
 				// pulumi destroy takes every credential off the host (the agents'
@@ -220,6 +228,7 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 		"flock:otlp":       `{"endpoint": "http://` + fakeModelAddr + `"}`,
 		gatewayKeyConfig:   e2eKey,
 		openaiKeyConfig:    e2eKey,
+		gitTokenConfig:     gitToken,
 		"flock:shared":     fmt.Sprintf(`{"root": %q, "stateRoot": %q}`, shared, filepath.Join(work, "state")),
 		"flock:network":    `{"pool": "10.211.0.0/16", "prefixLength": 29}`,
 		"flock:limits":     `{"cpus": 0.5, "memoryMiB": 128, "pids": 64, "tmpfsMiB": 16, "taskTimeout": "60s", "concurrency": 2, "diskMiB": 64}`,
@@ -229,7 +238,7 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 		// The smallest trail, so that a flood reaches an agent's share of it
 		// within TestHostileAuditFlood.
 		"flock:audit": `{"maxMiB": 16}`,
-	}, gatewayKeyConfig, openaiKeyConfig)
+	}, gatewayKeyConfig, openaiKeyConfig, gitTokenConfig)
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
 	}
@@ -253,6 +262,10 @@ func setUp(ctx context.Context, engine *replay.Engine) (*flockUnderTest, error) 
 	// The fake model the gateway calls, on the egress network.
 	if err := f.startFakeModel(ctx, work); err != nil {
 		return f, fmt.Errorf("fake model: %w", err)
+	}
+	// The git remote on "the internet", for the egress tests.
+	if err := f.startGitRemote(ctx, work); err != nil {
+		return f, fmt.Errorf("git remote: %w", err)
 	}
 	if err := f.waitForHeartbeats(ctx, 90*time.Second); err != nil {
 		return f, err

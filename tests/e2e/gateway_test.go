@@ -27,9 +27,11 @@ import (
 
 // The model gateway on the real engine. The flock's gateway has one
 // upstream, anthropic, which here is a fake model (tests/fakemodel) on the
-// egress network speaking the Messages API and demanding e2eKey; agent-1 may
-// CONNECT to it, agent-3 has a budget of 30 tokens (the fake reports 12 + 7
-// per call), agent-4 runs the example AI agent as its program.
+// egress network speaking the Messages API and demanding e2eKey; agent-1 has
+// a tunnel rule for a name of the fake model (refused: it is inside the
+// flock's pool), agent-3 has a budget of 30 tokens (the fake reports 12 + 7
+// per call), agent-4 runs the example AI agent as its program, agent-6 may
+// fetch from a git remote on "the internet" (egress_test.go).
 
 const (
 	// e2eKey is the upstream's key: the gateway holds it, no agent may.
@@ -45,7 +47,7 @@ const (
 	ownImageAgent    = "agent-6" // runs the user's own image: Python on Debian (tests/e2e/byo)
 )
 
-var e2eGateway = fmt.Sprintf(`{"upstreams": {"anthropic": {"url": "http://%s"}, "openai": {"url": "http://%s"}}}`, fakeModelAddr, fakeModelAddr)
+var e2eGateway = fmt.Sprintf(`{"upstreams": {"anthropic": {"url": "http://%s"}, "openai": {"url": "http://%s"}}, "egress": %s}`, fakeModelAddr, fakeModelAddr, e2eEgress())
 
 // openaiKeyConfig holds the OpenAI upstream's key: the same fake key.
 const openaiKeyConfig = "flock:openaiApiKey"
@@ -56,8 +58,6 @@ func e2eAgents() string {
 		id := fmt.Sprintf("agent-%d", i)
 		a := fmt.Sprintf(`{"id": %q`, id)
 		switch id {
-		case "agent-1":
-			a += fmt.Sprintf(`, "gateway": {"allowHosts": [%q]}`, fakeModelAddr)
 		case boardLabelledAgent:
 			a += fmt.Sprintf(`, "labels": [%q]`, boardLabel)
 		case budgetAgent:
@@ -108,7 +108,7 @@ func (f *flockUnderTest) startFakeModel(ctx context.Context, work string) error 
 			"SecurityOpt": []string{"no-new-privileges:true"}, "Memory": 64 << 20,
 		},
 		"NetworkingConfig": map[string]any{"EndpointsConfig": map[string]any{
-			egress: map[string]any{"IPAMConfig": map[string]any{"IPv4Address": fakeModelIP}},
+			egress: map[string]any{"IPAMConfig": map[string]any{"IPv4Address": fakeModelIP}, "Aliases": []string{inPoolName}},
 		}},
 	})
 	if err != nil {
@@ -279,9 +279,8 @@ func TestGatewayModelCall(t *testing.T) {
 }
 
 // What the gateway refuses: an upstream it does not have, a CONNECT for an
-// agent without an allow-list or to a host off it (another agent's address
-// among them); what it allows: agent-1's allow-listed host. Direct egress
-// stays impossible.
+// agent without egress rules or to a host none names (another agent's
+// address and the fake model's among them). Direct egress stays impossible.
 func TestGatewayRefusals(t *testing.T) {
 	skipUnderGVisor(t, gatewayFunction)
 	f := needGateway(t)
@@ -292,12 +291,11 @@ func TestGatewayRefusals(t *testing.T) {
 	}
 	gw2 := strings.TrimPrefix(gatewayURL(t, a2), "http://")
 	if out := mustFail(t, a2, "connect", gw2, fakeModelAddr); status(out) != "403" {
-		t.Errorf("CONNECT without an allow-list: %q, want 403", out)
+		t.Errorf("CONNECT without egress rules: %q, want 403", out)
 	}
 	gw1 := strings.TrimPrefix(gatewayURL(t, a1), "http://")
-	mustSucceed(t, a1, "connect", gw1, fakeModelAddr)
 	a2IP := ipOn(t, container(a2), f.name+"-"+a2+"-net")
-	for _, target := range []string{"example.com:443", a2IP + ":4222", fakeModelIP + ":22"} {
+	for _, target := range []string{"example.com:443", a2IP + ":4222", fakeModelIP + ":22", fakeModelAddr} {
 		if out := mustFail(t, a1, "connect", gw1, target); status(out) != "403" {
 			t.Errorf("CONNECT to %s: %q, want 403", target, out)
 		}

@@ -89,11 +89,17 @@ func New(ctx context.Context, e *replay.Engine, m *Model, opt Options) (*Cluster
 	if c.internet, err = e.CreateNetwork(ctx, map[string]any{
 		"Name": "flock-fargate-internet", "Driver": "bridge", "CheckDuplicate": true,
 		"Labels": map[string]string{Label: "1", replay.RunLabel: "1"},
+		// Public addresses, as the internet's are (the gateway's egress
+		// broker refuses private ones): TEST-NET-2.
+		"IPAM": map[string]any{"Driver": "default", "Config": []map[string]any{{"Subnet": InternetSubnet, "Gateway": "198.51.100.1"}}},
 	}); err != nil {
 		return nil, fmt.Errorf("internet network: %w", err)
 	}
 	return c, nil
 }
+
+// InternetSubnet is the replay's internet's range (TEST-NET-2).
+const InternetSubnet = "198.51.100.0/24"
 
 // Internet is the name of the network standing for the internet.
 func (c *Cluster) Internet() string { return "flock-fargate-internet" }

@@ -194,6 +194,11 @@ func breakCases() []breakCase {
 			build: awsTask("flock-agent-1-task", func(c map[string]any) {
 				c["environment"] = append(list(c["environment"]), map[string]any{"name": "NATS_SEED", "value": testSeed})
 			})},
+		// A proxy URL carrying an agent's gateway token comes from a secret on aws.
+		{policy: "ecs-task-no-secret-env", resource: "flock-agent-1-task", stack: "aws", want: "has a URL with a password in it in its plain environment (variable HTTPS_PROXY)",
+			build: awsTask("flock-agent-1-task", func(c map[string]any) {
+				c["environment"] = append(list(c["environment"]), map[string]any{"name": "HTTPS_PROXY", "value": "http://agent:0f3a9c@gateway.flock.flock.internal:8080"})
+			})},
 		{policy: "ecs-task-no-secret-env", resource: "flock-bus-task", stack: "aws", want: "has a secret-looking value in its plain environment (variable DB_PASSWORD)",
 			build: awsTask("flock-bus-task", func(c map[string]any) {
 				c["environment"] = append(list(c["environment"]), map[string]any{"name": "DB_PASSWORD", "value": "hunter2"})
@@ -266,6 +271,30 @@ func breakCases() []breakCase {
 			})},
 		{policy: "container-no-key-in-agent-env", resource: agent3, stack: "dev", want: "gives the agent MODEL_CREDENTIAL with a value shaped like a provider's key",
 			build: container(agent3, func(in map[string]any) { in["envs"] = append(list(in["envs"]), "MODEL_CREDENTIAL=sk-ant-api03-xyz") })},
+		{policy: "gateway-egress-ways-out", resource: "flock-gateway-config", stack: "dev", want: "lets agent-1 open a blind tunnel to pypi.org:443",
+			build: func(t testing.TB) []capture.Resource {
+				return edit(t, devGateway(t), rules.TypeCommand, "flock-gateway-config", func(in map[string]any) {
+					in["environment"] = map[string]any{protocol.EnvGatewayEgressRules: `[{"host":"pypi.org","port":443,"tunnel":true,"agents":["agent-1"]}]`}
+				})
+			}},
+		{policy: "gateway-egress-ways-out", resource: "flock-gateway-config", stack: "dev", want: "verifies registry.example.com:443 against roots besides the system's",
+			build: func(t testing.TB) []capture.Resource {
+				return edit(t, devGateway(t), rules.TypeCommand, "flock-gateway-config", func(in map[string]any) {
+					in["environment"] = map[string]any{protocol.EnvGatewayEgressRules: `[{"host":"registry.example.com","port":443,"roots":"-----BEGIN CERTIFICATE-----"}]`}
+				})
+			}},
+		// On aws the rules travel in the gateway's task definition, as the stack renders them.
+		{policy: "gateway-egress-ways-out", resource: "flock-gateway-task", stack: "aws", want: "lets agent-2 open a blind tunnel to pypi.org:443",
+			build: func(t testing.TB) []capture.Resource {
+				s, err := capture.RunStack("aws", capture.Config{
+					"flock:gateway":         `{"upstreams": {"anthropic": {}}, "egress": [{"host": "pypi.org", "tunnel": true, "agents": ["agent-2"]}]}`,
+					"flock:anthropicApiKey": gatewayKey,
+				}, "flock:anthropicApiKey")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return withProviderIDs(s.Resources)
+			}},
 		{policy: "stack-no-agent-on-egress", resource: "flock-agent-2-gateway-link", stack: "dev", want: `connects agent agent-2 to the egress network "flock-egress"`,
 			build: func(t testing.TB) []capture.Resource {
 				return edit(t, devGateway(t), rules.TypeCommand, "flock-agent-2-gateway-link", func(in map[string]any) {

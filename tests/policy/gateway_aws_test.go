@@ -64,6 +64,26 @@ func TestAWSGatewayStackPasses(t *testing.T) {
 	}
 }
 
+// The aws stack with brokered egress rules (a credential the gateway
+// injects, a port besides 443, plain HTTP) breaks no policy, in preview
+// either: the proxy URLs carrying the agents' tokens come from secrets.
+func TestAWSEgressStackPasses(t *testing.T) {
+	s, err := capture.RunStack("aws", capture.Config{
+		"flock:gateway": `{"upstreams": {"anthropic": {}}, "egress": [
+			{"preset": "github", "agents": ["agent-1"], "credential": {"basicUser": "x-access-token", "secret": "githubToken"}},
+			{"host": "registry.example.com", "port": 8443}, {"host": "mirror.example.org", "plainHttp": true}]}`,
+		"flock:anthropicApiKey": gatewayKey, "flock:githubToken": "ghp_" + strings.Repeat("a", 36),
+	}, "flock:anthropicApiKey", "flock:githubToken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := withProviderIDs(s.Resources)
+	assertClean(t, "aws", rs)
+	if vs := check("aws", previewOfNewStack(rs)); len(vs) > 0 {
+		t.Errorf("unknown values make the pack report:%s", messages(vs))
+	}
+}
+
 // Without a gateway, stack-aws-agents-no-route-out does not judge the
 // stack: flock:aws.egress "nat" routes every task through the NAT gateway
 // on purpose (and is refused with a gateway).

@@ -317,7 +317,7 @@ func checkAWSGatewayTask(t *testing.T, s *capture.Stack, ids []string, b awsBus)
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256([]byte(token))
-		if a.ID != id || a.TokenSHA256 != hex.EncodeToString(sum[:]) || a.BudgetTokens != 5000 || a.Network != "" || len(a.AllowConnect) != 0 {
+		if a.ID != id || a.TokenSHA256 != hex.EncodeToString(sum[:]) || a.BudgetTokens != 5000 || a.Network != "" {
 			t.Errorf("gateway config agent %d: %+v, want %s with the hash of its token and a budget of 5000", i, a, id)
 		}
 		if strings.Contains(string(raw), token) {
@@ -466,17 +466,16 @@ func TestAWSGatewayAddingAnAgent(t *testing.T) {
 	}
 }
 
-// What the aws gateway does not support is refused, each naming its key.
+// What the aws gateway does not support, or an egress rule that would open
+// the VPC itself, is refused, each naming its key.
 func TestAWSGatewayConfigRules(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		cfg  capture.Config
 		want []string
 	}{
-		{"stack allow-list", capture.Config{"flock:gateway": `{"upstreams": {"anthropic": {}}, "allowHosts": ["pypi.org:443"]}`},
-			[]string{"flock:gateway.allowHosts: is not supported on the aws target yet: "}},
-		{"agent allow-list", capture.Config{"flock:agentCount": "", "flock:agents": `[{"id":"agent-1"},{"id":"agent-2","gateway":{"allowHosts":["pypi.org:443"]}}]`},
-			[]string{"flock:agents[1].gateway.allowHosts: is not supported on the aws target yet: "}},
+		{"egress rule opening the VPC", capture.Config{"flock:gateway": `{"upstreams": {"anthropic": {}}, "egress": [{"host": "registry.corp.example", "privateRanges": ["10.220.4.0/24"]}]}`},
+			[]string{`flock:gateway.egress: rule for host "registry.corp.example": privateRanges 10.220.4.0/24 overlaps the VPC's range 10.220.0.0/16`}},
 		{"nat egress", capture.Config{"flock:aws": `{"egress": "nat"}`},
 			[]string{`flock:aws.egress: must be "endpoints" with flock:gateway`}},
 		{"existing VPC", capture.Config{"flock:aws": `{"vpcId":"vpc-0123456789abcdef0","subnetIds":["subnet-0aaaaaaaaaaaaaaaa","subnet-0bbbbbbbbbbbbbbbb"],"routeTableIds":["rtb-0cccccccccccccccc"]}`},

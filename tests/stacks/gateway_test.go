@@ -131,14 +131,21 @@ func TestDevGateway(t *testing.T) {
 	if in := step.Inputs["stdin"]; !in.IsSecret() || !strings.Contains(in.SecretValue().Element.StringValue(), base64.StdEncoding.EncodeToString([]byte(testKey))) {
 		t.Errorf("the gateway config step must carry the key as a secret")
 	}
+	noPlainInput(t, s, testKey)
+}
+
+// noPlainInput fails t for each resource holding secret (or its base64)
+// in an input that is not a secret.
+func noPlainInput(t *testing.T, s *capture.Stack, secret string) {
+	t.Helper()
 	for _, r := range s.Resources {
 		var strs []string
 		for _, v := range r.Inputs {
 			plainStrings(v, &strs)
 		}
 		for _, v := range strs {
-			if strings.Contains(v, testKey) || strings.Contains(v, base64.StdEncoding.EncodeToString([]byte(testKey))) {
-				t.Errorf("%s holds the key in a plain input", r.Name)
+			if strings.Contains(v, secret) || strings.Contains(v, base64.StdEncoding.EncodeToString([]byte(secret))) {
+				t.Errorf("%s holds a secret in a plain input", r.Name)
 			}
 		}
 	}

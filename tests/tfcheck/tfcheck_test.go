@@ -65,15 +65,20 @@ func terraform(t *testing.T) (*tfcheck.Terraform, *tfcheck.Schema) {
 }
 
 // shapes are the aws stack as the layer plans it: the default config (a
-// three-node bus) and a three-node bus with the model gateway on.
+// three-node bus) and a three-node bus with the model gateway on and egress
+// rules (a credential the gateway injects, a port besides 443, plain HTTP:
+// their secrets, security group rules and DNS firewall list).
 func shapes(t *testing.T) map[string]*capture.Stack {
 	t.Helper()
 	out := map[string]*capture.Stack{}
 	for name, cfg := range map[string]capture.Config{
 		"default": {},
-		"gateway": {"flock:gateway": `{"upstreams": {"anthropic": {}}, "budgetTokens": 5000}`, "flock:anthropicApiKey": "sk-ant-test-only"},
+		"gateway": {"flock:gateway": `{"upstreams": {"anthropic": {}}, "budgetTokens": 5000, "egress": [
+			{"preset": "github", "agents": ["agent-1"], "credential": {"basicUser": "x-access-token", "secret": "githubToken"}},
+			{"host": "registry.example.com", "port": 8443}, {"host": "mirror.example.org", "plainHttp": true}]}`,
+			"flock:anthropicApiKey": "sk-ant-test-only", "flock:githubToken": "ghp-test-only"},
 	} {
-		s, err := capture.RunStack("aws", cfg, "flock:anthropicApiKey")
+		s, err := capture.RunStack("aws", cfg, "flock:anthropicApiKey", "flock:githubToken")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

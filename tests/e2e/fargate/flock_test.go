@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/tests/capture"
 	"github.com/ai-flock/ai-flock/tests/e2e/replay"
 	"github.com/ai-flock/ai-flock/tests/fargate"
@@ -207,5 +208,38 @@ func TestFargateGatewayModelCall(t *testing.T) {
 	env := runOperator(t, "task", "--agent", "agent-1", "--json", "--", "/flock-agent", "tool", "env")
 	if strings.Contains(env, upstreamKey) {
 		t.Errorf("the upstream's key is in agent-1's task environment")
+	}
+}
+
+// The way out on aws: agent-1's stock Go client, configured by its
+// environment alone (the proxy URL with its token, from a secret), gets the
+// one path its rule allows from a host on the replay's internet through the
+// gateway task; another path is refused with a 403 naming the agent and
+// the path; agent-2, which no rule names, has no proxy and no route out.
+// A brokered rule gives agent-1 the flock's CA in the bundle its runtime
+// wrote.
+func TestFargateEgress(t *testing.T) {
+	need(t)
+	run := func(agent string, args ...string) (map[string]any, string) {
+		out := runOperatorStatus(t, append([]string{"task", "--agent", agent, "--json", "--", "/shared/common/bin/probe"}, args...)...)
+		rs := results(t, out)
+		if len(rs) != 1 {
+			t.Fatalf("%s %v: %d results\n%s", agent, args, len(rs), out)
+		}
+		return rs[0], fmt.Sprint(rs[0]["stdout"])
+	}
+	url := fmt.Sprintf("http://%s:9090", modelHost)
+	if r, out := run("agent-1", "get", url+"/_fake/seen"); r["status"] != "ok" || !strings.Contains(out, "STATUS 200") {
+		t.Errorf("agent-1 through the gateway to the allowed path: %v\n%s", r["status"], out)
+	}
+	r, out := run("agent-1", "get", url+"/v1/models")
+	if r["status"] == "ok" || !strings.Contains(out, "STATUS 403") || !strings.Contains(out, "agent-1") || !strings.Contains(out, "/v1/models") {
+		t.Errorf("agent-1 to a path no rule allows: %v\n%s", r["status"], out)
+	}
+	if r, out := run("agent-2", "get", url+"/_fake/seen"); r["status"] == "ok" || strings.Contains(out, "STATUS") {
+		t.Errorf("agent-2 (no rule) reached the internet: %v\n%s", r["status"], out)
+	}
+	if r, out := run("agent-1", "read", protocol.EgressCABundleFile); r["status"] != "ok" || !strings.Contains(out, "OK read") {
+		t.Errorf("agent-1 has no CA bundle at %s: %v\n%s", protocol.EgressCABundleFile, r["status"], out)
 	}
 }

@@ -76,15 +76,18 @@ func tearDown(ctx context.Context) (err error) {
 
 // Config is the aws stack the suite runs: Pulumi.aws.yaml with 3 agents
 // (the three-node bus, its default on aws), a gateway whose one upstream is
-// the fake model on the replay's internet, heartbeats every 2 s, and images
+// the fake model on the replay's internet, egress rules for agent-1 (one
+// path of the fake model over plain HTTP, and a brokered host), heartbeats every 2 s, and images
 // FROM scratch (no registry here).
 func Config() capture.Config {
 	return capture.Config{
-		"flock:name":            flockName,
-		"flock:agentCount":      fmt.Sprint(agents),
-		"flock:bus":             `{"heartbeatInterval": "2s"}`,
-		"flock:aws":             `{"baseImage": "scratch", "cidr": "10.220.0.0/16", "availabilityZones": 2, "egress": "endpoints"}`,
-		"flock:gateway":         fmt.Sprintf(`{"upstreams": {"anthropic": {"url": "http://%s:9090"}}}`, modelHost),
+		"flock:name":       flockName,
+		"flock:agentCount": fmt.Sprint(agents),
+		"flock:bus":        `{"heartbeatInterval": "2s"}`,
+		"flock:aws":        `{"baseImage": "scratch", "cidr": "10.220.0.0/16", "availabilityZones": 2, "egress": "endpoints"}`,
+		"flock:gateway": fmt.Sprintf(`{"upstreams": {"anthropic": {"url": "http://%s:9090"}}, "egress": [
+			{"host": %[1]q, "port": 9090, "plainHttp": true, "paths": ["/_fake/seen"], "agents": ["agent-1"]},
+			{"host": "registry.example.com", "agents": ["agent-1"]}]}`, modelHost),
 		"flock:anthropicApiKey": upstreamKey,
 	}
 }
@@ -186,6 +189,17 @@ func runOperator(t *testing.T, args ...string) string {
 	}
 	if res.ExitCode != 0 {
 		t.Fatalf("run-task %v: exit %d (%s):\n%s\n%s", args, res.ExitCode, res.Task.StopReason, res.Output, res.Task.Logs)
+	}
+	return res.Output
+}
+
+// runOperatorStatus is runOperator for a command whose task may fail (the
+// operator's command then exits non-zero): its output whatever the exit.
+func runOperatorStatus(t *testing.T, args ...string) string {
+	t.Helper()
+	res, err := cluster.RunTask(context.Background(), opFamily, operator, map[string][]string{"operator": args}, 3*time.Minute)
+	if err != nil {
+		t.Fatalf("run-task %v: %v", args, err)
 	}
 	return res.Output
 }

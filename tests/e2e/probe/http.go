@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,23 @@ func httpCall(url, model string, stream bool) {
 	}
 	fmt.Printf("STATUS %d\n%s\n", status, body)
 	if status/100 != 2 {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// get: probe get URL; prints the status and the body (1 MiB at most);
+// exit 0 on a 2xx.
+func get(url string) {
+	c := &http.Client{Timeout: 15 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		fail(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	fmt.Printf("STATUS %d\n%s\n", resp.StatusCode, b)
+	if resp.StatusCode/100 != 2 {
 		os.Exit(1)
 	}
 	os.Exit(0)
@@ -73,6 +91,42 @@ func connectVia(proxy, target string) {
 	if resp.StatusCode != 200 {
 		os.Exit(1)
 	}
+	os.Exit(0)
+}
+
+// connectFlood: CONNS loops, each sending CONNECT <random>.flood.example:443
+// through the gateway on a new connection until SECONDS pass; prints the
+// count of each status as JSON.
+func connectFlood(proxy string, conns int, d time.Duration) {
+	var counts tally
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	for w := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				target := fmt.Sprintf("h%d-%d-%d.flood.example:443", w, n.Add(1), time.Now().UnixNano())
+				c, err := net.DialTimeout("tcp", proxy, 3*time.Second)
+				if err != nil {
+					counts.add(0, err)
+					continue
+				}
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+				resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "CONNECT"})
+				if err != nil {
+					counts.add(0, err)
+				} else {
+					counts.add(resp.StatusCode, nil)
+				}
+				c.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	counts.print()
 	os.Exit(0)
 }
 

@@ -208,8 +208,16 @@ func main() {
 		boardFlood(arg(2), arg(3), arg(4), arg(5), dur(6))
 	case "http":
 		httpCall(arg(2), arg(3), len(os.Args) > 4 && os.Args[4] == "stream")
+	case "get":
+		// A GET as a stock Go tool does it: through the proxy the
+		// environment names (HTTP_PROXY, HTTPS_PROXY, NO_PROXY).
+		get(arg(2))
 	case "connect":
 		connectVia(arg(2), arg(3))
+	case "connect-flood":
+		// A hostile agent: CONNECTs to names of its own choosing, a new one
+		// each time, as fast as CONNS loops can: probe connect-flood PROXY CONNS SECONDS.
+		connectFlood(arg(2), num(3), time.Duration(num(4))*time.Second)
 	case "flood":
 		flood(arg(2), arg(3), num(4), time.Duration(num(5))*time.Second)
 	case "race":
@@ -231,7 +239,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|board-claim|board-get|board-squat|board-hostile|board-flood|mcp|http|connect|flood|latency ...")
+	fmt.Fprintln(os.Stderr, "usage: probe dial|listen|udproute|routes|write|exists|read|id|setuid0|execfrom|fork|sleep|hog|burn|nats|board-claim|board-get|board-squat|board-hostile|board-flood|mcp|http|get|connect|flood|latency ...")
 	os.Exit(2)
 }
 
