@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 )
 
@@ -25,6 +27,15 @@ const LedgerBucketBytes = 1 << 20
 // the ledger's bucket: egress.<agent>.<16 hex digits of the rule key's
 // SHA-256>, each counting bytes as the others count tokens.
 const EgressLedgerPrefix = "egress."
+
+// EgressLedgerKey is the ledger entry of agent's bytes under the rule whose
+// key is ruleKey ("github.com:443", "*.pythonhosted.org:443"): a key the
+// bucket accepts whatever characters the host has. The gateway writes it;
+// the operator's CLI computes it again to name the rule an entry is for.
+func EgressLedgerKey(agent, ruleKey string) string {
+	sum := sha256.Sum256([]byte(ruleKey))
+	return EgressLedgerPrefix + agent + "." + hex.EncodeToString(sum[:8])
+}
 
 // LedgerPutSubjects is where the bucket's entries are written.
 const LedgerPutSubjects = "$KV." + LedgerBucket + ".>"

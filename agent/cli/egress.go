@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -10,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ai-flock/ai-flock/agent/audit"
 	"github.com/ai-flock/ai-flock/agent/operator"
@@ -19,7 +23,8 @@ import (
 
 // egressCmd shows each agent's way out from the audit trail: the hosts it
 // reached or tried, with connections, requests, refusals and bytes, and
-// its recent refusals; --suggest prints the rules that would have allowed
+// its recent refusals; then the rules' byte budgets from the ledger, each
+// named by the rule it is for; --suggest prints the rules that would have allowed
 // them, for the operator to review and paste into flock:gateway.egress
 // (nothing is allowed by itself).
 func egressCmd(ctx context.Context, args []string, env Env, sio IO) int {
@@ -55,6 +60,13 @@ func egressCmd(ctx context.Context, args []string, env Env, sio IO) int {
 		if err != nil {
 			return ExitBus, err
 		}
+		if !*suggest {
+			budgets, err := cl.EgressBudgets(ctx)
+			if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+				return ExitBus, err
+			}
+			use.addBudgets(budgets, *agent)
+		}
 		if *suggest {
 			for _, r := range use.suggestions() {
 				b, _ := json.Marshal(r)
@@ -63,7 +75,7 @@ func egressCmd(ctx context.Context, args []string, env Env, sio IO) int {
 			return ExitOK, nil
 		}
 		if o.c.json {
-			return ExitOK, json.NewEncoder(sio.Out).Encode(use.rows)
+			return ExitOK, json.NewEncoder(sio.Out).Encode(use)
 		}
 		use.print(sio)
 		return ExitOK, nil
@@ -86,7 +98,77 @@ type egressRow struct {
 	Refusals    []string  `json:"refusals,omitempty"` // the newest first: "METHOD /path"
 }
 
-type egressUse struct{ rows []*egressRow }
+type egressUse struct {
+	rows    []*egressRow
+	budgets []egressBudget
+}
+
+// egressBudget is one agent's ledger entry under one rule's byte budget.
+type egressBudget struct {
+	Agent string `json:"agent"`
+	// Rule is the rule's key (host:port), found among the hosts the agent
+	// used in the period and the *. rules above them; a rule the agent
+	// used only before it is named by its ledger key instead.
+	Rule   string    `json:"rule"`
+	Window string    `json:"window,omitempty"`
+	Spent  int64     `json:"spent"`
+	Limit  int64     `json:"limit"`
+	Reset  time.Time `json:"reset,omitzero"`
+}
+
+// MarshalJSON: the hosts and the budgets, as --json prints them.
+func (u egressUse) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Hosts   []*egressRow   `json:"hosts"`
+		Budgets []egressBudget `json:"budgets"`
+	}{append([]*egressRow{}, u.rows...), append([]egressBudget{}, u.budgets...)})
+}
+
+// addBudgets names each egress ledger entry (of agent only, when set) by
+// its rule: the key is a hash of the rule's key, so it is computed again
+// for each host the agent used and each *. suffix above it.
+func (u *egressUse) addBudgets(entries []protocol.LedgerEntry, agent string) {
+	for _, e := range entries {
+		rest := strings.TrimPrefix(e.Agent, protocol.EgressLedgerPrefix)
+		i := strings.LastIndexByte(rest, '.')
+		if i < 0 {
+			continue
+		}
+		who := rest[:i]
+		if agent != "" && who != agent {
+			continue
+		}
+		b := egressBudget{Agent: who, Rule: e.Agent, Window: e.Window, Spent: e.Spent, Limit: e.Limit(), Reset: e.Reset}
+		if key, ok := u.ruleOf(who, e.Agent); ok {
+			b.Rule = key
+		}
+		u.budgets = append(u.budgets, b)
+	}
+}
+
+// ruleOf finds the rule key whose ledger key for agent is ledgerKey.
+func (u *egressUse) ruleOf(agent, ledgerKey string) (string, bool) {
+	for _, r := range u.rows {
+		if r.Agent != agent {
+			continue
+		}
+		host, port, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			continue
+		}
+		keys := []string{host}
+		for rest := host; strings.Contains(rest, "."); {
+			_, rest, _ = strings.Cut(rest, ".")
+			keys = append(keys, "*."+rest)
+		}
+		for _, k := range keys {
+			if key := net.JoinHostPort(k, port); protocol.EgressLedgerKey(agent, key) == ledgerKey {
+				return key, true
+			}
+		}
+	}
+	return "", false
+}
 
 func (u *egressUse) add(e protocol.AuditEntry) {
 	i := slices.IndexFunc(u.rows, func(r *egressRow) bool { return r.Agent == e.Agent && r.Host == e.What })
@@ -110,6 +192,7 @@ func (u *egressUse) add(e protocol.AuditEntry) {
 func (u *egressUse) print(sio IO) {
 	if len(u.rows) == 0 {
 		fmt.Fprintln(sio.Out, "no egress in the trail for this period")
+		u.printBudgets(sio)
 		return
 	}
 	slices.SortFunc(u.rows, func(a, b *egressRow) int { return strings.Compare(a.Agent+" "+a.Host, b.Agent+" "+b.Host) })
@@ -123,6 +206,17 @@ func (u *egressUse) print(sio IO) {
 		for _, ref := range r.Refusals {
 			fmt.Fprintf(sio.Out, "refused: %s %s %s\n", r.Agent, r.Host, ref)
 		}
+	}
+	u.printBudgets(sio)
+}
+
+func (u *egressUse) printBudgets(sio IO) {
+	for _, b := range u.budgets {
+		until := "no end"
+		if !b.Reset.IsZero() {
+			until = "until " + b.Reset.Format(time.RFC3339)
+		}
+		fmt.Fprintf(sio.Out, "budget: %s %s: %d of %d bytes (%s, %s)\n", b.Agent, b.Rule, b.Spent, b.Limit, cmp.Or(b.Window, "none"), until)
 	}
 }
 

@@ -53,3 +53,54 @@ func TestEgressUseAddsUpAndSuggests(t *testing.T) {
 		t.Errorf("print:\n%s", out.String())
 	}
 }
+
+// Each egress ledger entry is named by the rule it is for: an exact host's
+// and a *. rule's above the host used, found again from the hosts in the
+// trail; one for another agent or a rule used only before the period keeps
+// its ledger key; --agent leaves the others' out.
+func TestEgressBudgetsNamedByTheirRule(t *testing.T) {
+	var u egressUse
+	for _, e := range []protocol.AuditEntry{
+		{Agent: "agent-1", What: "github.com:443"},
+		{Agent: "agent-1", What: "files.pythonhosted.org:443"},
+		{Agent: "agent-2", What: "github.com:443"},
+	} {
+		e.Kind = protocol.AuditEgress
+		u.add(e)
+	}
+	reset := time.Date(2026, 12, 8, 0, 0, 0, 0, time.UTC)
+	entries := []protocol.LedgerEntry{
+		{Agent: protocol.EgressLedgerKey("agent-1", "github.com:443"), Window: protocol.WindowDay, Spent: 700, Budget: 1000, Reset: reset},
+		{Agent: protocol.EgressLedgerKey("agent-1", "*.pythonhosted.org:443"), Spent: 5, Budget: 10, Raised: 10},
+		{Agent: protocol.EgressLedgerKey("agent-1", "old.example.com:443"), Spent: 1, Budget: 2},
+		{Agent: protocol.EgressLedgerKey("agent-2", "*.github.com:443"), Spent: 3, Budget: 4},
+	}
+	u.addBudgets(entries, "")
+	want := []string{"github.com:443", "*.pythonhosted.org:443", entries[2].Agent, entries[3].Agent}
+	if len(u.budgets) != len(want) {
+		t.Fatalf("budgets %+v", u.budgets)
+	}
+	for i, b := range u.budgets {
+		if b.Rule != want[i] {
+			t.Errorf("budget %d named %q, want %q", i, b.Rule, want[i])
+		}
+	}
+	if b := u.budgets[1]; b.Agent != "agent-1" || b.Limit != 20 || b.Spent != 5 {
+		t.Errorf("raised budget: %+v", b)
+	}
+	var out bytes.Buffer
+	u.print(IO{Out: &out})
+	if !strings.Contains(out.String(), "budget: agent-1 github.com:443: 700 of 1000 bytes (day, until 2026-12-08T00:00:00Z)") {
+		t.Errorf("print:\n%s", out.String())
+	}
+	b, _ := json.Marshal(u)
+	if !strings.Contains(string(b), `"budgets":[{"agent":"agent-1","rule":"github.com:443"`) || !strings.Contains(string(b), `"hosts":[{"agent":"agent-1"`) {
+		t.Errorf("json: %s", b)
+	}
+	var one egressUse
+	one.rows = u.rows
+	one.addBudgets(entries, "agent-2")
+	if len(one.budgets) != 1 || one.budgets[0].Agent != "agent-2" {
+		t.Errorf("--agent agent-2: %+v", one.budgets)
+	}
+}

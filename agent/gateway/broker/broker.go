@@ -62,7 +62,7 @@ type Config struct {
 	Credential func(*rules.Rule) string
 	// Roots verify upstreams; nil: the system's.
 	Roots *x509.CertPool
-	// Ledger keeps the rules' byte budgets (LedgerKey); nil: a ledger in
+	// Ledger keeps the rules' byte budgets (protocol.EgressLedgerKey); nil: a ledger in
 	// memory, this gateway's alone.
 	Ledger ledger.Ledger
 	// OnConnection, if set, gets a record of each connection when it ends.

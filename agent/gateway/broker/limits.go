@@ -2,8 +2,6 @@ package broker
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +18,7 @@ import (
 
 // What a rule bounds per agent: its request rate (each gateway's, in
 // memory: a restart or a reload starts it over), its byte budget (the
-// bus's ledger, under LedgerKey, so a restarted gateway continues from the
+// bus's ledger, under protocol.EgressLedgerKey, so a restarted gateway continues from the
 // same totals) and the size of one request's and one response's body.
 
 // budgetChunk is how much of a budget one reservation holds: a body takes
@@ -33,14 +31,6 @@ var (
 	errRequestSize  = errors.New("request body past the rule's maxRequestBytes")
 	errResponseSize = errors.New("response body past the rule's maxResponseBytes")
 )
-
-// LedgerKey is the ledger entry of agent's bytes under the rule whose key
-// is ruleKey ("github.com:443"): egress.<agent>.<16 hex digits of its
-// SHA-256>, a key the bucket accepts whatever characters the host has.
-func LedgerKey(agent, ruleKey string) string {
-	sum := sha256.Sum256([]byte(ruleKey))
-	return protocol.EgressLedgerPrefix + agent + "." + hex.EncodeToString(sum[:8])
-}
 
 // ledgerBudget is a rule's budget as the ledger keeps it.
 func ledgerBudget(b *rules.Budget) ledger.Budget {

@@ -156,7 +156,7 @@ func TestBrokerByteBudget(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	key := LedgerKey("agent-1", "example.com:"+fmt.Sprint(g.port()))
+	key := protocol.EgressLedgerKey("agent-1", "example.com:"+fmt.Sprint(g.port()))
 	// A request settles when its handler ends, just after the agent read
 	// the last byte: until then it holds what it reserved.
 	if e := waitSpent(led, key, ledgerBudget(rule.Budget), 8000); e.Spent != 8000 || e.Window != protocol.WindowDay {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/gateway/netguard"
+	"github.com/ai-flock/ai-flock/protocol"
 	rules "github.com/ai-flock/ai-flock/protocol/egress"
 )
 
@@ -213,7 +214,7 @@ func (b *Broker) serveRequest(w http.ResponseWriter, r *http.Request, s *session
 	}
 	var m *meter
 	if bud := s.rule.Budget; bud != nil {
-		m = &meter{l: b.led, key: LedgerKey(s.agent, s.rule.Key()), budget: ledgerBudget(bud)}
+		m = &meter{l: b.led, key: protocol.EgressLedgerKey(s.agent, s.rule.Key()), budget: ledgerBudget(bud)}
 		if err := m.reserve(r.Context()); errors.Is(err, errBudget) {
 			if !m.adm.Reset.IsZero() {
 				w.Header().Set("Retry-After", retryAfter(time.Until(m.adm.Reset)))
