@@ -220,6 +220,18 @@ type verifiedTrail struct {
 // verifyWithTheCLI runs `flock-agent audit verify --json` as the operator.
 func verifyWithTheCLI(t *testing.T, f *flockUnderTest) (int, verifiedTrail, string) {
 	t.Helper()
+	code, out, errOut := runCLI(t, f, "audit", "verify", "--json")
+	var r verifiedTrail
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("audit verify: exit %d, %q %q: %v", code, out, errOut, err)
+	}
+	return code, r, out
+}
+
+// runCLI runs flock-agent as the operator of f: its exit code, stdout and
+// stderr.
+func runCLI(t *testing.T, f *flockUnderTest, args ...string) (int, string, string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	env := func(k string) string {
 		switch k {
@@ -230,12 +242,8 @@ func verifyWithTheCLI(t *testing.T, f *flockUnderTest) (int, verifiedTrail, stri
 		}
 		return ""
 	}
-	code := cli.Main(testContext(t, 2*time.Minute), []string{"audit", "verify", "--json"}, env, cli.IO{In: strings.NewReader(""), Out: &out, Err: &errOut})
-	var r verifiedTrail
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("audit verify: exit %d, %q %q: %v", code, out.String(), errOut.String(), err)
-	}
-	return code, r, out.String()
+	code := cli.Main(testContext(t, 2*time.Minute), args, env, cli.IO{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	return code, out.String(), errOut.String()
 }
 
 // memoryPeak is the most memory a container's cgroup used (as the host's

@@ -11,11 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ai-flock/ai-flock/agent/audit"
+	"github.com/ai-flock/ai-flock/agent/cli"
 	"github.com/ai-flock/ai-flock/protocol"
 	"github.com/ai-flock/ai-flock/protocol/egressca"
 	"github.com/ai-flock/ai-flock/tests/e2e/replay"
@@ -71,7 +73,8 @@ func e2eEgress() string {
 			"paths": []string{"GET /*.git/info/refs?service=git-upload-pack", "POST /*.git/git-upload-pack",
 				"GET /work.git/info/refs?service=git-receive-pack", "POST /work.git/git-receive-pack"},
 			"credential": map[string]string{"basicUser": "x-access-token", "secret": strings.TrimPrefix(gitTokenConfig, "flock:")}},
-		{"host": pypiHost, "port": gitRemotePort, "agents": []string{egressAgent}, "roots": ca.PEM(), "paths": []string{"/simple/**", "/files/**"}},
+		{"host": pypiHost, "port": gitRemotePort, "agents": []string{egressAgent}, "roots": ca.PEM(), "paths": []string{"/simple/**", "/files/**"},
+			"budget": map[string]any{"bytes": pypiBudget, "window": "day"}},
 		{"host": goproxyHost, "port": gitRemotePort, "agents": []string{egressAgent}, "roots": ca.PEM()},
 		{"host": inPoolName, "port": inPoolTunnelPort, "tunnel": true, "agents": []string{"agent-1"}},
 	}
@@ -320,7 +323,19 @@ func TestEgressBroker(t *testing.T) {
 	if brokered < 3 || refusedPush == 0 {
 		t.Errorf("the trail holds %d brokered connections of %s to %s (want the clones', curl's and the push's), %d with the push's refusal", brokered, egressAgent, host, refusedPush)
 	}
+	// What the operator reads: the hosts, the push's refusal, and the
+	// index's byte budget named by its rule, the pip download charged.
+	code, out, errOut := runCLI(t, need(t), "egress", "--agent", egressAgent)
+	pypi := fmt.Sprintf("%s:%d", pypiHost, gitRemotePort)
+	budget := regexp.MustCompile(`budget: ` + egressAgent + ` ` + regexp.QuoteMeta(pypi) + `: ([0-9]+) of ` + fmt.Sprint(pypiBudget) + ` bytes \(day, until `)
+	m := budget.FindStringSubmatch(out)
+	if code != cli.ExitOK || !strings.Contains(out, "refused: "+egressAgent+" "+host+" GET /repo.git/info/refs") || m == nil || m[1] == "0" {
+		t.Errorf("flock-agent egress: exit %d, want the refused push and %s's budget charged:\n%s%s", code, pypi, out, errOut)
+	}
 }
+
+// pypiBudget is the index rule's byte budget a day.
+const pypiBudget = 1 << 30
 
 // agent-1 floods the gateway with CONNECTs to names of its own choosing,
 // a new one each time, for 15 s: each is refused (403, or 429 past its
