@@ -18,20 +18,18 @@ import (
 // the gateway's ledger on the bus (agents that made no metered call yet
 // have no entry).
 func (c *Client) Budgets(ctx context.Context) ([]protocol.LedgerEntry, error) {
-	kv, err := ledger.Bucket(ctx, c.js)
-	if err != nil {
-		return nil, err
-	}
-	all, err := ledger.List(ctx, kv, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(all, func(e protocol.LedgerEntry) bool { return !isAgentEntry(e.Agent) }), nil
+	return c.ledgerEntries(ctx, isAgentEntry)
 }
 
 // EgressBudgets is what each agent moved under each egress rule with a
 // byte budget, in the current period (entries egress.<agent>.<rule>).
 func (c *Client) EgressBudgets(ctx context.Context) ([]protocol.LedgerEntry, error) {
+	return c.ledgerEntries(ctx, func(key string) bool { return strings.HasPrefix(key, protocol.EgressLedgerPrefix) })
+}
+
+// ledgerEntries is the ledger's entries whose key keep accepts, each
+// brought up to now.
+func (c *Client) ledgerEntries(ctx context.Context, keep func(key string) bool) ([]protocol.LedgerEntry, error) {
 	kv, err := ledger.Bucket(ctx, c.js)
 	if err != nil {
 		return nil, err
@@ -40,7 +38,7 @@ func (c *Client) EgressBudgets(ctx context.Context) ([]protocol.LedgerEntry, err
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(e protocol.LedgerEntry) bool { return !strings.HasPrefix(e.Agent, protocol.EgressLedgerPrefix) }), nil
+	return slices.DeleteFunc(all, func(e protocol.LedgerEntry) bool { return !keep(e.Agent) }), nil
 }
 
 // isAgentEntry: the ledger's key is an agent's (its model budget), not an
