@@ -15,7 +15,14 @@
 #      it, the fake saw the key no agent holds, make flock-budget shows its
 #      spend, the same after docker restart of the gateway, a plan with one
 #      AI step runs to done on the board, and the preview after is clean
-#   7. make preview with the policy pack: clean, then blocking a container made writable
+#   6b. the way out: an egress rule for a git host on "the internet" (a
+#      fixture with a test CA of its own, on a network only the gateway
+#      joins), the agents on a Debian image with git: agent-1's git clone
+#      goes through the gateway, which puts in the credential no agent
+#      holds; its push, which the rule does not allow, is refused; the
+#      preview after is clean
+#   7. make preview with the policy pack: clean (the rule's extra roots named
+#      as advisory), then blocking a container made writable
 #   8. make destroy: nothing of the flock left on the engine, no key on the host
 # Every step prints its time; a table of them closes the run.
 #
@@ -109,7 +116,9 @@ cleanup() {
   local rc=$?
   if [ "$deployed" = 1 ] && [ "$rc" -ne 0 ]; then
     echo "layer3: failed; destroying what was deployed (logs kept in $logs)" >&2
+    docker rm -f layer3-gitremote layer3-fake-model >/dev/null 2>&1 || true
     pulumi destroy --yes -s "$stack" >"$logs/cleanup-destroy.log" 2>&1 || echo "layer3: cleanup destroy failed: $logs/cleanup-destroy.log" >&2
+    docker network rm layer3-internet >/dev/null 2>&1 || true
     rm -f "$OPERATOR_KEY"
   fi
   if [ "$rc" -eq 0 ] && [ "${FLOCK_LAYER3_KEEP:-}" != 1 ]; then
@@ -137,6 +146,11 @@ containers() { docker ps -a --filter "label=ai-flock.flock=$flock" --format '{{.
 # What the engine holds before: destroy must bring it back to exactly this
 # (builds must not leave intermediate containers or images behind either).
 engine_count() { echo "$(docker ps -aq | wc -l) containers, $(docker images -aq | wc -l) images, $(docker network ls -q | wc -l) networks"; }
+# Step 6b's agents and git host start from the Debian root with git
+# (tests/images): made before the engine is counted.
+tools_image="flock-test/bookworm-tools:latest"
+docker image inspect "$tools_image" >/dev/null 2>&1 || bash tests/images/debian-python.sh >"$logs/tools-image.log" 2>&1 ||
+  die "could not make $tools_image ($logs/tools-image.log)"
 engine_before=$(engine_count)
 
 # 1. Deploy as the README says.
@@ -313,9 +327,76 @@ docker rm -f layer3-fake-model >/dev/null
 docker image rm -f ai-flock-layer3/fake-model:latest >/dev/null
 rm -f "$common/bin/ai-agent"
 
+# 6b. The way out: a git host on "the internet" (TEST-NET-3, outside the
+# pool and every range the gateway refuses), a network only the gateway
+# joins, TLS from a CA of this run's own, HTTP basic with a token only the
+# gateway holds. The rule lets agent-1 fetch, not push.
+remote_host=git.layer3.example remote_ip=203.0.113.10 remote_port=8443
+remote_seed=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+git_token="layer3-git-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+marker="layer3: cloned through the gateway"
+run "build the git host (tests/e2e/gitremote)" build-remote.log bash -c "
+  mkdir -p '$work/remote' && CGO_ENABLED=0 go build -o '$work/remote/gitremote' ./tests/e2e/gitremote &&
+  printf 'FROM $tools_image\nCOPY gitremote /gitremote\nENTRYPOINT [\"/gitremote\"]\n' >'$work/remote/Dockerfile' &&
+  docker build -q -t ai-flock-layer3/gitremote:latest '$work/remote'"
+remote_ca=$(GITREMOTE_CA_SEED=$remote_seed "$work/remote/gitremote" ca) || die "gitremote ca failed"
+pulumi config set --path 'flock:image.dockerfile' "$repo/tests/e2e/byo/Dockerfile" -s "$stack"
+rule='flock:gateway.egress[0]'
+pulumi config set --path "$rule.host" "$remote_host" -s "$stack"
+pulumi config set --path "$rule.port" "$remote_port" -s "$stack"
+pulumi config set --path "$rule.agents[0]" agent-1 -s "$stack"
+pulumi config set --path "$rule.paths[0]" 'GET /*.git/info/refs?service=git-upload-pack' -s "$stack"
+pulumi config set --path "$rule.paths[1]" 'POST /*.git/git-upload-pack' -s "$stack"
+pulumi config set --path "$rule.roots" "$remote_ca" -s "$stack"
+pulumi config set --path "$rule.credential.basicUser" x-access-token -s "$stack"
+pulumi config set --path "$rule.credential.secret" layer3GitToken -s "$stack"
+pulumi config set --secret flock:layer3GitToken "$git_token" -s "$stack"
+grep -q "$git_token" Pulumi.dev.yaml && die "the git token is in Pulumi.dev.yaml in plain text"
+t0=$(now)
+run "pulumi up (an egress rule; the agents on a Debian image with git)" up-egress.log pulumi up --yes -s "$stack"
+wait_healthy "$count" 300
+until [ "$(docker inspect -f '{{.State.Health.Status}}' "$flock-gateway" 2>/dev/null)" = healthy ]; do
+  [ "$(secs "$t0" "$(now)" | cut -d. -f1)" -lt 400 ] || die "the gateway is not healthy after the egress rule"
+  sleep 0.5
+done
+record "pulumi up (an egress rule, agents rebuilt) to every agent healthy" "$(secs "$t0" "$(now)")"
+docker network create --subnet 203.0.113.0/24 --gateway 203.0.113.1 layer3-internet >/dev/null
+tmpfs=rw,noexec,nosuid,nodev,size=16m,uid=65534,gid=65534,mode=0700
+docker run -d --name layer3-gitremote --network layer3-internet --ip "$remote_ip" --network-alias "$remote_host" \
+  --read-only --cap-drop ALL --security-opt no-new-privileges:true --user 65534:65534 --tmpfs "/srv/git:$tmpfs" --tmpfs "/tmp:$tmpfs" \
+  -e GITREMOTE_ADDR=":$remote_port" -e GITREMOTE_CA_SEED="$remote_seed" -e GITREMOTE_TOKEN="$git_token" -e GITREMOTE_ROOT=/srv/git \
+  -e GITREMOTE_MARKER="$marker" -e HOME=/tmp ai-flock-layer3/gitremote:latest >/dev/null
+docker network connect layer3-internet "$flock-gateway"
+for _ in $(seq 100); do
+  [ "$(docker exec layer3-gitremote curl -sk -o /dev/null -w '%{http_code}' "https://127.0.0.1:$remote_port/_ready" 2>/dev/null)" = 204 ] && break
+  sleep 0.3
+done
+task() { go run ./agent/cmd/flock-agent task --nkey "$OPERATOR_KEY" --agent agent-1 -- sh -c "$1"; }
+url=https://$remote_host:$remote_port/repo.git
+run "agent-1: git clone through the gateway" git-clone.log task "cd \"\$HOME\" && rm -rf clone && git clone -q $url clone && cat clone/README"
+grep -q "$marker" "$logs/git-clone.log" || { cat "$logs/git-clone.log" >&2; die "agent-1's clone lacks the remote's README"; }
+if task "cd \"\$HOME/clone\" && echo more >>README && git -c user.name=a -c user.email=a@layer3.example commit -qam change && git push origin main" >"$logs/git-push.log" 2>&1; then
+  die "agent-1's push, which the rule does not allow, went through ($logs/git-push.log)"
+fi
+grep -q 403 "$logs/git-push.log" || { cat "$logs/git-push.log" >&2; die "agent-1's push failed, but not with the gateway's 403"; }
+docker logs layer3-gitremote >"$logs/gitremote.log" 2>&1
+grep -q '"authorized":true' "$logs/gitremote.log" || die "the git host saw no request with the gateway's credential ($logs/gitremote.log)"
+! grep -q '"authorized":false' "$logs/gitremote.log" || die "the git host saw a request without the credential ($logs/gitremote.log)"
+! grep -q 'receive-pack' "$logs/gitremote.log" || die "the push reached the git host ($logs/gitremote.log)"
+for c in $(docker ps -q --filter "label=ai-flock.flock=$flock" --filter label=ai-flock.role=agent); do
+  docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$c" | grep -q "$git_token" && die "an agent's environment holds the git token"
+done
+echo "   agent-1 cloned \"$marker\" with the credential only the gateway holds; its push: $(grep -m1 -o '403[^"]*' "$logs/git-push.log" | cut -c1-60)"
+run "pulumi preview --expect-no-changes (with the egress rule)" preview-4.log pulumi preview --expect-no-changes -s "$stack"
+docker rm -f layer3-gitremote >/dev/null
+docker network disconnect -f layer3-internet "$flock-gateway"
+docker network rm layer3-internet >/dev/null
+docker image rm -f ai-flock-layer3/gitremote:latest >/dev/null
+
 # 7. The policy pack: clean, then blocking a broken change.
 run "make preview (diff with the policy pack)" policy-clean.log make --no-print-directory preview
 ! grep -qi 'mandatory' "$logs/policy-clean.log" || die "the policy pack reports violations on the stack ($logs/policy-clean.log)"
+grep -q 'gateway-egress-ways-out' "$logs/policy-clean.log" || die "the policy pack does not name the egress rule's extra roots ($logs/policy-clean.log)"
 # The file that declares the containers' read-only root, wherever it lives.
 mapfile -t readonly_go < <(grep -rlE 'ReadOnly: +pulumi.Bool\(true\)' infra/dockerflock --include='*.go' | grep -v _test.go)
 [ "${#readonly_go[@]}" -gt 0 ] || die "no container declares ReadOnly: pulumi.Bool(true) under infra/dockerflock"
@@ -346,7 +427,7 @@ echo "   the engine holds what it held before ($engine_after); no key under $sta
 pulumi stack rm --yes -s "$stack" >/dev/null 2>&1 || true
 
 echo
-echo "layer3: every step passed ($((count - 1)) agents, then $count and the gateway; $replicas bus node(s))"
+echo "layer3: every step passed ($((count - 1)) agents, then $count, the gateway and an egress rule; $replicas bus node(s))"
 printf '%s\n' "${table[@]}"
 }
 

@@ -19,6 +19,9 @@
 //	GITREMOTE_TOKEN  the password of user x-access-token
 //	GITREMOTE_ROOT   where the repositories live (/srv/git)
 //	GITREMOTE_MARKER the content of the repositories' README
+//
+// `gitremote ca` prints the test CA's certificate (PEM) for an egress
+// rule's roots, and exits.
 package main
 
 import (
@@ -45,6 +48,15 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if len(os.Args) == 2 && os.Args[1] == "ca" {
+		ca, err := testCA(os.Getenv)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gitremote:", err)
+			os.Exit(1)
+		}
+		fmt.Print(ca.PEM())
+		return
+	}
 	if err := run(ctx, os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, "gitremote:", err)
 		os.Exit(1)
@@ -56,11 +68,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err := seed(root, getenv("GITREMOTE_MARKER")); err != nil {
 		return fmt.Errorf("seeding the repository: %w", err)
 	}
-	seed, err := hex.DecodeString(getenv("GITREMOTE_CA_SEED"))
-	if err != nil {
-		return fmt.Errorf("GITREMOTE_CA_SEED: %w", err)
-	}
-	ca, err := egressca.New(seed, "e2e-internet")
+	ca, err := testCA(getenv)
 	if err != nil {
 		return err
 	}
@@ -119,6 +127,15 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	return nil
+}
+
+// testCA is the CA of GITREMOTE_CA_SEED.
+func testCA(getenv func(string) string) (*egressca.CA, error) {
+	seed, err := hex.DecodeString(getenv("GITREMOTE_CA_SEED"))
+	if err != nil {
+		return nil, fmt.Errorf("GITREMOTE_CA_SEED: %w", err)
+	}
+	return egressca.New(seed, "e2e-internet")
 }
 
 // seed makes root/repo.git and root/work.git, each one commit holding
