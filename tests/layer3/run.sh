@@ -347,7 +347,7 @@ pulumi config set --path "$rule.port" "$remote_port" -s "$stack"
 pulumi config set --path "$rule.agents[0]" agent-1 -s "$stack"
 pulumi config set --path "$rule.paths[0]" 'GET /*.git/info/refs?service=git-upload-pack' -s "$stack"
 pulumi config set --path "$rule.paths[1]" 'POST /*.git/git-upload-pack' -s "$stack"
-pulumi config set --path "$rule.roots" "$remote_ca" -s "$stack"
+pulumi config set --path "$rule.roots" -s "$stack" -- "$remote_ca" # the PEM starts with dashes
 pulumi config set --path "$rule.credential.basicUser" x-access-token -s "$stack"
 pulumi config set --path "$rule.credential.secret" layer3GitToken -s "$stack"
 pulumi config set --secret flock:layer3GitToken "$git_token" -s "$stack"
