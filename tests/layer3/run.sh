@@ -90,9 +90,12 @@ case "$replicas" in
 esac
 state_root=$(sed -n 's/^    stateRoot: *//p' Pulumi.dev.yaml)
 # A destroy keeps the flock's data (the bus's store: streams, the board, the
-# audit trail), and a deploy of the same flock takes it up again: a run
-# checks its own trail, so it starts with none and, failing, leaves none.
-[ ! -e "$state_root/bus" ] || die "$state_root/bus holds a flock's bus data from before (a destroy keeps it): remove it, or move it aside, first"
+# audit trail; the agents' directory images: their inboxes), and a deploy of
+# the same flock takes it up again: a run checks its own trail and mail, so
+# it starts with none and leaves none.
+for d in bus disks; do
+  [ -z "$(ls -A "$state_root/$d" 2>/dev/null)" ] || die "$state_root/$d holds a flock's data from before (a destroy keeps it): remove it, or move it aside, first"
+done
 # The bus containers: <flock>-bus, or <flock>-bus-1 … -3.
 if [ "$replicas" = 1 ]; then first_bus=$flock-bus; else first_bus=$flock-bus-1; fi
 
@@ -123,7 +126,7 @@ cleanup() {
     docker rm -f layer3-gitremote layer3-fake-model >/dev/null 2>&1 || true
     pulumi destroy --yes -s "$stack" >"$logs/cleanup-destroy.log" 2>&1 || echo "layer3: cleanup destroy failed: $logs/cleanup-destroy.log" >&2
     docker network rm layer3-internet >/dev/null 2>&1 || true
-    rm -rf "$state_root/bus" # this run's own: it refused to start with one there
+    rm -rf "$state_root/bus" "$state_root/disks" # this run's own: it refused to start with any there
     rm -f "$OPERATOR_KEY"
   fi
   if [ "$rc" -eq 0 ] && [ "${FLOCK_LAYER3_KEEP:-}" != 1 ]; then
@@ -430,7 +433,7 @@ keys=$(find "$state_root" -name '*.nk*' 2>/dev/null || true)
 [ ! -e "$OPERATOR_KEY" ] || die "the operator key $OPERATOR_KEY is left after destroy"
 echo "   the engine holds what it held before ($engine_after); no key under $state_root or at the operator key's path"
 pulumi stack rm --yes -s "$stack" >/dev/null 2>&1 || true
-rm -rf "$state_root/bus" # the data a destroy keeps: this run's own, so the next starts with none
+rm -rf "$state_root/bus" "$state_root/disks" # the data a destroy keeps: this run's own, so the next starts with none
 
 echo
 echo "layer3: every step passed ($((count - 1)) agents, then $count, the gateway and an egress rule; $replicas bus node(s))"
