@@ -379,12 +379,13 @@ for _ in $(seq 100); do
   [ "$(docker exec layer3-gitremote curl -sk -o /dev/null -w '%{http_code}' "https://127.0.0.1:$remote_port/_ready" 2>/dev/null)" = 204 ] && break
   sleep 0.3
 done
-# A task runs in the agent's directory (its HOME is not in a task's environment).
+# Each task runs in a directory of its own (HOME is not in its environment):
+# the push clones again.
 task() { go run ./agent/cmd/flock-agent task --nkey "$OPERATOR_KEY" --agent agent-1 -- sh -c "$1"; }
 url=https://$remote_host:$remote_port/repo.git
 run "agent-1: git clone through the gateway" git-clone.log task "rm -rf clone && git clone -q $url clone && cat clone/README"
 grep -q "$marker" "$logs/git-clone.log" || { cat "$logs/git-clone.log" >&2; die "agent-1's clone lacks the remote's README"; }
-if task "cd clone && echo more >>README && git -c user.name=a -c user.email=a@layer3.example commit -qam change && git push origin main" >"$logs/git-push.log" 2>&1; then
+if task "rm -rf c && git clone -q $url c && cd c && echo more >>README && git -c user.name=a -c user.email=a@layer3.example commit -qam change && git push origin main" >"$logs/git-push.log" 2>&1; then
   die "agent-1's push, which the rule does not allow, went through ($logs/git-push.log)"
 fi
 grep -q 403 "$logs/git-push.log" || { cat "$logs/git-push.log" >&2; die "agent-1's push failed, but not with the gateway's 403"; }
